@@ -1,0 +1,15 @@
+"""``python -m bertcore``: the command-line interface (see bertcore/cli.py and ``--help``)."""
+import os
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    try:
+        rc = main()
+        sys.stdout.flush()
+    except BrokenPipeError:  # e.g. `python -m bertcore inspect ... | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        rc = 0
+    sys.exit(rc)

@@ -1,0 +1,233 @@
+"""Checkpoint directories: a trained model you can reload, share and inspect, without ever unpickling.
+
+Layout of a checkpoint directory::
+
+    config.json           BertConfig fields + "tokenizer_kind", "bertcore_version", "heads"
+    model.safetensors     weights (safetensors: loading cannot execute code); shared tensors stored once
+    vocab.txt             word-level vocabulary; WordPiece adds tokenizer.json
+    history.csv           training history (Trainer.history), if any
+    train_config.json     TrainConfig used for training, if known
+    bundle.json           name, source, notes, probe tokens
+    snapshots.safetensors attention-over-training snapshots ("step_<k>" -> [L,H,T,T]), if any
+
+Only JSON and safetensors are ever read. ``torch.load`` / pickle are never used, so an untrusted directory
+(e.g. an uploaded zip) cannot run code; a directory holding only ``pytorch_model.bin`` is refused.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import BertConfig
+from .errors import BertcoreError, CheckpointError
+
+PICKLE_NAMES = ("pytorch_model.bin", "model.pt", "model.pth", "model.bin", "checkpoint.pt", "model.ckpt")
+_EXTRA_CONFIG_KEYS = ("tokenizer_kind", "bertcore_version", "heads")
+
+
+@dataclass
+class ModelBundle:
+    """A model with everything needed to use and explain it."""
+
+    model: Any
+    tokenizer: Any
+    history: Any = None  # pandas DataFrame | None
+    name: str = ""
+    source: str = ""
+    snapshots: list = field(default_factory=list)  # trainer.AttentionSnapshot
+    probe_tokens: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    train_config: dict | None = None
+
+
+def _unique_state_dict(model) -> dict[str, torch.Tensor]:
+    """state_dict with tensors that share storage (tied weights) kept once, under their first name."""
+    out, seen = {}, set()
+    for k, v in model.state_dict().items():
+        key = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), tuple(v.stride()))
+        if v.numel() and key in seen:
+            continue
+        seen.add(key)
+        out[k] = v.detach().cpu().contiguous().clone()
+    return out
+
+
+def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
+    """Write ``bundle`` to ``directory`` (created if needed); see the module docstring for the layout."""
+    from safetensors.torch import save_file
+
+    from . import __version__
+
+    d = Path(directory).expanduser()
+    if d.exists() and not d.is_dir():
+        raise CheckpointError(f"{d} exists and is not a directory; choose another output folder")
+    d.mkdir(parents=True, exist_ok=True)
+    model, tok = bundle.model, bundle.tokenizer
+    cfg = model.config.to_dict()
+    cfg.update(tokenizer_kind=getattr(tok, "kind", "word"), bertcore_version=__version__,
+               heads={"mlm": bool(getattr(model, "has_mlm_head", True)), "nsp": bool(getattr(model, "has_nsp_head", True))})
+    (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+    save_file(_unique_state_dict(model), str(d / "model.safetensors"), metadata={"format": "pt"})
+    tok.save(d)
+    if bundle.history is not None and len(bundle.history):
+        bundle.history.to_csv(d / "history.csv", index=False)
+    tc = bundle.train_config
+    if tc is not None:
+        tc = tc.to_dict() if hasattr(tc, "to_dict") else dict(tc)
+        (d / "train_config.json").write_text(json.dumps(tc, indent=2) + "\n", encoding="utf-8")
+    meta = {"name": bundle.name, "source": bundle.source, "notes": list(bundle.notes or []),
+            "probe_tokens": list(bundle.probe_tokens or []), "snapshot_steps": [int(s.step) for s in bundle.snapshots]}
+    (d / "bundle.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    if bundle.snapshots:
+        snaps = {f"step_{i}_{int(s.step)}": torch.from_numpy(s.attentions).contiguous()
+                 for i, s in enumerate(bundle.snapshots)}
+        save_file(snaps, str(d / "snapshots.safetensors"))
+    return d
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"cannot read {what} ({path.name}): {e}; it must be a UTF-8 JSON object") from None
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{path.name} must hold a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _load_safetensors(path: Path, what: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(str(path))
+    except Exception as e:  # noqa: BLE001 - SafetensorError, OSError, header errors: all mean "damaged file"
+        raise CheckpointError(f"{what} ({path.name}) is not a valid safetensors file ({e}); "
+                              "save the checkpoint again") from None
+
+
+def _shared_aliases(model) -> dict[str, str]:
+    """name -> first name for state_dict entries that share storage with an earlier entry (tied weights)."""
+    first: dict[tuple, str] = {}
+    alias: dict[str, str] = {}
+    for k, v in model.state_dict().items():
+        key = (v.untyped_storage().data_ptr(), v.storage_offset(), tuple(v.shape), tuple(v.stride()))
+        if v.numel() and key in first:
+            alias[k] = first[key]
+        else:
+            first[key] = k
+    return alias
+
+
+def load_checkpoint(directory: str | Path) -> ModelBundle:
+    """Load a directory written by ``save_checkpoint``. Raises CheckpointError naming the problem and the fix."""
+    d = Path(directory).expanduser()
+    if not d.exists():
+        raise CheckpointError(f"checkpoint directory {d} does not exist; train one with "
+                              f"`python -m bertcore train --out {d}` or check the path")
+    if not d.is_dir():
+        raise CheckpointError(f"{d} is not a directory; a checkpoint is a folder with config.json and model.safetensors")
+    pickles = [n for n in PICKLE_NAMES if (d / n).exists()] + sorted(p.name for p in d.glob("*.pkl"))
+    if not (d / "model.safetensors").is_file() and pickles:
+        raise CheckpointError(f"{d} holds only pickle weights ({', '.join(pickles)}), which are never loaded because "
+                              "unpickling can run code; use a checkpoint with model.safetensors (transformers: "
+                              "save_pretrained(dir) then `python -m bertcore import-hf`)")
+    if not (d / "config.json").is_file():
+        raise CheckpointError(f"{d} has no config.json; a checkpoint needs config.json, model.safetensors and vocab.txt")
+    if not (d / "model.safetensors").is_file():
+        raise CheckpointError(f"{d} has no model.safetensors; the weights are missing, save the checkpoint again")
+    if not ((d / "vocab.txt").is_file() or (d / "tokenizer.json").is_file()):
+        raise CheckpointError(f"{d} has no vocab.txt or tokenizer.json; the vocabulary is needed to read text")
+
+    raw = _read_json(d / "config.json", "the model config")
+    extra = {k: raw.pop(k) for k in _EXTRA_CONFIG_KEYS if k in raw}
+    if "bertcore_version" not in extra and ("model_type" in raw or "architectures" in raw):
+        raise CheckpointError(f"{d} is a transformers model directory, not a bertcore checkpoint; convert it with "
+                              f"`python -m bertcore import-hf {d} OUT_DIR`")
+    try:
+        config = BertConfig.from_dict(raw)
+    except (BertcoreError, TypeError) as e:
+        raise CheckpointError(f"config.json is invalid: {e}") from None
+
+    from .tokenization import load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(d, kind=extra.get("tokenizer_kind") if extra.get("tokenizer_kind") in
+                                   ("word", "wordpiece") else None)
+    except BertcoreError as e:
+        raise CheckpointError(f"cannot load the vocabulary: {e}") from None
+    if tokenizer.vocab_size != config.vocab_size:
+        raise CheckpointError(f"the vocabulary has {tokenizer.vocab_size} tokens but config.json says "
+                              f"vocab_size={config.vocab_size}; they must come from the same checkpoint")
+
+    weights = _load_safetensors(d / "model.safetensors", "the weights")
+    from .trainer import init_model
+
+    model = init_model(config, 0)
+    expected = model.state_dict()
+    aliases = _shared_aliases(model)
+    for k, v in weights.items():
+        if k in expected and tuple(expected[k].shape) != tuple(v.shape):
+            raise CheckpointError(f"weight {k} has shape {list(v.shape)} in model.safetensors but config.json implies "
+                                  f"{list(expected[k].shape)}; the config and the weights disagree (re-save the "
+                                  "checkpoint or fix config.json)")
+    unexpected = sorted(set(weights) - set(expected))
+    if unexpected:
+        raise CheckpointError(f"model.safetensors has {len(unexpected)} weight(s) this config does not use, e.g. "
+                              f"{unexpected[:3]}; the config's variant switches probably differ from the training run")
+    missing = sorted(k for k in expected if k not in weights and not (k in aliases and aliases[k] in weights))
+    if missing:
+        raise CheckpointError(f"model.safetensors lacks {len(missing)} weight(s), e.g. {missing[:3]}; the file is "
+                              "incomplete or from a different configuration")
+    for k, v in weights.items():
+        if not v.is_floating_point() and expected[k].is_floating_point():
+            raise CheckpointError(f"weight {k} has dtype {v.dtype}; weights must be floating point")
+    model.load_state_dict(weights, strict=False)
+    heads = extra.get("heads") if isinstance(extra.get("heads"), dict) else {}
+    model.has_mlm_head = bool(heads.get("mlm", True))
+    model.has_nsp_head = bool(heads.get("nsp", True))
+    model.eval()
+
+    history = None
+    if (d / "history.csv").is_file():
+        import pandas as pd
+
+        try:
+            history = pd.read_csv(d / "history.csv")
+        except Exception as e:  # noqa: BLE001 - any parse error of a user file
+            raise CheckpointError(f"history.csv cannot be read ({e}); delete it or save the checkpoint again") from None
+    train_config = _read_json(d / "train_config.json", "the training config") \
+        if (d / "train_config.json").is_file() else None
+    meta = _read_json(d / "bundle.json", "the bundle metadata") if (d / "bundle.json").is_file() else {}
+    snapshots = []
+    if (d / "snapshots.safetensors").is_file():
+        from .trainer import AttentionSnapshot
+
+        snaps = _load_safetensors(d / "snapshots.safetensors", "the attention snapshots")
+        order = sorted(snaps, key=lambda k: int(k.split("_")[1]) if k.count("_") == 2 and k.split("_")[1].isdigit() else 0)
+        for k in order:
+            try:
+                step = int(k.rsplit("_", 1)[1])
+            except ValueError:
+                continue
+            snapshots.append(AttentionSnapshot(step, snaps[k].float().numpy()))
+    return ModelBundle(model=model, tokenizer=tokenizer, history=history, name=str(meta.get("name") or d.name),
+                       source=str(meta.get("source") or f"checkpoint:{d}"), snapshots=snapshots,
+                       probe_tokens=[str(t) for t in meta.get("probe_tokens", [])],
+                       notes=[str(n) for n in meta.get("notes", [])], train_config=train_config)
+
+
+def untrained_bundle(seed: int = 0, **config_overrides) -> ModelBundle:
+    """A fresh, untrained model (init from ``seed``) with the word tokenizer of ``builtin_corpus(seed=0)``."""
+    from .corpus import builtin_corpus
+    from .tokenization import WordTokenizer
+    from .trainer import init_model
+
+    tok = WordTokenizer.build(builtin_corpus(seed=0).texts())
+    config = BertConfig(**{**config_overrides, "vocab_size": tok.vocab_size})
+    model = init_model(config, seed).eval()
+    return ModelBundle(model=model, tokenizer=tok, history=None, name="untrained",
+                       source=f"random init, seed {seed}", notes=["untrained: predictions are random"])

@@ -1,0 +1,356 @@
+"""Command-line interface: ``python -m bertcore COMMAND ...`` (see ``--help``).
+
+    python -m bertcore train   --out DIR [--corpus builtin|tutorial|FILE] [--steps N] [--seed N] [--set KEY=VALUE ...]
+    python -m bertcore fill-mask DIR "text with [MASK]" [--top-k K] [--json]
+    python -m bertcore nsp     DIR "sentence A" "sentence B" [--json]
+    python -m bertcore inspect DIR "sentence A" ["sentence B"] [--json]
+    python -m bertcore mask    [--corpus ...] [--draws N] [--seed N] [--json]
+    python -m bertcore export-hf DIR OUT_DIR
+    python -m bertcore import-hf HF_DIR OUT_DIR
+
+Bad input prints ``error: <what and how to fix>`` on stderr and exits with status 2, never a traceback.
+Heavy imports (torch) happen inside the commands so ``--help`` is instant.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+EXIT_BAD_INPUT = 2
+MAX_DRAWS = 1_000_000
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports problems as ``error: ...`` (exit 2) without the usage dump."""
+
+    def error(self, message):  # noqa: D401 - argparse API
+        self.exit(EXIT_BAD_INPUT, f"error: {message} (see `python -m {self.prog} --help`)\n")
+
+
+class CliError(Exception):
+    """Bad command-line input found after parsing (printed as ``error: ...``, exit 2)."""
+
+
+def _int_in(lo: int, hi: int, what: str):
+    def parse(s: str) -> int:
+        try:
+            v = float(s)
+            if not v.is_integer():
+                raise ValueError
+            v = int(v)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number, got {s!r}") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{what}={v} is out of range; use a value in [{lo}, {hi}]")
+        return v
+
+    return parse
+
+
+def _key_value(s: str) -> tuple[str, str]:
+    if "=" not in s:
+        raise argparse.ArgumentTypeError(f"--set expects KEY=VALUE (e.g. hidden_size=64), got {s!r}")
+    k, v = s.split("=", 1)
+    if not k.strip():
+        raise argparse.ArgumentTypeError(f"--set expects KEY=VALUE with a key, got {s!r}")
+    return k.strip(), v.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="bertcore", description="A from-scratch BERT (Devlin et al. 2019): pre-train on MLM (§3.1) + "
+                "NSP (§3.2), predict, inspect, and exchange checkpoints with HF transformers.",
+                epilog="Bad input prints 'error: ...' on stderr and exits with status 2.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    corpus_help = "builtin (default), builtin:SEED, tutorial, or a text file (tab-separated pairs or prose)"
+
+    t = sub.add_parser("train", help="pre-train a model and save a checkpoint directory")
+    t.add_argument("--out", required=True, metavar="DIR", help="checkpoint directory to write")
+    t.add_argument("--corpus", default="builtin", help=corpus_help)
+    t.add_argument("--steps", type=_int_in(1, 1_000_000, "--steps"), help="optimizer steps (TrainConfig.steps)")
+    t.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), help="seed for init, data, masking and dropout")
+    t.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                   help="any BertConfig/TrainConfig field, e.g. --set hidden_size=64 --set lr=1e-3 (repeatable)")
+    t.add_argument("--tokenizer", choices=("word", "wordpiece"), default="word", help="vocabulary kind")
+    t.add_argument("--preset", help="start from a named preset (see bertcore.config.PRESETS)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    f = sub.add_parser("fill-mask", help="predict the tokens at each [MASK]")
+    f.add_argument("dir", metavar="DIR")
+    f.add_argument("text")
+    f.add_argument("--top-k", type=_int_in(1, 1000, "--top-k"), default=5)
+    f.add_argument("--json", action="store_true")
+
+    n = sub.add_parser("nsp", help="P(IsNext): does sentence B follow sentence A?")
+    n.add_argument("dir", metavar="DIR")
+    n.add_argument("a")
+    n.add_argument("b")
+    n.add_argument("--json", action="store_true")
+
+    i = sub.add_parser("inspect", help="tokens, segment ids and attention probabilities for one input")
+    i.add_argument("dir", metavar="DIR")
+    i.add_argument("a")
+    i.add_argument("b", nargs="?")
+    i.add_argument("--json", action="store_true")
+
+    m = sub.add_parser("mask", help="measure the MLM masking rates (BERT §3.1) on a corpus")
+    m.add_argument("--corpus", default="builtin", help=corpus_help)
+    m.add_argument("--draws", type=_int_in(1, MAX_DRAWS, "--draws"), default=1000, help="examples to mask")
+    m.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), default=0)
+    m.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                   help="TrainConfig fields such as mlm_probability=0.2")
+    m.add_argument("--json", action="store_true")
+
+    e = sub.add_parser("export-hf", help="write a transformers BertForPreTraining directory")
+    e.add_argument("dir", metavar="DIR")
+    e.add_argument("out", metavar="OUT_DIR")
+
+    h = sub.add_parser("import-hf", help="convert a transformers BERT directory into a bertcore checkpoint")
+    h.add_argument("hf_dir", metavar="HF_DIR")
+    h.add_argument("out", metavar="OUT_DIR")
+
+    b = sub.add_parser("bench", help="speed benchmarks (if bertcore.bench is installed)")
+    b.add_argument("args", nargs=argparse.REMAINDER)
+    return p
+
+
+def _overrides(pairs) -> dict:
+    out = {}
+    for k, v in pairs:
+        out[k] = v
+    return out
+
+
+def _configs(args):
+    from .config import PRESETS, BertConfig, TrainConfig, check_compatible, split_overrides
+
+    bert_kw, train_kw = {}, {}
+    if args.preset is not None:
+        if args.preset not in PRESETS:
+            raise CliError(f"unknown preset {args.preset!r}; choose one of: {', '.join(PRESETS)}")
+        bert_kw, train_kw = dict(PRESETS[args.preset][0]), dict(PRESETS[args.preset][1])
+    b, t = split_overrides(_overrides(args.overrides))
+    bert_kw.update(b)
+    train_kw.update(t)
+    if args.steps is not None:
+        train_kw["steps"] = args.steps
+    if args.seed is not None:
+        train_kw["seed"] = args.seed
+    bert = BertConfig(**bert_kw)
+    train = TrainConfig(**train_kw)
+    check_compatible(bert, train)
+    return bert, train, "vocab_size" in bert_kw
+
+
+def cmd_train(args) -> int:
+    from .corpus import get_corpus
+
+    bert, train, vocab_given = _configs(args)
+    out = os.path.expanduser(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise CliError(f"--out {out} exists and is a file; give a directory path")
+    corpus = get_corpus(args.corpus)
+    tokenizer = None
+    if args.tokenizer == "wordpiece":
+        from .tokenization import WordPieceTokenizer
+
+        tokenizer = WordPieceTokenizer.train(corpus.texts(), vocab_size=bert.vocab_size if vocab_given else 1000)
+    import torch
+    from tqdm import tqdm
+
+    from .checkpoint import ModelBundle, save_checkpoint
+    from .trainer import Trainer
+
+    trainer = Trainer(bert, train, corpus, tokenizer=tokenizer)
+    print(f"training {sum(p.numel() for p in trainer.model.parameters()):,} parameters on {corpus.name} "
+          f"({len(corpus)} pairs, vocab {trainer.tokenizer.vocab_size}) for {train.steps} steps", file=sys.stderr)
+    bar = tqdm(total=train.steps, file=sys.stderr, disable=args.quiet, unit="step", mininterval=0.5, dynamic_ncols=True)
+
+    def progress(tr, row):
+        bar.update(1)
+        if tr.step_count % 10 == 0 or tr.done:
+            bar.set_postfix(mlm=f"{row['mlm_loss']:.3f}", nsp=f"{row['nsp_loss']:.3f}", refresh=False)
+
+    interrupted = False
+    try:
+        trainer.run(callback=progress)
+    except KeyboardInterrupt:
+        interrupted = True
+        try:
+            trainer.finalize()
+        except KeyboardInterrupt:
+            pass
+    finally:
+        bar.close()
+    with torch.no_grad():
+        bundle = ModelBundle(model=trainer.model.eval(), tokenizer=trainer.tokenizer, history=trainer.history,
+                             name=os.path.basename(os.path.normpath(out)), source=f"bertcore train on {corpus.name}",
+                             snapshots=trainer.snapshots, probe_tokens=trainer.probe_tokens,
+                             train_config=train.to_dict())
+        save_checkpoint(bundle, out)
+    hist = trainer.history
+    ev = hist.dropna(subset=["eval_mlm_acc"]) if len(hist) else hist
+    if len(ev):
+        last = ev.iloc[-1]
+        base = trainer.unigram_baseline
+        ratio = f" = {last.eval_mlm_acc / base:.2f}x the unigram baseline" if base > 0 else ""
+        print(f"held-out after step {int(last.step)}: masked-token accuracy {last.eval_mlm_acc:.3f}{ratio} "
+              f"({base:.3f}), NSP accuracy {last.eval_nsp_acc:.3f}, MLM loss {last.eval_mlm_loss:.3f}, "
+              f"NSP loss {last.eval_nsp_loss:.3f}")
+    else:
+        print(f"no held-out evaluation yet; unigram baseline {trainer.unigram_baseline:.3f}")
+    if interrupted:
+        print(f"interrupted at step {trainer.step_count}/{train.steps}; saved the model trained so far to {out}",
+              file=sys.stderr)
+        return 130
+    if trainer.error:
+        print(f"error: {trainer.error}. The last good weights were saved to {out}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"saved checkpoint to {out}")
+    return 0
+
+
+def _load(path: str):
+    from .checkpoint import load_checkpoint
+
+    return load_checkpoint(path)
+
+
+def cmd_fill_mask(args) -> int:
+    from .inference import fill_mask
+
+    b = _load(args.dir)
+    r = fill_mask(b.model, b.tokenizer, args.text, top_k=args.top_k)
+    if args.json:
+        print(json.dumps({"tokens": r.tokens, "masks": [
+            {"position": m.position, "candidates": [{"token": t, "prob": p} for t, p in m.candidates]}
+            for m in r.masks]}))
+        return 0
+    if r.truncated:
+        print("note: the text was truncated to the model's maximum length", file=sys.stderr)
+    print(" ".join(r.tokens))
+    for m in r.masks:
+        print(f"[MASK] at position {m.position}:")
+        for t, p in m.candidates:
+            print(f"  {t:<20} {p:.4f}")
+    return 0
+
+
+def cmd_nsp(args) -> int:
+    from .inference import nsp_probability
+
+    b = _load(args.dir)
+    p = nsp_probability(b.model, b.tokenizer, args.a, args.b)
+    print(json.dumps({"is_next": p}) if args.json else f"P(IsNext) = {p:.4f}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from .inference import inspect_pair
+
+    b = _load(args.dir)
+    r = inspect_pair(b.model, b.tokenizer, args.a, args.b)
+    if args.json:
+        print(json.dumps({"tokens": r.tokens, "segment_ids": list(r.segment_ids), "attentions": r.attentions.tolist()}))
+        return 0
+    if r.truncated:
+        print("note: the input was truncated to the model's maximum length", file=sys.stderr)
+    print("tokens:     " + " ".join(r.tokens))
+    print("segment ids:" + " ".join(str(s) for s in r.segment_ids))
+    L, H, T, _ = r.attentions.shape
+    print(f"attentions: {L} layers x {H} heads x {T} x {T}; most-attended token per head (from [CLS]):")
+    for layer in range(L):
+        row = [r.tokens[int(r.attentions[layer, h, 0].argmax())] for h in range(H)]
+        print(f"  layer {layer}: " + "  ".join(row))
+    return 0
+
+
+def cmd_mask(args) -> int:
+    from .config import TrainConfig, split_overrides
+    from .corpus import get_corpus
+    from .pretraining import MaskingRates, PretrainingData, masking_stats
+    from .tokenization import WordTokenizer
+
+    bert_kw, train_kw = split_overrides(_overrides(args.overrides))
+    if bert_kw:
+        raise CliError(f"mask only takes training settings; {', '.join(bert_kw)} belong to the model config")
+    tc = TrainConfig(**train_kw)
+    corpus = get_corpus(args.corpus)
+    tok = WordTokenizer.build(corpus.texts())
+    data = PretrainingData(corpus, tok, tc.max_seq_len, MaskingRates(tc.mlm_probability, tc.mask_token_frac,
+                           tc.random_token_frac), tc.nsp_positive_prob, tc.held_out_frac, args.seed)
+    s = masking_stats(data, args.draws, args.seed)
+    keys = ("draws", "tokens_seen", "selected_rate", "mask_share", "random_share", "keep_share")
+    out = {k: (int(s[k]) if k in ("draws", "tokens_seen") else float(s[k])) for k in keys}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print(f"{out['draws']} examples, {out['tokens_seen']} non-special tokens")
+        print(f"selected {out['selected_rate']:.4f} (configured {tc.mlm_probability}); of the selected: "
+              f"[MASK] {out['mask_share']:.4f} ({tc.mask_token_frac}), random {out['random_share']:.4f} "
+              f"({tc.random_token_frac}), kept {out['keep_share']:.4f} ({tc.keep_frac:.2f})")
+    return 0
+
+
+def cmd_export_hf(args) -> int:
+    from .hf_interop import export_hf
+
+    b = _load(args.dir)
+    out = export_hf(b, os.path.expanduser(args.out))
+    print(f"wrote a transformers directory to {out} (load it with BertForPreTraining.from_pretrained)")
+    return 0
+
+
+def cmd_import_hf(args) -> int:
+    from .checkpoint import save_checkpoint
+    from .hf_interop import import_hf
+
+    b = import_hf(os.path.expanduser(args.hf_dir))
+    save_checkpoint(b, os.path.expanduser(args.out))
+    for note in b.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"saved bertcore checkpoint to {args.out}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    try:
+        from . import bench
+    except ImportError:
+        raise CliError("the bench command is not available: bertcore/bench.py is missing from this install") from None
+    rc = bench.main(list(args.args))
+    return int(rc or 0)
+
+
+COMMANDS = {"train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp, "inspect": cmd_inspect,
+            "mask": cmd_mask, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf, "bench": cmd_bench}
+
+
+def _fail(msg: str) -> int:
+    print(f"error: {msg}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except (CliError, ValueError) as e:  # BertcoreError is a ValueError
+        return _fail(str(e))
+    except FileNotFoundError as e:
+        return _fail(f"{e.filename or e}: no such file or directory; check the path")
+    except PermissionError as e:
+        return _fail(f"{e.filename or e}: permission denied; choose a location you can write/read")
+    except OSError as e:
+        return _fail(f"{e}; check the paths and free disk space")
+    except MemoryError:
+        return _fail("out of memory; use a smaller model or batch (--set hidden_size=... --set batch_size=...)")
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI contract: never a traceback
+        if os.environ.get("BERTCORE_DEBUG"):
+            raise
+        return _fail(f"unexpected {type(e).__name__}: {e} (re-run with BERTCORE_DEBUG=1 for details and report it)")

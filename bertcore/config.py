@@ -1,0 +1,301 @@
+"""Model and training configuration.
+
+`BertConfig` uses the field names of HF transformers' ``BertConfig`` so a config.json can be
+exchanged with it. On top it carries the explorer's *variant switches*, which mirror the design
+choices of the seed tutorials (learned vs sinusoidal positions, post- vs pre-norm, ...).
+The defaults are original BERT (Devlin et al. 2019) scaled down until it trains in seconds on a CPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
+POSITION_EMBEDDINGS = ("learned", "sinusoidal")
+NORM_PLACEMENTS = ("post", "pre")
+MLM_HEADS = ("transform", "linear")
+NSP_HEADS = ("pooler", "first_token")
+
+
+class _JsonMixin:
+    """to_dict / from_dict / JSON helpers shared by both configs."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]):
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown {cls.__name__} field(s) {unknown}; valid fields are: {', '.join(sorted(known))}"
+            )
+        return cls(**d)
+
+    def replace(self, **kw):
+        return self.from_dict({**self.to_dict(), **kw})
+
+    def to_json(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, path: str | Path):
+        try:
+            d = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ConfigError(f"cannot read config {path}: {e}; it must be a UTF-8 JSON object") from None
+        if not isinstance(d, dict):
+            raise ConfigError(f"config {path} must hold a JSON object")
+        return cls.from_dict(d)
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} is not valid; choose one of {', '.join(choices)}")
+
+
+def _check_range(name: str, value: Any, lo: float, hi: float, kind: type = float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
+        raise ConfigError(f"{name}={value!r} must be a {'whole number' if kind is int else 'number'} in [{lo}, {hi}]")
+    if not (lo <= value <= hi):
+        raise ConfigError(f"{name}={value!r} is out of range; use a value in [{lo}, {hi}]")
+
+
+@dataclass
+class BertConfig(_JsonMixin):
+    # Set from the tokenizer; the embedding table and (tied) MLM decoder have this many rows.
+    vocab_size: int = 512
+    # d_model. BERT-base uses 768; 64 is enough for the built-in grammar and trains in seconds.
+    hidden_size: int = 64
+    # Encoder blocks. BERT-base has 12; 2 already learns agreement and topic.
+    num_hidden_layers: int = 2
+    # Heads per layer; hidden_size must divide evenly (head dim = hidden/heads).
+    num_attention_heads: int = 4
+    # FFN width, 4x hidden as in BERT and Vaswani et al.
+    intermediate_size: int = 256
+    # Rows of the position table: the longest input the model can ever see.
+    max_position_embeddings: int = 64
+    # Segment (A/B) embeddings; 2 for sentence pairs.
+    type_vocab_size: int = 2
+    # Dropout after embeddings, attention output and FFN output (0.1 in BERT).
+    hidden_dropout_prob: float = 0.1
+    # Dropout on the attention probabilities (0.1 in BERT).
+    attention_probs_dropout_prob: float = 0.1
+    # BERT uses 1e-12; codertimo's custom LayerNorm used 1e-6.
+    layer_norm_eps: float = 1e-12
+    # gelu = exact erf GELU (BERT); gelu_tanh = tanh approximation (codertimo); relu (Annotated Transformer).
+    hidden_act: str = "gelu"
+    # Std of the truncated-normal-free init used by BERT (normal(0, 0.02)).
+    initializer_range: float = 0.02
+    # Id of [PAD]; its attention keys are masked out and its embedding row is not special-cased.
+    pad_token_id: int = 0
+    # learned = a trained table (BERT, d2l, blog); sinusoidal = fixed Vaswani §3.5 table (codertimo, Annotated).
+    position_embedding: str = "learned"
+    # post = LayerNorm(x + sublayer(x)) as in BERT; pre = x + sublayer(LayerNorm(x)) (codertimo, Annotated).
+    norm_placement: str = "post"
+    # transform = dense+act+LayerNorm then decoder tied to word embeddings (BERT); linear = one untied Linear (codertimo).
+    mlm_head: str = "transform"
+    # pooler = tanh(dense(h_CLS)) then classifier (BERT, d2l); first_token = classifier on h_CLS directly (codertimo).
+    nsp_head: str = "pooler"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        _check_range("vocab_size", self.vocab_size, 6, 250_000, int)
+        _check_range("hidden_size", self.hidden_size, 1, 4096, int)
+        _check_range("num_hidden_layers", self.num_hidden_layers, 1, 48, int)
+        _check_range("num_attention_heads", self.num_attention_heads, 1, 64, int)
+        _check_range("intermediate_size", self.intermediate_size, 1, 16384, int)
+        _check_range("max_position_embeddings", self.max_position_embeddings, 4, 8192, int)
+        _check_range("type_vocab_size", self.type_vocab_size, 1, 16, int)
+        _check_range("hidden_dropout_prob", self.hidden_dropout_prob, 0.0, 0.9)
+        _check_range("attention_probs_dropout_prob", self.attention_probs_dropout_prob, 0.0, 0.9)
+        _check_range("layer_norm_eps", self.layer_norm_eps, 1e-15, 1e-2)
+        _check_range("initializer_range", self.initializer_range, 1e-6, 1.0)
+        _check_range("pad_token_id", self.pad_token_id, 0, self.vocab_size - 1, int)
+        _check_choice("hidden_act", self.hidden_act, ACTIVATIONS)
+        _check_choice("position_embedding", self.position_embedding, POSITION_EMBEDDINGS)
+        _check_choice("norm_placement", self.norm_placement, NORM_PLACEMENTS)
+        _check_choice("mlm_head", self.mlm_head, MLM_HEADS)
+        _check_choice("nsp_head", self.nsp_head, NSP_HEADS)
+        if self.hidden_size % self.num_attention_heads:
+            ok = [h for h in range(1, min(self.hidden_size, 64) + 1) if self.hidden_size % h == 0]
+            raise ConfigError(
+                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}; "
+                f"pick num_attention_heads from {ok} or change hidden_size"
+            )
+        if self.position_embedding == "sinusoidal" and self.hidden_size % 2:
+            raise ConfigError(
+                f"hidden_size={self.hidden_size} is odd; sinusoidal position encoding pairs sin/cos dimensions, "
+                "so use an even hidden_size or position_embedding=learned"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+
+@dataclass
+class TrainConfig(_JsonMixin):
+    # Optimizer steps to run.
+    steps: int = 600
+    # Sequences per step; batches are padded only to their own longest sequence.
+    batch_size: int = 32
+    # Peak AdamW learning rate, reached after warmup (BERT: 1e-4 at base size; tiny models like more).
+    lr: float = 2e-3
+    # Linear warmup steps, then linear decay to 0 at `steps` (BERT §A.2).
+    warmup_steps: int = 60
+    # AdamW decoupled weight decay (BERT: 0.01), not applied to biases and LayerNorm.
+    weight_decay: float = 0.01
+    # Clip the global gradient norm to this (BERT: 1.0).
+    grad_clip: float = 1.0
+    # Longest [CLS] A [SEP] B [SEP]; pairs are truncated longest-first to fit.
+    max_seq_len: int = 48
+    # Share of non-special tokens selected for MLM (BERT §3.1: 15%).
+    mlm_probability: float = 0.15
+    # Of the selected: share replaced by [MASK] (80%).
+    mask_token_frac: float = 0.8
+    # Of the selected: share replaced by a random non-special token (10%); the rest are kept.
+    random_token_frac: float = 0.1
+    # Share of pairs whose B is the true next sentence (BERT §3.2: 50%).
+    nsp_positive_prob: float = 0.5
+    # Seeds the init, the data order, masking and dropout: same seed, same loss curve.
+    seed: int = 0
+    # Evaluate on the held-out pairs every N steps (0 = never).
+    eval_every: int = 50
+    # Held-out examples per evaluation (fixed masks, so curves are comparable).
+    eval_size: int = 256
+    # Snapshot the probe pair's attention every N steps for the attention-over-training view (0 = never).
+    snapshot_every: int = 25
+    # torch threads for training; 1 keeps the UI responsive on a 2-core machine.
+    num_threads: int = 1
+    # Share of corpus pairs held out for evaluation.
+    held_out_frac: float = 0.05
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        _check_range("steps", self.steps, 1, 1_000_000, int)
+        _check_range("batch_size", self.batch_size, 1, 4096, int)
+        _check_range("lr", self.lr, 0.0, 100.0)
+        _check_range("warmup_steps", self.warmup_steps, 0, 1_000_000, int)
+        _check_range("weight_decay", self.weight_decay, 0.0, 1.0)
+        _check_range("grad_clip", self.grad_clip, 0.0, 1e6)
+        _check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
+        _check_range("mlm_probability", self.mlm_probability, 0.0, 1.0)
+        _check_range("mask_token_frac", self.mask_token_frac, 0.0, 1.0)
+        _check_range("random_token_frac", self.random_token_frac, 0.0, 1.0)
+        _check_range("nsp_positive_prob", self.nsp_positive_prob, 0.0, 1.0)
+        _check_range("seed", self.seed, 0, 2**63 - 1, int)
+        _check_range("eval_every", self.eval_every, 0, 1_000_000, int)
+        _check_range("eval_size", self.eval_size, 1, 100_000, int)
+        _check_range("snapshot_every", self.snapshot_every, 0, 1_000_000, int)
+        _check_range("num_threads", self.num_threads, 1, 256, int)
+        _check_range("held_out_frac", self.held_out_frac, 0.0, 0.5)
+        if self.mask_token_frac + self.random_token_frac > 1.0 + 1e-9:
+            raise ConfigError(
+                f"mask_token_frac + random_token_frac = {self.mask_token_frac + self.random_token_frac:.3f} > 1; "
+                "they are shares of the selected tokens (the rest are kept), so lower one of them"
+            )
+
+    @property
+    def keep_frac(self) -> float:
+        return max(0.0, 1.0 - self.mask_token_frac - self.random_token_frac)
+
+
+def check_compatible(model: BertConfig, train: TrainConfig) -> None:
+    """Cross-checks between the two configs (raises ConfigError with the fix)."""
+    if train.max_seq_len > model.max_position_embeddings:
+        raise ConfigError(
+            f"max_seq_len={train.max_seq_len} exceeds max_position_embeddings={model.max_position_embeddings}; "
+            f"lower max_seq_len or raise max_position_embeddings to at least {train.max_seq_len}"
+        )
+
+
+# name -> (BertConfig overrides, TrainConfig overrides). Each mirrors one seed design (shared/seeds/README.md).
+PRESETS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "original BERT (tiny)": ({}, {}),
+    "BERT-pytorch (codertimo)": (
+        dict(position_embedding="sinusoidal", norm_placement="pre", hidden_act="gelu_tanh",
+             mlm_head="linear", nsp_head="first_token", layer_norm_eps=1e-6),
+        {},
+    ),
+    "blog BertModel": (dict(position_embedding="learned", norm_placement="post", nsp_head="pooler"), {}),
+    "Annotated Transformer": (
+        dict(position_embedding="sinusoidal", norm_placement="pre", hidden_act="relu", mlm_head="linear",
+             nsp_head="first_token", layer_norm_eps=1e-6),
+        {},
+    ),
+    "d2l": (dict(position_embedding="learned", norm_placement="post", hidden_act="relu", nsp_head="pooler"), {}),
+}
+
+
+def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
+    if not isinstance(raw, str):
+        return raw
+    t = field_type if isinstance(field_type, str) else getattr(field_type, "__name__", str(field_type))
+    try:
+        if t == "int":
+            v = float(raw)
+            if not v.is_integer():
+                raise ValueError
+            return int(v)
+        if t == "float":
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r} must be a {'whole number' if t == 'int' else 'number'}") from None
+    return raw
+
+
+def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Route KEY=VALUE overrides to BertConfig or TrainConfig, parsing strings to the field's type."""
+    bert_fields = {f.name: f.type for f in fields(BertConfig)}
+    train_fields = {f.name: f.type for f in fields(TrainConfig)}
+    bert_kw: dict[str, Any] = {}
+    train_kw: dict[str, Any] = {}
+    for key, raw in overrides.items():
+        if key in bert_fields:
+            bert_kw[key] = _parse_value(bert_fields[key], key, raw)
+        elif key in train_fields:
+            train_kw[key] = _parse_value(train_fields[key], key, raw)
+        else:
+            valid = sorted(set(bert_fields) | set(train_fields))
+            raise ConfigError(f"unknown setting {key!r}; valid keys are: {', '.join(valid)}")
+    return bert_kw, train_kw
+
+
+def estimate(model: BertConfig, train: TrainConfig | None = None) -> dict[str, Any]:
+    """Parameter count per part and a rough training-memory estimate (bytes) before building anything.
+
+    Memory = fp32 weights + grads + 2 AdamW moments (4 copies) + activations of one batch
+    (per layer ~ B*T*(8*D + 2*F) floats plus B*H*T*T for attention probabilities).
+    """
+    d, f, v, L = model.hidden_size, model.intermediate_size, model.vocab_size, model.num_hidden_layers
+    emb = v * d + model.type_vocab_size * d + 2 * d
+    if model.position_embedding == "learned":
+        emb += model.max_position_embeddings * d
+    layer = 4 * (d * d + d) + 2 * d + (d * f + f) + (f * d + d) + 2 * d
+    encoder = L * layer + (2 * d if model.norm_placement == "pre" else 0)
+    pooler = d * d + d if model.nsp_head == "pooler" else 0
+    if model.mlm_head == "transform":
+        mlm = d * d + d + 2 * d + v  # transform + LayerNorm + decoder bias (decoder weight tied)
+    else:
+        mlm = d * v + v
+    nsp = 2 * d + 2
+    parts = {"embeddings": emb, "encoder": encoder, "pooler": pooler, "mlm_head": mlm, "nsp_head": nsp}
+    total = sum(parts.values())
+    mem = 4 * total * 4
+    if train is not None:
+        b, t = train.batch_size, train.max_seq_len
+        act = L * (b * t * (8 * d + 2 * f) + 2 * b * model.num_attention_heads * t * t)
+        act += b * t * 4 * d + int(b * t * train.mlm_probability + 1) * v * 2
+        mem += 4 * act
+    return {"params": total, "params_by_part": parts, "memory_bytes": int(mem)}

@@ -1,0 +1,409 @@
+"""Corpora of sentence pairs for pre-training (BERT §3.1 MLM needs sentences, §3.2 NSP needs pairs).
+
+Built-in corpus grammar
+-----------------------
+A pair is two sentences about one *subject* in one *topic* (kitchen, farm, school, city, sea,
+forest)::
+
+    PAIR     := A B
+    A        := SUBJ_NP FRAME .                     (5-12 words)
+    B        := [CONNECTIVE] SUBJ_REF FRAME' .      (same subject and topic, another frame)
+    SUBJ_NP  := DET [ADJ] NOUN     with DET agreeing: singular a/an/the/this/that, plural the/these/those/some/two/three;
+                                   "an" exactly before a vowel-initial word ("an old cow", "an owl")
+              | NAME               (tom, anna, ...; always singular, gendered)
+    SUBJ_REF := PRONOUN            he/she (gendered singular person), it (singular animal/vehicle), they (plural)
+              | the [ADJ] NOUN     (the same noun in the same number) | NAME
+    CONNECTIVE := then | later | after that | soon | every day | ""
+
+Frames put *selectional constraints* on the verb's object and place, and the verb agrees in number
+with the subject (singular: eats/is/has/runs, plural: eat/are/have/run)::
+
+    person : eat(s) HUMAN_FOOD [LOC] | read(s) READABLE [LOC] | has/have OBJ_NP | is/are PERSON_ADJ [LOC]
+             | TOPIC_VERB TOPIC_OBJECT [LOC] | walk(s) to the PLACE
+    animal : eat(s) ANIMAL_FOOD [LOC] | sleep(s)/hide(s)/play(s) LOC | is/are ANIMAL_ADJ [LOC]
+    vehicle: VEHICLE_VERB along/across the ROUTE | stop(s) near the PLACE | is/are VEHICLE_ADJ
+    LOC    := in/at/near/behind/under the PLACE       (PLACE, foods, objects, animals are topic-specific)
+
+So for MLM a masked verb form is predictable from the subject's number, an object from the verb, a
+determiner from the noun, a place from the topic; for NSP a true B shares A's topic words and its
+pronoun agrees with A's subject, while a B taken from another pair usually breaks both.
+Everything is drawn from ``random.Random(seed)``: the same seed gives the same corpus.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CorpusError
+
+MAX_CORPUS_BYTES = int(os.environ.get("BERTCORE_MAX_CORPUS_BYTES", 5 * 1024 * 1024))
+"""Largest user corpus accepted (bytes; default 5 MB). Override with env ``BERTCORE_MAX_CORPUS_BYTES``."""
+
+
+@dataclass
+class Corpus:
+    name: str
+    pairs: list[tuple[str, str]]
+    description: str = ""
+    meta: dict = field(default_factory=dict)
+
+    def sentences(self) -> list[str]:
+        """All sentences (A and B of every pair) in order."""
+        return [s for p in self.pairs for s in p]
+
+    def texts(self) -> list[str]:
+        """Texts to build a tokenizer from (same as :meth:`sentences`)."""
+        return self.sentences()
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+# ------------------------------------------------------------------ lexicon
+# irregular / special verb forms: lemma -> (singular, plural)
+_VERB_FORMS = {"be": ("is", "are"), "have": ("has", "have")}
+
+
+def verb_forms(lemma: str) -> tuple[str, str]:
+    """(3rd person singular, plural) present forms."""
+    if lemma in _VERB_FORMS:
+        return _VERB_FORMS[lemma]
+    if lemma.endswith(("sh", "ch", "s", "x", "o")):
+        return lemma + "es", lemma
+    if lemma.endswith("y") and lemma[-2] not in "aeiou":
+        return lemma[:-1] + "ies", lemma
+    return lemma + "s", lemma
+
+
+_PLURAL_IRREGULAR = {"man": "men", "woman": "women", "child": "children", "mouse": "mice", "wolf": "wolves",
+                     "knife": "knives", "loaf": "loaves", "leaf": "leaves", "goose": "geese"}
+
+
+def plural(noun: str) -> str:
+    if noun in _PLURAL_IRREGULAR:
+        return _PLURAL_IRREGULAR[noun]
+    if noun.endswith(("sh", "ch", "s", "x", "to")):
+        return noun + "es"
+    if noun.endswith("y") and noun[-2] not in "aeiou":
+        return noun[:-1] + "ies"
+    return noun + "s"
+
+
+PEOPLE = {"man": "m", "woman": "f", "boy": "m", "girl": "f", "father": "m", "mother": "f",
+          "uncle": "m", "aunt": "f", "brother": "m", "sister": "f"}
+NAMES = {"Tom": "m", "Sam": "m", "Ben": "m", "Leo": "m", "Anna": "f", "Mia": "f", "Emma": "f", "Lucy": "f"}
+PERSON_ADJ = ["happy", "tired", "hungry", "busy", "quiet", "young", "old", "proud"]
+ANIMAL_ADJ = ["big", "small", "hungry", "sleepy", "brown", "black", "white", "old", "young", "wild"]
+VEHICLE_ADJ = ["fast", "slow", "red", "blue", "new", "old", "noisy", "empty"]
+OBJ_ADJ = ["big", "small", "red", "blue", "new", "old", "clean", "heavy"]
+CONNECTIVES = ["then", "later", "after that", "soon", "every day", "", "", ""]
+PREPS = ["in", "at", "near", "behind", "under"]
+
+# topic -> lexicon. food/objects/readables are (word, countable) lists; topic_verbs are (lemma, object kind).
+TOPICS: dict[str, dict] = {
+    "kitchen": dict(places=["kitchen", "stove", "oven", "sink", "table"],
+                    food=["soup", "bread", "cake", "pie", "egg"],
+                    animals=["cat", "mouse"], animal_food=["milk", "cheese", "crumb"],
+                    objects=["pot", "pan", "knife", "spoon", "bowl"],
+                    readables=["recipe", "menu", "cookbook"],
+                    topic_verbs=[("cook", "food"), ("bake", "food"), ("wash", "objects"), ("stir", "food")],
+                    vehicles=[], vehicle_verbs=[], routes=[]),
+    "farm": dict(places=["barn", "field", "stable", "meadow", "orchard"],
+                 food=["apple", "pear", "corn", "potato"],
+                 animals=["cow", "horse", "pig", "goat", "hen"],
+                 animal_food=["hay", "grass", "grain", "turnip"],
+                 objects=["bucket", "rake", "shovel", "fence"],
+                 readables=["almanac", "calendar", "farm report"],
+                 topic_verbs=[("feed", "animals"), ("milk", "animals"), ("plant", "food"), ("fix", "objects")],
+                 vehicles=["tractor", "wagon"], vehicle_verbs=["drive", "roll"],
+                 routes=["dirt road", "lane"]),
+    "school": dict(places=["classroom", "library", "playground", "gym", "lab"],
+                   food=["sandwich", "banana", "lunch"],
+                   animals=["hamster", "parrot", "turtle"],
+                   animal_food=["seed", "lettuce", "pellet"],
+                   objects=["pencil", "notebook", "ruler", "eraser", "backpack"],
+                   readables=["book", "lesson", "poem", "story", "test"],
+                   topic_verbs=[("study", "readables"), ("write", "readables"), ("sharpen", "objects"),
+                                ("pack", "objects")],
+                   vehicles=["school bus"], vehicle_verbs=["drive", "turn"],
+                   routes=["school road"]),
+    "city": dict(places=["street", "park", "station", "market", "museum", "cafe"],
+                 food=["pizza", "burger", "coffee", "donut"],
+                 animals=["dog", "pigeon", "rat"], animal_food=["bone", "crust", "scrap"],
+                 objects=["ticket", "umbrella", "phone", "wallet"],
+                 readables=["newspaper", "map", "magazine"],
+                 topic_verbs=[("buy", "objects"), ("lose", "objects"), ("visit", "places"), ("cross", "routes")],
+                 vehicles=["bus", "taxi", "car", "tram"], vehicle_verbs=["drive", "speed", "race"],
+                 routes=["avenue", "highway", "bridge"]),
+    "sea": dict(places=["harbor", "beach", "dock", "island", "pier", "lighthouse"],
+                food=["fish", "shrimp", "lobster", "oyster"],
+                animals=["seal", "whale", "dolphin", "gull", "crab"],
+                animal_food=["sardine", "squid", "plankton", "krill"],
+                objects=["net", "anchor", "oar", "sail", "hook"],
+                readables=["chart", "logbook", "tide table"],
+                topic_verbs=[("catch", "food"), ("repair", "objects"), ("pull", "objects"), ("watch", "animals")],
+                vehicles=["boat", "ship", "ferry"], vehicle_verbs=["sail", "float", "drift"],
+                routes=["bay", "ocean", "channel"]),
+    "forest": dict(places=["forest", "cave", "river", "hill", "tent", "trail"],
+                   food=["berry", "mushroom", "nut", "honey"],
+                   animals=["fox", "bear", "wolf", "owl", "squirrel"],
+                   animal_food=["acorn", "insect", "root", "salmon"],
+                   objects=["axe", "lantern", "compass", "blanket", "log"],
+                   readables=["trail guide", "field guide", "hiking map"],
+                   topic_verbs=[("chop", "objects"), ("carry", "objects"), ("climb", "places"),
+                                ("follow", "animals")],
+                   vehicles=["jeep"], vehicle_verbs=["bump", "climb"],
+                   routes=["mountain road", "gravel path"]),
+}
+# mass nouns take the/some/my/..., never a/an or a plural
+MASS = {"soup", "bread", "milk", "cheese", "corn", "hay", "grass", "grain", "lunch", "lettuce", "coffee",
+        "plankton", "krill", "honey", "shrimp", "fish", "squid", "salmon"}
+
+
+# ------------------------------------------------------------------ generator
+def _np(noun: str, rng: random.Random, adjs: list[str] | None, number: str, dets_sg=("a", "the", "this", "that"),
+        dets_pl=("the", "these", "those", "some", "two", "three"), adj_p=0.35) -> str:
+    adj = rng.choice(adjs) if adjs and rng.random() < adj_p else None
+    head = noun if number == "sg" else plural(noun)
+    det = rng.choice(dets_sg if number == "sg" else dets_pl)
+    first = adj or head
+    if det == "a" and first[0] in "aeiou":
+        det = "an"
+    return " ".join(w for w in (det, adj, head) if w)
+
+
+def _obj(rng: random.Random, noun: str, adjs=None) -> str:
+    if noun in MASS:
+        return f"{rng.choice(('the', 'some', 'my', 'her', 'his', 'fresh'))} {noun}"
+    return _np(noun, rng, adjs, rng.choice(("sg", "sg", "pl")), dets_sg=("a", "the", "my", "her", "his"),
+               dets_pl=("the", "some", "two", "many"))
+
+
+def _loc(rng: random.Random, lex: dict, p: float = 0.6) -> str:
+    if rng.random() >= p:
+        return ""
+    return f"{rng.choice(PREPS)} the {rng.choice(lex['places'])}"
+
+
+def _frame(kind: str, number: str, lex: dict, rng: random.Random, avoid: int | None) -> tuple[int, str]:
+    """One predicate for a subject of ``kind`` and ``number``; returns (frame id, text)."""
+    v = lambda lemma: verb_forms(lemma)[0 if number == "sg" else 1]  # noqa: E731
+    frames: list = []
+    if kind == "person":
+        frames = [
+            lambda: f"{v('eat')} {_obj(rng, rng.choice(lex['food']))} {_loc(rng, lex)}",
+            lambda: f"{v('read')} {_obj(rng, rng.choice(lex['readables']))} {_loc(rng, lex)}",
+            lambda: f"{v('have')} {_obj(rng, rng.choice(lex['objects']), OBJ_ADJ)}",
+            lambda: f"{v('be')} {rng.choice(PERSON_ADJ)} {_loc(rng, lex, 0.8)}",
+            lambda: _topic_verb(rng, lex, v),
+            lambda: f"{v('walk')} to the {rng.choice(lex['places'])}",
+        ]
+    elif kind == "animal":
+        frames = [
+            lambda: f"{v('eat')} {_obj(rng, rng.choice(lex['animal_food']))} {_loc(rng, lex)}",
+            lambda: f"{v(rng.choice(['sleep', 'hide', 'play']))} {_loc(rng, lex, 1.0)}",
+            lambda: f"{v('be')} {rng.choice(ANIMAL_ADJ)} {_loc(rng, lex, 0.7)}",
+        ]
+    else:
+        frames = [
+            lambda: f"{v(rng.choice(lex['vehicle_verbs']))} {rng.choice(['along', 'across', 'down'])} "
+                    f"the {rng.choice(lex['routes'])}",
+            lambda: f"{v('stop')} near the {rng.choice(lex['places'])}",
+            lambda: f"{v('be')} {rng.choice(VEHICLE_ADJ)} {_loc(rng, lex, 0.5)}",
+        ]
+    choices = [i for i in range(len(frames)) if i != avoid]
+    i = rng.choice(choices)
+    return i, " ".join(frames[i]().split())
+
+
+def _topic_verb(rng: random.Random, lex: dict, v) -> str:
+    lemma, kind = rng.choice(lex["topic_verbs"])
+    noun = rng.choice(lex[kind])
+    if kind in ("places", "routes"):
+        return f"{v(lemma)} the {noun}"
+    return f"{v(lemma)} {_obj(rng, noun)} {_loc(rng, lex, 0.4)}"
+
+
+def _subject(rng: random.Random, lex: dict):
+    """-> (kind, number, gender, noun phrase, referring expression for B)."""
+    r = rng.random()
+    if r < 0.5 or (r >= 0.8 and not lex["vehicles"]):
+        if rng.random() < 0.35:
+            name = rng.choice(sorted(NAMES))
+            return "person", "sg", NAMES[name], name, name
+        noun = rng.choice(sorted(PEOPLE))
+        number = rng.choice(("sg", "pl"))
+        return "person", number, PEOPLE[noun], _np(noun, rng, PERSON_ADJ, number), noun
+    kind = "animal" if r < 0.8 else "vehicle"
+    noun = rng.choice(lex["animals" if kind == "animal" else "vehicles"])
+    number = rng.choice(("sg", "pl"))
+    adjs = ANIMAL_ADJ if kind == "animal" else VEHICLE_ADJ
+    return kind, number, "n", _np(noun, rng, adjs, number), noun
+
+
+def _pronoun(kind: str, number: str, gender: str) -> str:
+    if number == "pl":
+        return "they"
+    if kind == "person":
+        return "he" if gender == "m" else "she"
+    return "it"
+
+
+def _sentence(words: str) -> str:
+    return words[0].upper() + words[1:] + "."
+
+
+def _pair(rng: random.Random) -> tuple[str, str]:
+    topic = rng.choice(list(TOPICS))
+    lex = TOPICS[topic]
+    kind, number, gender, np_a, ref = _subject(rng, lex)
+    fa, pred_a = _frame(kind, number, lex, rng, None)
+    _, pred_b = _frame(kind, number, lex, rng, fa)
+    if ref in NAMES and rng.random() < 0.5:
+        ref_b = ref
+    elif ref in NAMES or rng.random() < 0.6:
+        ref_b = _pronoun(kind, number, gender)
+    else:
+        ref_b = f"the {ref if number == 'sg' else plural(ref)}"
+    conn = rng.choice(CONNECTIVES)
+    a = f"{np_a} {pred_a}"
+    b = " ".join(w for w in (conn, ref_b, pred_b) if w)
+    return _sentence(a), _sentence(b)
+
+
+def builtin_corpus(seed: int = 0, n_pairs: int = 24000) -> Corpus:
+    """The generated English corpus (grammar in this module's docstring); ``n_pairs`` distinct pairs."""
+    if not isinstance(n_pairs, int) or n_pairs < 2:
+        raise CorpusError(f"n_pairs={n_pairs!r} must be a whole number >= 2 (NSP needs other pairs for negatives)")
+    rng = random.Random(seed)
+    seen: set[tuple[str, str]] = set()
+    pairs: list[tuple[str, str]] = []
+    attempts = 0
+    while len(pairs) < n_pairs:
+        attempts += 1
+        if attempts > 20 * n_pairs + 1000:
+            raise CorpusError(f"could not generate {n_pairs} distinct pairs; ask for fewer")
+        p = _pair(rng)
+        if p not in seen:
+            seen.add(p)
+            pairs.append(p)
+    return Corpus(f"builtin(seed={seed})", pairs,
+                  f"generated English: {len(TOPICS)} topics, number agreement, selectional constraints, "
+                  f"{len(pairs)} distinct sentence pairs (seed {seed})")
+
+
+def tutorial_corpus() -> Corpus:
+    """The two-line tab-separated corpus of the BERT-pytorch data-pipeline tutorial."""
+    return Corpus("tutorial", [("Welcome to the", "the jungle"), ("I can stay", "here all night")],
+                  "the two-pair toy corpus from the BERT-pytorch tutorial")
+
+
+# ------------------------------------------------------------------ user files
+_SENT_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
+
+
+def _max_bytes() -> int:
+    raw = os.environ.get("BERTCORE_MAX_CORPUS_BYTES")
+    if raw is None:
+        return MAX_CORPUS_BYTES
+    try:
+        return int(raw)
+    except ValueError:
+        raise CorpusError(f"BERTCORE_MAX_CORPUS_BYTES={raw!r} must be a whole number of bytes") from None
+
+
+def _decode(data: bytes, name: str) -> str:
+    limit = _max_bytes()
+    if len(data) > limit:
+        raise CorpusError(f"{name} is {len(data):,} bytes, over the {limit:,}-byte limit; use a smaller file "
+                          f"or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
+    if not data.strip():
+        raise CorpusError(f"{name} is empty; give a UTF-8 text file with sentence pairs")
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise CorpusError(f"{name} looks binary (NUL byte on line {line}); give a UTF-8 text file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise CorpusError(f"{name} is not valid UTF-8 (bad byte 0x{data[e.start]:02x} on line {line}); "
+                          "re-save the file as UTF-8") from None
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Split prose at ., ! or ? followed by whitespace."""
+    return [s.strip() for s in _SENT_END.split(" ".join(paragraph.split())) if s.strip()]
+
+
+def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto") -> Corpus:
+    """Read a user's corpus.
+
+    ``pairs`` mode: one ``A<TAB>B`` pair per line (blank lines skipped). ``prose`` mode: paragraphs
+    (separated by blank lines) are split into sentences, and consecutive sentences of a paragraph form
+    pairs. ``auto`` picks pairs if most non-empty lines hold a tab. Raises CorpusError with the fix.
+    """
+    if mode not in ("auto", "pairs", "prose"):
+        raise CorpusError(f"mode={mode!r} is unknown; use 'auto', 'pairs' or 'prose'")
+    if isinstance(path_or_bytes, (bytes, bytearray)):
+        data, name = bytes(path_or_bytes), name or "uploaded file"
+    else:
+        p = Path(path_or_bytes)
+        name = name or p.name
+        try:
+            size = p.stat().st_size
+            if size > _max_bytes():
+                raise CorpusError(f"{p} is {size:,} bytes, over the {_max_bytes():,}-byte limit; use a smaller file "
+                                  "or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
+            data = p.read_bytes()
+        except FileNotFoundError:
+            raise CorpusError(f"corpus file {p} not found; check the path (or use 'builtin' / 'tutorial')") from None
+        except IsADirectoryError:
+            raise CorpusError(f"{p} is a directory; pass a text file") from None
+        except OSError as e:
+            raise CorpusError(f"cannot read {p}: {e}") from None
+    text = _decode(data, name)
+    lines = text.split("\n")
+    nonempty = [ln for ln in lines if ln.strip()]
+    if mode == "auto":
+        mode = "pairs" if sum("\t" in ln for ln in nonempty) * 2 > len(nonempty) else "prose"
+    pairs: list[tuple[str, str]] = []
+    if mode == "pairs":
+        for no, ln in enumerate(lines, 1):
+            if not ln.strip():
+                continue
+            if "\t" not in ln:
+                raise CorpusError(f"{name} line {no} has no TAB; each line must be 'sentence A<TAB>sentence B' "
+                                  "(or load the file as prose)")
+            a, b = ln.split("\t", 1)
+            a, b = a.strip(), b.strip()
+            if not a or not b:
+                raise CorpusError(f"{name} line {no} has an empty {'A' if not a else 'B'} side; "
+                                  "put text on both sides of the TAB")
+            pairs.append((a, b))
+    else:
+        for para in re.split(r"\n\s*\n", text):
+            sents = split_sentences(para)
+            pairs.extend(zip(sents, sents[1:]))
+    if len(pairs) < 2:
+        raise CorpusError(f"{name} gives {len(pairs)} sentence pair(s); at least 2 are needed because NSP draws its "
+                          "NotNext examples from a different pair. Add more lines (prose needs 2+ sentences per "
+                          "paragraph)")
+    return Corpus(name, pairs, f"{len(pairs)} pairs from {name} ({mode} mode)")
+
+
+def get_corpus(spec: str) -> Corpus:
+    """'builtin' | 'tutorial' | a file path (``builtin:SEED`` picks another seed)."""
+    if spec == "builtin":
+        return builtin_corpus()
+    if spec.startswith("builtin:"):
+        try:
+            return builtin_corpus(seed=int(spec.split(":", 1)[1]))
+        except ValueError:
+            raise CorpusError(f"corpus {spec!r}: write builtin:SEED with a whole-number seed") from None
+    if spec == "tutorial":
+        return tutorial_corpus()
+    return load_corpus_file(spec)

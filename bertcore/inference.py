@@ -1,0 +1,193 @@
+"""Inference with a pretrained BERT: the two pretraining tasks, run on text typed by a person.
+
+* ``fill_mask``: masked-LM predictions (BERT §3.1) for every ``[MASK]`` in a text.
+* ``nsp_probability``: P(IsNext) for a sentence pair (BERT §3.2); label 0 = IsNext as in HF transformers.
+* ``inspect_pair``: every intermediate a teacher points at: tokens, segment ids, embedding parts,
+  hidden states and the attention probabilities of every head, as numpy arrays.
+
+All functions run under ``torch.inference_mode`` in eval mode (dropout off) and restore the model's
+training flag afterwards. Text is cleaned (control characters removed) and truncated longest-first to the
+model's position table, with ``truncated=True`` reported. Bad input raises ``InputError`` saying how to fix it.
+"""
+from __future__ import annotations
+
+import contextlib
+import unicodedata
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .errors import InputError
+
+# Longer texts are cut before tokenizing (the model sees at most max_position_embeddings tokens anyway).
+MAX_TEXT_CHARS = 100_000
+
+
+@dataclass
+class MaskPrediction:
+    position: int  # index into FillMaskResult.tokens (which include [CLS]/[SEP])
+    candidates: list  # [(token, prob)], most probable first
+
+
+@dataclass
+class FillMaskResult:
+    tokens: list
+    masks: list
+    truncated: bool = False
+
+
+@dataclass
+class Inspection:
+    tokens: list
+    input_ids: list
+    segment_ids: list
+    attentions: np.ndarray  # float32 [L, H, T, T]
+    hidden_states: np.ndarray  # float32 [L+1, T, D]
+    embeddings: dict = field(default_factory=dict)  # token/position/segment/sum/normed -> [T, D]
+    truncated: bool = False
+    sep_index: int = -1
+
+
+def clean_text(text, what: str = "the text") -> tuple[str, bool]:
+    """Control characters -> spaces; very long text is cut. Raises InputError for non-text or empty text."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be a string, got {type(text).__name__}")
+    cut = len(text) > MAX_TEXT_CHARS
+    if cut:
+        text = text[:MAX_TEXT_CHARS]
+    if not text.isprintable():
+        text = "".join(" " if (unicodedata.category(c)[0] == "C") else c for c in text)
+    if not text.strip():
+        raise InputError(f"{what} is empty; type some text, e.g. 'the cat sat on the mat'")
+    return text, cut
+
+
+def _truncate_longest_first(a: list, b: list, budget: int) -> tuple[list, list]:
+    """Drop tokens from the end of the longer sequence until both fit (ties: from B, as BERT's create_pretraining_data)."""
+    la, lb = len(a), len(b)
+    excess = la + lb - max(0, budget)
+    if excess <= 0:
+        return a, b
+    if abs(la - lb) >= excess:
+        la, lb = (la - excess, lb) if la > lb else (la, lb - excess)
+    else:
+        excess -= abs(la - lb)
+        la = lb = min(la, lb)
+        lb -= (excess + 1) // 2
+        la -= excess // 2
+    return a[:la], b[:lb]
+
+
+def encode_pair(tokenizer, a: str, b: str | None = None, max_len: int | None = None):
+    """``[CLS] A [SEP] B [SEP]`` (or ``[CLS] A [SEP]``) ids and segment ids (BERT §3.2 input), truncated.
+
+    Returns ``(ids, type_ids, truncated)``. ``max_len=None`` means no length limit.
+    """
+    a, cut_a = clean_text(a, "sentence A" if b is not None else "the text")
+    a_ids = list(tokenizer.encode(a))
+    b_ids: list = []
+    cut_b = False
+    if b is not None:
+        b, cut_b = clean_text(b, "sentence B")
+        b_ids = list(tokenizer.encode(b))
+    if not a_ids:
+        raise InputError("the text gave no tokens; type some words")
+    if b is not None and not b_ids:
+        raise InputError("sentence B gave no tokens; type some words")
+    n_special = 3 if b is not None else 2
+    truncated = cut_a or cut_b
+    if max_len is not None and len(a_ids) + len(b_ids) + n_special > max_len:
+        a_ids, b_ids = _truncate_longest_first(a_ids, b_ids, int(max_len) - n_special)
+        truncated = True
+    cls, sep = tokenizer.cls_id, tokenizer.sep_id
+    ids = [cls] + a_ids + [sep]
+    types = [0] * len(ids)
+    if b is not None:
+        ids += b_ids + [sep]
+        types += [1] * (len(b_ids) + 1)
+    return ids, types, truncated
+
+
+@contextlib.contextmanager
+def _eval_mode(model):
+    was_training = model.training
+    if was_training:
+        model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        if was_training:
+            model.train()
+
+
+def _forward(model, ids, types, **kw):
+    x = torch.tensor([ids], dtype=torch.long)
+    t = torch.tensor([types], dtype=torch.long)
+    return model(x, token_type_ids=t, attention_mask=torch.ones_like(x), **kw)
+
+
+def _max_len(model, max_len):
+    return int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
+
+
+def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_len: int | None = None) -> FillMaskResult:
+    """Top-k tokens with probabilities for every [MASK] in ``text`` (masked LM, BERT §3.1)."""
+    if not getattr(model, "has_mlm_head", True):
+        raise InputError("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one); "
+                         "fill-mask needs a model with cls.predictions")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise InputError(f"top_k={top_k!r} must be a whole number >= 1")
+    ids, types, truncated = encode_pair(tokenizer, text, None, _max_len(model, max_len))
+    mask_id = tokenizer.mask_id
+    positions = [i for i, t in enumerate(ids) if t == mask_id]
+    if not positions:
+        if truncated and mask_id in tokenizer.encode(clean_text(text)[0]):
+            raise InputError("every [MASK] lies beyond the model's maximum length "
+                             f"({_max_len(model, max_len)} tokens); shorten the text or move [MASK] earlier")
+        raise InputError("the text has no [MASK]; write [MASK] where a word should be predicted "
+                         "(or click a word to mask it), e.g. 'the cat [MASK] on the mat'")
+    with _eval_mode(model):
+        out = _forward(model, ids, types)
+        logits = out.mlm_logits
+        if logits is None:
+            raise InputError("this model returned no MLM logits; fill-mask needs a model with cls.predictions")
+        probs = torch.softmax(logits[0, positions].float(), dim=-1)
+        p, idx = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+    p, idx = p.tolist(), idx.tolist()
+    masks = []
+    for pos, pr, ix in zip(positions, p, idx):
+        toks = tokenizer.convert_ids_to_tokens(ix)
+        masks.append(MaskPrediction(pos, [(t, float(q)) for t, q in zip(toks, pr)]))
+    return FillMaskResult(list(tokenizer.convert_ids_to_tokens(ids)), masks, truncated)
+
+
+def nsp_probability(model, tokenizer, a: str, b: str, max_len: int | None = None) -> float:
+    """P(IsNext) that ``b`` follows ``a`` (next sentence prediction, BERT §3.2)."""
+    if not getattr(model, "has_nsp_head", True):
+        raise InputError("this model has no NSP head (it was imported without cls.seq_relationship); "
+                         "next-sentence prediction needs a BertForPreTraining checkpoint")
+    if b is None:
+        raise InputError("sentence B is missing; NSP scores a pair of sentences")
+    ids, types, _ = encode_pair(tokenizer, a, b, _max_len(model, max_len))
+    with _eval_mode(model):
+        out = _forward(model, ids, types)
+        if out.nsp_logits is None:
+            raise InputError("this model returned no NSP logits; use a checkpoint with an NSP head")
+        p = torch.softmax(out.nsp_logits[0].float(), dim=-1)[0]
+    return float(p)
+
+
+def inspect_pair(model, tokenizer, a: str, b: str | None = None, max_len: int | None = None) -> Inspection:
+    """Tokens, segment ids, embedding parts, hidden states and all attention probabilities for one input."""
+    ids, types, truncated = encode_pair(tokenizer, a, b, _max_len(model, max_len))
+    with _eval_mode(model):
+        out = _forward(model, ids, types, output_attentions=True, output_hidden_states=True,
+                       output_embeddings=True)
+        att = torch.stack([x[0] for x in out.attentions]).float().numpy()
+        hs = torch.stack([x[0] for x in out.hidden_states]).float().numpy()
+        emb = {k: v[0].float().numpy() for k, v in (out.embeddings or {}).items() if v is not None}
+    sep = tokenizer.sep_id
+    sep_index = ids.index(sep) if sep in ids else -1
+    return Inspection(list(tokenizer.convert_ids_to_tokens(ids)), ids, types, att, hs, emb, truncated, sep_index)

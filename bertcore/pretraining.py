@@ -1,0 +1,382 @@
+"""Pre-training examples: masked LM (BERT §3.1) and next sentence prediction (BERT §3.2).
+
+* Input: ``[CLS] A [SEP] B [SEP]`` with segment ids 0 for ``[CLS] A [SEP]`` and 1 for ``B [SEP]``;
+  a pair longer than the budget is truncated *longest-first*: one token at a time from the end of
+  the longer sentence, as in BERT's ``create_pretraining_data.py``.
+* MLM (§3.1): ``mlm_probability`` of the non-special tokens are selected, at least one per sequence.
+  Each selected token becomes ``[MASK]`` (``mask_token_frac``), a random non-special token
+  (``random_token_frac``) or stays unchanged (the rest). Labels are -100 except at selected positions.
+  Selection is a Bernoulli draw per token. Because of the at-least-one rule a plain draw at rate p would
+  select more than p on short sequences (n·p + (1-p)^n on average), so the per-token probability q is
+  lowered until the expected count is exactly n·p (when n·p >= 1; shorter sequences get exactly one).
+* NSP (§3.2): with ``nsp_positive_prob`` the true B (label 0 = IsNext), otherwise the B of a *different*
+  pair whose B differs from the true one (label 1 = NotNext). The corpus may repeat B sentences, so the
+  check compares the sentences, not the pair index.
+
+A seeded ``torch.Generator`` drives every random choice, so the same seed gives the same batches.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from .errors import ConfigError, CorpusError, InputError
+
+IGNORE = -100
+_NONE, _MASK, _RANDOM, _KEEP = 0, 1, 2, 3
+ACTIONS = ("none", "mask", "random", "keep")
+_NEG_TRIES = 8
+
+
+@dataclass
+class MaskingRates:
+    """MLM rates (BERT §3.1): select ``mlm_probability`` of tokens; of those ``mask_token_frac`` -> [MASK],
+    ``random_token_frac`` -> random token, the rest kept."""
+
+    mlm_probability: float = 0.15
+    mask_token_frac: float = 0.8
+    random_token_frac: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("mlm_probability", "mask_token_frac", "random_token_frac"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+                raise ConfigError(f"{name}={v!r} must be a number in [0, 1]")
+        if self.mask_token_frac + self.random_token_frac > 1.0 + 1e-9:
+            raise ConfigError("mask_token_frac + random_token_frac must be <= 1 (the rest are kept); lower one")
+
+    @property
+    def keep_frac(self) -> float:
+        return max(0.0, 1.0 - self.mask_token_frac - self.random_token_frac)
+
+    @classmethod
+    def from_train_config(cls, tc) -> "MaskingRates":
+        return cls(tc.mlm_probability, tc.mask_token_frac, tc.random_token_frac)
+
+
+@dataclass
+class MaskDecision:
+    position: int
+    original: str
+    original_id: int
+    selected: bool
+    action: str  # "none" | "mask" | "random" | "keep"
+    placed: str
+    placed_id: int
+
+
+@dataclass
+class Example:
+    input_ids: list[int]  # after masking
+    token_type_ids: list[int]
+    mlm_labels: list[int]
+    nsp_label: int  # 0 = IsNext, 1 = NotNext
+    decisions: list[MaskDecision] | None
+    tokens: list[str]  # tokens of input_ids (after masking)
+
+
+# ------------------------------------------------------------------ pair building
+def build_pair(tokenizer, a_ids, b_ids, max_len: int) -> tuple[list[int], list[int]]:
+    """``[CLS] A [SEP] B [SEP]`` (or ``[CLS] A [SEP]`` when ``b_ids`` is None) with segment ids,
+    truncated longest-first to ``max_len`` tokens."""
+    return _build(tokenizer.cls_id, tokenizer.sep_id, a_ids, b_ids, max_len)
+
+
+def _build(cls_id: int, sep_id: int, a_ids, b_ids, max_len: int) -> tuple[list[int], list[int]]:
+    n_special = 2 if b_ids is None else 3
+    budget = max_len - n_special
+    if budget < 0:
+        raise ConfigError(f"max_len={max_len} cannot hold the {n_special} special tokens; use max_len >= {n_special + 2}")
+    la, lb = len(a_ids), (0 if b_ids is None else len(b_ids))
+    while la + lb > budget:  # longest-first: trim the longer side (B on ties), from the end
+        if la > lb:
+            la -= 1
+        else:
+            lb -= 1
+    ids = [cls_id, *a_ids[:la], sep_id]
+    types = [0] * (la + 2)
+    if b_ids is not None:
+        ids += [*b_ids[:lb], sep_id]
+        types += [1] * (lb + 1)
+    return ids, types
+
+
+# ------------------------------------------------------------------ masking
+@lru_cache(maxsize=4096)
+def _select_prob(n: int, p: float) -> float:
+    """q with n*q + (1-q)^n = n*p: the Bernoulli rate that, with the at-least-one fallback, selects n*p
+    tokens on average. 0 when n*p <= 1 (then exactly one token is selected)."""
+    if n <= 0 or n * p <= 1.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    lo, hi = 0.0, p
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if n * mid + (1 - mid) ** n < n * p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+_TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
+    """(is_special bool[V], pool of non-special ids) cached per tokenizer."""
+    t = _TABLES.get(tokenizer)
+    if t is None or t[0].numel() != tokenizer.vocab_size:
+        special = torch.zeros(tokenizer.vocab_size, dtype=torch.bool)
+        special[list(tokenizer.special_ids)] = True
+        pool = (~special).nonzero().flatten()
+        if pool.numel() == 0:
+            raise InputError("the vocabulary has only special tokens; build it from some text first")
+        t = (special, pool)
+        _TABLES[tokenizer] = t
+    return t
+
+
+def _mask_batch(ids: torch.Tensor, maskable: torch.Tensor, rates: MaskingRates, generator: torch.Generator,
+                pool: torch.Tensor, mask_id: int):
+    """Vectorized MLM masking of a [B, T] batch -> (masked ids, labels, action codes)."""
+    b, t = ids.shape
+    counts = maskable.sum(1)
+    q = torch.tensor([_select_prob(n, float(rates.mlm_probability)) for n in counts.tolist()])
+    u_sel = torch.rand((b, t), generator=generator)
+    u_pick = torch.rand((b, t), generator=generator)
+    u_act = torch.rand((b, t), generator=generator)
+    rand_ids = pool[torch.randint(pool.numel(), (b, t), generator=generator)]
+    selected = (u_sel < q[:, None]) & maskable
+    empty = (selected.sum(1) == 0) & (counts > 0)
+    if bool(empty.any()):  # at least one per sequence: pick one maskable position uniformly
+        pick = torch.where(maskable, u_pick, torch.full_like(u_pick, -1.0)).argmax(1)
+        rows = empty.nonzero().flatten()
+        selected[rows, pick[rows]] = True
+    m, r = float(rates.mask_token_frac), float(rates.random_token_frac)
+    is_mask = selected & (u_act < m)
+    is_rand = selected & (u_act >= m) & (u_act < m + r)
+    masked = torch.where(is_mask, torch.full_like(ids, mask_id), ids)
+    masked = torch.where(is_rand, rand_ids, masked)
+    labels = torch.where(selected, ids, torch.full_like(ids, IGNORE))
+    actions = torch.zeros_like(ids)
+    actions[selected] = _KEEP
+    actions[is_mask] = _MASK
+    actions[is_rand] = _RANDOM
+    return masked, labels, actions
+
+
+def mask_tokens(input_ids, tokenizer, rates: MaskingRates | None = None, generator: torch.Generator | None = None,
+                with_decisions: bool = True):
+    """MLM masking of one sequence (BERT §3.1) -> (masked ids, labels, decisions or None).
+
+    Specials ([CLS], [SEP], [PAD], [UNK], [MASK]) are never selected."""
+    rates = rates or MaskingRates()
+    generator = generator if generator is not None else torch.Generator().manual_seed(0)
+    ids = torch.as_tensor(list(input_ids), dtype=torch.long).reshape(1, -1)
+    special, pool = _tables(tokenizer)
+    if ids.numel() and (int(ids.max()) >= special.numel() or int(ids.min()) < 0):
+        raise InputError(f"token id outside the vocabulary (size {special.numel()}); encode with the same tokenizer")
+    masked, labels, actions = _mask_batch(ids, ~special[ids], rates, generator, pool, tokenizer.mask_id)
+    masked_l, labels_l = masked[0].tolist(), labels[0].tolist()
+    decisions = None
+    if with_decisions:
+        orig_l, act_l = ids[0].tolist(), actions[0].tolist()
+        orig_t, placed_t = tokenizer.convert_ids_to_tokens(orig_l), tokenizer.convert_ids_to_tokens(masked_l)
+        decisions = [MaskDecision(i, orig_t[i], orig_l[i], act_l[i] != _NONE, ACTIONS[act_l[i]], placed_t[i],
+                                  masked_l[i]) for i in range(len(orig_l))]
+    return masked_l, labels_l, decisions
+
+
+# ------------------------------------------------------------------ data
+class PretrainingData:
+    """A corpus tokenized once, split into train / held-out pairs, sampled into MLM+NSP batches."""
+
+    def __init__(self, corpus, tokenizer, max_seq_len: int = 48, rates: MaskingRates | None = None,
+                 nsp_positive_prob: float = 0.5, held_out_frac: float = 0.1, seed: int = 0):
+        if len(corpus.pairs) < 2:
+            raise CorpusError(f"corpus {corpus.name!r} has {len(corpus.pairs)} pair(s); NSP needs at least 2 so a "
+                              "NotNext example can take its B from a different pair")
+        if not 0.0 <= nsp_positive_prob <= 1.0:
+            raise ConfigError(f"nsp_positive_prob={nsp_positive_prob!r} must be in [0, 1]")
+        if not 0.0 <= held_out_frac < 1.0:
+            raise ConfigError(f"held_out_frac={held_out_frac!r} must be in [0, 1)")
+        if max_seq_len < 5:
+            raise ConfigError(f"max_seq_len={max_seq_len} is too short for [CLS] A [SEP] B [SEP]; use at least 5")
+        self.corpus, self.tokenizer, self.max_seq_len = corpus, tokenizer, int(max_seq_len)
+        self.rates = rates or MaskingRates()
+        self.nsp_positive_prob = float(nsp_positive_prob)
+        self.a_ids = [tokenizer.encode(a) for a, _ in corpus.pairs]
+        self.b_ids = [tokenizer.encode(b) for _, b in corpus.pairs]
+        groups: dict[str, int] = {}
+        self.b_group = torch.tensor([groups.setdefault(b, len(groups)) for _, b in corpus.pairs])
+        if len(groups) < 2:
+            raise CorpusError("every pair has the same second sentence, so no NotNext example can be made; "
+                              "add pairs with different B sentences")
+        n = len(corpus.pairs)
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
+        self.eval_on_train = not (held_out_frac > 0 and n >= 3)
+        if self.eval_on_train:
+            self.splits = {"train": perm.sort().values, "held_out": perm.sort().values}
+        else:
+            n_held = min(max(1, round(n * held_out_frac)), n - 2)
+            self.splits = {"train": perm[n_held:].sort().values, "held_out": perm[:n_held].sort().values}
+        # negatives come from the same split when it has two different B sentences, else from the whole corpus
+        everything = torch.arange(n)
+        self._neg_pool = {s: (p if self.b_group[p].unique().numel() >= 2 else everything) for s, p in self.splits.items()}
+        self._neg_fallback: dict[tuple[str, int], torch.Tensor] = {}
+        self._special, self._pool = _tables(tokenizer)
+        self._cls, self._sep, self._pad, self._mask = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id
+
+    def __len__(self) -> int:
+        return len(self.a_ids)
+
+    def _split(self, split: str) -> torch.Tensor:
+        if split not in self.splits:
+            raise InputError(f"split={split!r} is unknown; use 'train' or 'held_out'")
+        return self.splits[split]
+
+    def _negatives(self, idx: list[int], split: str, generator: torch.Generator) -> list[int]:
+        """For each pair index, another pair whose B sentence differs from its own."""
+        pool = self._neg_pool[split]
+        cand = pool[torch.randint(pool.numel(), (len(idx), _NEG_TRIES), generator=generator)]
+        ok = self.b_group[cand] != self.b_group[torch.tensor(idx)][:, None]
+        first = ok.float().argmax(1)
+        out = cand[torch.arange(len(idx)), first].tolist()
+        for k in (~ok.any(1)).nonzero().flatten().tolist():  # rare: all tries hit the same B
+            g = int(self.b_group[idx[k]])
+            fb = self._neg_fallback.get((split, g))
+            if fb is None:
+                fb = pool[self.b_group[pool] != g]
+                if fb.numel() == 0:
+                    fb = torch.arange(len(self))[self.b_group != g]
+                if fb.numel() == 0:
+                    raise CorpusError("no pair has a different B sentence; NSP needs at least two distinct B")
+                self._neg_fallback[(split, g)] = fb
+            out[k] = int(fb[torch.randint(fb.numel(), (1,), generator=generator)])
+        return out
+
+    def _batch(self, idx: list[int], split: str, generator: torch.Generator, actions: bool = False) -> dict:
+        coins = (torch.rand(len(idx), generator=generator) < self.nsp_positive_prob).tolist()
+        negs = self._negatives(idx, split, generator)
+        rows, types = [], []
+        for i, pos, j in zip(idx, coins, negs):
+            r, t = _build(self._cls, self._sep, self.a_ids[i], self.b_ids[i if pos else j], self.max_seq_len)
+            rows.append(r)
+            types.append(t)
+        out = _pad(rows, types, self._pad)
+        ids = out["input_ids"]
+        masked, labels, acts = _mask_batch(ids, ~self._special[ids], self.rates, generator, self._pool, self._mask)
+        out["input_ids"], out["mlm_labels"] = masked, labels
+        out["nsp_labels"] = torch.tensor([0 if c else 1 for c in coins], dtype=torch.long)
+        if actions:
+            out["actions"], out["original_ids"] = acts, ids
+        return out
+
+    def sample_batch(self, batch_size: int, generator: torch.Generator, split: str = "train") -> dict:
+        """A random batch: dict of long tensors input_ids, token_type_ids, attention_mask, mlm_labels [B, T]
+        and nsp_labels [B], padded to the longest sequence in the batch."""
+        pool = self._split(split)
+        idx = pool[torch.randint(pool.numel(), (int(batch_size),), generator=generator)].tolist()
+        return self._batch(idx, split, generator)
+
+    def sample_batch_with_actions(self, batch_size: int, generator: torch.Generator, split: str = "train") -> dict:
+        """Like sample_batch, plus ``original_ids`` and ``actions`` (0 none, 1 mask, 2 random, 3 keep)."""
+        pool = self._split(split)
+        idx = pool[torch.randint(pool.numel(), (int(batch_size),), generator=generator)].tolist()
+        return self._batch(idx, split, generator, actions=True)
+
+    def fixed_eval_batches(self, n_examples: int, seed: int, batch_size: int = 64) -> list[dict]:
+        """Held-out batches with fixed masks and NSP choices (the same for the same seed)."""
+        pool = self._split("held_out").tolist()
+        g = torch.Generator().manual_seed(int(seed))
+        idx = [pool[k % len(pool)] for k in range(int(n_examples))]
+        return [self._batch(idx[s:s + batch_size], "held_out", g) for s in range(0, len(idx), batch_size)]
+
+    def make_example(self, pair_index: int, generator: torch.Generator, with_decisions: bool = True) -> Example:
+        """One example with its masking decisions, for display."""
+        if not 0 <= pair_index < len(self):
+            raise InputError(f"pair_index={pair_index} is out of range; use 0..{len(self) - 1}")
+        split = "held_out" if pair_index in set(self.splits["held_out"].tolist()) and not self.eval_on_train else "train"
+        pos = bool(torch.rand(1, generator=generator) < self.nsp_positive_prob)
+        j = pair_index if pos else self._negatives([pair_index], split, generator)[0]
+        ids, types = _build(self._cls, self._sep, self.a_ids[pair_index], self.b_ids[j], self.max_seq_len)
+        masked, labels, dec = mask_tokens(ids, self.tokenizer, self.rates, generator, with_decisions)
+        return Example(masked, types, labels, 0 if pos else 1, dec, self.tokenizer.convert_ids_to_tokens(masked))
+
+    def token_counts(self, split: str = "train") -> torch.Tensor:
+        counts = torch.zeros(self.tokenizer.vocab_size, dtype=torch.long)
+        for i in self._split(split).tolist():
+            for seq in (self.a_ids[i], self.b_ids[i]):
+                if seq:
+                    counts += torch.bincount(torch.tensor(seq), minlength=counts.numel())
+        counts[self._special] = 0
+        return counts
+
+    def unigram_baseline(self) -> float:
+        """Accuracy of always predicting the most frequent non-special train token at masked positions."""
+        counts = self.token_counts("train")
+        total = int(counts.sum())
+        return float(counts.max()) / total if total else 0.0
+
+
+def _pad(rows: list[list[int]], types: list[list[int]], pad_id: int) -> dict:
+    width = max(len(r) for r in rows)
+    ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
+    tt = torch.tensor([t + [0] * (width - len(t)) for t in types], dtype=torch.long)
+    lengths = torch.tensor([len(r) for r in rows])
+    att = (torch.arange(width)[None, :] < lengths[:, None]).long()
+    return {"input_ids": ids, "token_type_ids": tt, "attention_mask": att}
+
+
+def collate(examples: list[Example], pad_id: int = 0) -> dict:
+    """Stack Examples into padded tensors (dynamic padding to the longest example)."""
+    if not examples:
+        raise InputError("cannot collate an empty list of examples")
+    out = _pad([e.input_ids for e in examples], [e.token_type_ids for e in examples], pad_id)
+    width = out["input_ids"].shape[1]
+    out["mlm_labels"] = torch.tensor([e.mlm_labels + [IGNORE] * (width - len(e.mlm_labels)) for e in examples])
+    out["nsp_labels"] = torch.tensor([e.nsp_label for e in examples], dtype=torch.long)
+    return out
+
+
+def masking_stats(data: PretrainingData, draws: int = 2000, seed: int = 0) -> dict:
+    """Empirical masking rates over ``draws`` sampled train sequences: selected_rate over non-special tokens,
+    and the mask/random/keep shares of the selected tokens."""
+    if draws < 1:
+        raise InputError(f"draws={draws} must be at least 1")
+    g = torch.Generator().manual_seed(int(seed))
+    seen = sel = n_mask = n_rand = 0
+    left = int(draws)
+    while left > 0:
+        b = data.sample_batch_with_actions(min(512, left), g)
+        maskable = ~data._special[b["original_ids"]]
+        acts = b["actions"]
+        seen += int(maskable.sum())
+        sel += int((acts != _NONE).sum())
+        n_mask += int((acts == _MASK).sum())
+        n_rand += int((acts == _RANDOM).sum())
+        left -= b["input_ids"].shape[0]
+    share = (lambda k: k / sel) if sel else (lambda k: math.nan)
+    return {"draws": int(draws), "tokens_seen": seen, "selected_rate": sel / seen if seen else math.nan,
+            "mask_share": share(n_mask), "random_share": share(n_rand), "keep_share": share(sel - n_mask - n_rand)}
+
+
+def example_from_text(data_or_tokenizer, a: str, b: str | None = None, rates: MaskingRates | None = None,
+                      generator: torch.Generator | None = None, max_len: int | None = None) -> Example:
+    """Build a masked Example (with decisions) from typed text, for the Masking page."""
+    tok = getattr(data_or_tokenizer, "tokenizer", data_or_tokenizer)
+    if rates is None:
+        rates = getattr(data_or_tokenizer, "rates", None) or MaskingRates()
+    if max_len is None:
+        max_len = getattr(data_or_tokenizer, "max_seq_len", 512)
+    if not isinstance(a, str) or not a.strip():
+        raise InputError("sentence A is empty; type some text")
+    b_ids = tok.encode(b) if b is not None and b.strip() else None
+    ids, types = build_pair(tok, tok.encode(a), b_ids, max_len)
+    masked, labels, dec = mask_tokens(ids, tok, rates, generator, True)
+    return Example(masked, types, labels, 0, dec, tok.convert_ids_to_tokens(masked))

@@ -1,0 +1,405 @@
+"""Tokenizers: a word-level vocabulary and a WordPiece option.
+
+Both split text exactly like BERT's ``BasicTokenizer`` (Devlin et al. 2019, §3 "Input/Output
+Representations"; the reference code's ``tokenization.py``): clean control characters, put spaces
+around CJK characters, lowercase and strip accents, split on whitespace and on punctuation (every
+non-alphanumeric ASCII character counts as punctuation, plus Unicode category P*). So a vocab.txt
+exported from :class:`WordTokenizer` tokenizes identically in transformers' ``BertTokenizer``: a
+word-level vocab is just a WordPiece vocab without ``##`` pieces, so every word is either found
+whole or becomes ``[UNK]``.
+
+Typed special tokens (``[MASK]``, ``[CLS]``, ``[SEP]``, ``[PAD]``, ``[UNK]``, upper case exactly as
+written) are cut out of the text first and survive as single tokens, as transformers does with
+its added special tokens.
+"""
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+from .errors import TokenizerError
+
+SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
+_SPECIAL_RE = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
+_CACHE_LIMIT = 200_000
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")
+
+
+# ---------------------------------------------------------------- character classes (as in BERT)
+def _is_whitespace(ch: str) -> bool:
+    return ch in " \t\n\r" or unicodedata.category(ch) == "Zs"
+
+
+def _is_control(ch: str) -> bool:
+    if ch in "\t\n\r":
+        return False
+    return unicodedata.category(ch).startswith("C")
+
+
+def _is_punctuation(ch: str) -> bool:
+    cp = ord(ch)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(ch).startswith("P")
+
+
+def _is_cjk(cp: int) -> bool:
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
+            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def _clean_and_space_cjk(text: str) -> str:
+    out = []
+    for ch in text:
+        cp = ord(ch)
+        if cp == 0 or cp == 0xFFFD or _is_control(ch):
+            continue
+        if _is_whitespace(ch):
+            out.append(" ")
+        elif _is_cjk(cp):
+            out.append(" " + ch + " ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _strip_accents(word: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFD", word) if unicodedata.category(c) != "Mn")
+
+
+def _split_punct(word: str) -> list[str]:
+    pieces: list[str] = []
+    cur = []
+    for ch in word:
+        if _is_punctuation(ch):
+            if cur:
+                pieces.append("".join(cur))
+                cur = []
+            pieces.append(ch)
+        else:
+            cur.append(ch)
+    if cur:
+        pieces.append("".join(cur))
+    return pieces
+
+
+def _basic_plain(text: str, lower: bool) -> list[str]:
+    """BasicTokenizer on text that holds no special token."""
+    if text.isascii() and not _ASCII_CONTROL.search(text):  # fast path: ASCII punctuation = non-alnum
+        return _ASCII_WORD.findall(text.lower() if lower else text)
+    text = unicodedata.normalize("NFC", _clean_and_space_cjk(text))
+    out: list[str] = []
+    for word in text.split(" "):
+        if not word:
+            continue
+        if lower:
+            word = _strip_accents(word.lower())
+        out.extend(p for p in _split_punct(word) if p.strip(" "))
+    # strip_accents may expose whitespace-free empties only; re-split like HF's final whitespace pass
+    return " ".join(out).split()
+
+
+def basic_tokenize(text: str, lower: bool = True) -> list[str]:
+    """Split ``text`` into words exactly as HF ``BertTokenizer`` does before WordPiece.
+
+    Matches ``BasicTokenizer(do_lower_case=lower, never_split=SPECIAL_TOKENS,
+    tokenize_chinese_chars=True, strip_accents=None)``; in addition typed special tokens are cut
+    out even when glued to a word (``"a[MASK]."`` -> ``a [MASK] .``), as transformers' added-token
+    matching does.
+    """
+    if not isinstance(text, str):
+        raise TokenizerError(f"expected text as str, got {type(text).__name__}; pass a Python string")
+    out: list[str] = []
+    for i, part in enumerate(_SPECIAL_RE.split(text)):
+        if i % 2:
+            out.append(part)
+        elif part:
+            out.extend(_basic_plain(part, lower))
+    return out
+
+
+# ---------------------------------------------------------------- shared interface
+class _Base:
+    kind = "base"
+    vocab: list[str]
+    token_to_id: dict[str, int]
+
+    def _init_specials(self) -> None:
+        missing = [t for t in SPECIAL_TOKENS if t not in self.token_to_id]
+        if missing:
+            raise TokenizerError(
+                f"vocabulary lacks special token(s) {missing}; add them (BERT vocabularies start with "
+                f"{', '.join(SPECIAL_TOKENS)})")
+        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
+            self.token_to_id[t] for t in SPECIAL_TOKENS)
+        self.special_ids = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
+        self._cache: dict[str, list[int]] = {}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
+        get = self.token_to_id.get
+        return [get(t, self.unk_id) for t in tokens]
+
+    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
+        n = len(self.vocab)
+        out = []
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < n:
+                raise TokenizerError(f"token id {i} is outside the vocabulary (size {n}); use ids in [0, {n - 1}]")
+            out.append(self.vocab[i])
+        return out
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` without [CLS]/[SEP] (cached per text; called per training example)."""
+        ids = self._cache.get(text)
+        if ids is None:
+            ids = self._encode(text)
+            if len(self._cache) < _CACHE_LIMIT:
+                self._cache[text] = ids
+        return list(ids)
+
+    def _encode(self, text: str) -> list[int]:
+        return self.convert_tokens_to_ids(self.tokenize(text))
+
+    def _write_vocab(self, d: Path) -> None:
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "vocab.txt").write_text("".join(t + "\n" for t in self.vocab), encoding="utf-8")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+
+
+def _read_vocab_file(path: str | Path) -> list[str]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TokenizerError(f"vocab file {p} not found; pass the path of a vocab.txt (one token per line)") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TokenizerError(f"cannot read vocab file {p}: {e}; it must be a UTF-8 text file") from None
+    vocab = text.split("\n")
+    if vocab and vocab[-1] == "":
+        vocab.pop()
+    vocab = [t.rstrip("\r") for t in vocab]
+    if not vocab:
+        raise TokenizerError(f"vocab file {p} is empty; it needs one token per line, starting with {SPECIAL_TOKENS}")
+    dup = [t for t, c in Counter(vocab).items() if c > 1]
+    if dup:
+        raise TokenizerError(f"vocab file {p} repeats token(s) {dup[:5]}; each token must appear on one line only")
+    return vocab
+
+
+# ---------------------------------------------------------------- word level
+class WordTokenizer(_Base):
+    """Whole words from :func:`basic_tokenize`; words not in the vocabulary become [UNK]."""
+
+    kind = "word"
+
+    def __init__(self, vocab: list[str], lower: bool = True):
+        self.vocab = list(vocab)
+        self.lower = lower
+        self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
+        if len(self.token_to_id) != len(self.vocab):
+            raise TokenizerError("vocabulary has duplicate tokens; each token must appear once")
+        self._init_specials()
+
+    @classmethod
+    def build(cls, texts: Iterable[str], min_freq: int = 1, max_size: int | None = None) -> "WordTokenizer":
+        """Vocabulary from ``texts``: specials first, then words by frequency (desc), ties alphabetical.
+
+        ``min_freq`` drops rarer words; ``max_size`` caps the whole vocabulary including the 5 specials.
+        """
+        if isinstance(min_freq, bool) or not isinstance(min_freq, int) or min_freq < 1:
+            raise TokenizerError(f"min_freq={min_freq!r} must be a whole number >= 1")
+        if max_size is not None and (not isinstance(max_size, int) or max_size < len(SPECIAL_TOKENS) + 1):
+            raise TokenizerError(f"max_size={max_size!r} is too small; it counts the {len(SPECIAL_TOKENS)} special "
+                                 f"tokens too, so use at least {len(SPECIAL_TOKENS) + 1} (or None for no cap)")
+        counts: Counter = Counter()
+        for t in texts:
+            counts.update(w for w in basic_tokenize(t) if w not in SPECIAL_TOKENS)
+        words = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
+        if not words:
+            raise TokenizerError(f"no word occurs at least min_freq={min_freq} times; lower min_freq or add text")
+        if max_size is not None:
+            words = words[: max_size - len(SPECIAL_TOKENS)]
+        return cls(SPECIAL_TOKENS + words)
+
+    def tokenize(self, text: str) -> list[str]:
+        t2i = self.token_to_id
+        return [w if w in t2i else UNK for w in basic_tokenize(text, self.lower)]
+
+    def _encode(self, text: str) -> list[int]:
+        get, unk = self.token_to_id.get, self.unk_id
+        return [get(w, unk) for w in basic_tokenize(text, self.lower)]
+
+    def unknown_words(self, text: str) -> list[str]:
+        """The words of ``text`` that map to [UNK] (in order, repeats kept)."""
+        return [w for w in basic_tokenize(text, self.lower) if w not in self.token_to_id and w != UNK]
+
+    def word_pieces(self, text: str) -> list[tuple[str, list[str]]]:
+        return [(w, [w if w in self.token_to_id else UNK]) for w in basic_tokenize(text, self.lower)]
+
+    def save(self, directory: str | Path) -> None:
+        """Write ``vocab.txt`` (one token per line, line number = id; HF format)."""
+        self._write_vocab(Path(directory))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "WordTokenizer":
+        """Load from a directory holding vocab.txt, or from the vocab.txt path itself."""
+        p = Path(path)
+        return cls(_read_vocab_file(p / "vocab.txt" if p.is_dir() else p))
+
+
+# ---------------------------------------------------------------- WordPiece
+def _new_wordpiece_tokenizer(vocab: dict[str, int] | None, lowercase: bool):
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import WordPiece
+
+    model = WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100) if vocab else WordPiece(unk_token=UNK)
+    tk = Tokenizer(model)
+    tk.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                               strip_accents=None, lowercase=lowercase)
+    tk.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tk.decoder = decoders.WordPiece(prefix="##")
+    return tk
+
+
+def _finish(tk) -> None:
+    from tokenizers import processors
+
+    tk.add_special_tokens(SPECIAL_TOKENS)
+    cls_id, sep_id = tk.token_to_id(CLS), tk.token_to_id(SEP)
+    tk.post_processor = processors.TemplateProcessing(
+        single=f"{CLS}:0 $A:0 {SEP}:0", pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
+        special_tokens=[(CLS, cls_id), (SEP, sep_id)])
+
+
+class WordPieceTokenizer(_Base):
+    """BERT WordPiece (BertNormalizer + BertPreTokenizer + WordPiece with ``##`` continuations),
+    built on the ``tokenizers`` library."""
+
+    kind = "wordpiece"
+
+    def __init__(self, tk):
+        self._tk = tk
+        v = tk.get_vocab(with_added_tokens=True)
+        self.vocab = [None] * len(v)  # type: ignore[list-item]
+        for t, i in v.items():
+            if not 0 <= i < len(v) or self.vocab[i] is not None:
+                raise TokenizerError("WordPiece vocabulary ids are not contiguous; rebuild the tokenizer")
+            self.vocab[i] = t
+        self.token_to_id = dict(v)
+        self._init_specials()
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int = 1000, min_frequency: int = 2) -> "WordPieceTokenizer":
+        """Train a WordPiece vocabulary on ``texts`` (specials get ids 0..4)."""
+        from tokenizers import trainers
+
+        if not isinstance(vocab_size, int) or vocab_size < len(SPECIAL_TOKENS) + 1:
+            raise TokenizerError(f"vocab_size={vocab_size!r} is too small; use at least {len(SPECIAL_TOKENS) + 1}")
+        if not isinstance(min_frequency, int) or min_frequency < 0:
+            raise TokenizerError(f"min_frequency={min_frequency!r} must be a whole number >= 0")
+        texts = list(texts)
+        if not any(t.strip() for t in texts):
+            raise TokenizerError("cannot train WordPiece on empty text; give a corpus with some words")
+        tk = _new_wordpiece_tokenizer(None, True)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                            special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##",
+                                            show_progress=False)
+        tk.train_from_iterator(texts, trainer=trainer)
+        _finish(tk)
+        return cls(tk)
+
+    @classmethod
+    def from_vocab_file(cls, path: str | Path, lowercase: bool = True) -> "WordPieceTokenizer":
+        """Load an HF ``vocab.txt`` (e.g. all-MiniLM-L6-v2's); ids equal transformers' BertTokenizer."""
+        vocab = _read_vocab_file(path)
+        missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+        if missing:
+            raise TokenizerError(f"vocab file {path} lacks special token(s) {missing}; a BERT vocab.txt must hold "
+                                 f"{', '.join(SPECIAL_TOKENS)}")
+        tk = _new_wordpiece_tokenizer({t: i for i, t in enumerate(vocab)}, lowercase)
+        _finish(tk)
+        return cls(tk)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "WordPieceTokenizer":
+        from tokenizers import Tokenizer
+
+        try:
+            tk = Tokenizer.from_file(str(path))
+        except Exception as e:  # tokenizers raises a bare Exception on bad JSON
+            raise TokenizerError(f"cannot load tokenizer {path}: {e}; it must be a tokenizers tokenizer.json") from None
+        return cls(tk)
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._tk.encode(text, add_special_tokens=False).tokens
+
+    def _encode(self, text: str) -> list[int]:
+        return self._tk.encode(text, add_special_tokens=False).ids
+
+    def word_pieces(self, text: str) -> list[tuple[str, list[str]]]:
+        """Each word of ``text`` (after normalization) with the pieces WordPiece split it into."""
+        enc = self._tk.encode(text, add_special_tokens=False)
+        groups: list[tuple[object, int, int, list[str]]] = []
+        for k, (tok, wid, (s, e)) in enumerate(zip(enc.tokens, enc.word_ids, enc.offsets)):
+            key = ("tok", k) if wid is None else wid
+            if groups and groups[-1][0] == key:
+                groups[-1] = (key, groups[-1][1], e, groups[-1][3] + [tok])
+            else:
+                groups.append((key, s, e, [tok]))
+        norm = self._tk.normalizer
+        out = []
+        for _, s, e, pieces in groups:
+            word = text[s:e]
+            out.append((word if word in SPECIAL_TOKENS or norm is None else norm.normalize_str(word), pieces))
+        return out
+
+    def unknown_words(self, text: str) -> list[str]:
+        return [w for w, pieces in self.word_pieces(text) if UNK in pieces and w != UNK]
+
+    def save(self, directory: str | Path) -> None:
+        """Write ``tokenizer.json`` (tokenizers format) and ``vocab.txt`` (HF format)."""
+        d = Path(directory)
+        self._write_vocab(d)
+        self._tk.save(str(d / "tokenizer.json"))
+
+
+def load_tokenizer(directory: str | Path, kind: str | None = None):
+    """Load a tokenizer saved by ``save``: tokenizer.json -> WordPiece; else vocab.txt, word-level unless
+    ``kind`` (or a ``tokenizer_kind`` key in config.json / tokenizer_config.json) says "wordpiece", or the
+    vocabulary holds ``##`` pieces."""
+    d = Path(directory)
+    if not d.is_dir():
+        raise TokenizerError(f"tokenizer directory {d} does not exist; pass the folder holding vocab.txt")
+    if kind not in (None, "word", "wordpiece"):
+        raise TokenizerError(f"tokenizer kind {kind!r} is unknown; use 'word' or 'wordpiece'")
+    if kind is None:
+        for name in ("config.json", "tokenizer_config.json"):
+            try:
+                k = json.loads((d / name).read_text(encoding="utf-8")).get("tokenizer_kind")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if k in ("word", "wordpiece"):
+                kind = k
+                break
+    if (d / "tokenizer.json").is_file() and kind != "word":
+        return WordPieceTokenizer.from_file(d / "tokenizer.json")
+    if not (d / "vocab.txt").is_file():
+        raise TokenizerError(f"{d} holds neither tokenizer.json nor vocab.txt; save a tokenizer there first")
+    vocab = _read_vocab_file(d / "vocab.txt")
+    if kind == "wordpiece" or (kind is None and any(t.startswith("##") for t in vocab)):
+        return WordPieceTokenizer.from_vocab_file(d / "vocab.txt")
+    return WordTokenizer(vocab)

@@ -1,0 +1,323 @@
+"""Pretraining loop for BERT's two tasks (Devlin et al. 2019, §3.1 masked LM and §3.2 next sentence prediction).
+
+minGPT-style: a plain object with ``step()`` / ``run(n, callback)`` / ``stop()`` and no UI code, so the same
+trainer drives a notebook, the CLI (``python -m bertcore train``) and the app's background thread.
+
+* AdamW with decoupled weight decay (not on biases / LayerNorm), linear warmup then linear decay to 0
+  (BERT §A.2), global gradient-norm clipping.
+* Reproducible: the seed fixes the weight init, the data order and masking (a private ``torch.Generator``)
+  and the dropout masks (a second private generator handed to ``model.set_dropout_generator``). Nothing
+  touches the global torch RNG, so two trainers in two threads each match a solo run with the same seed.
+* NaN / inf: a non-finite loss or gradient is never applied. Training stops with ``error`` set and the
+  weights stay the last good ones.
+* ``history`` is a DataFrame: one row per step, held-out metrics every ``eval_every`` steps and at the end.
+* ``snapshots``: attention probabilities on a fixed probe pair every ``snapshot_every`` steps (and at step 0
+  and at the end) for the app's attention-over-training view.
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .config import BertConfig, TrainConfig, check_compatible
+
+HISTORY_COLUMNS = [
+    "step", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s",
+    "eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc",
+]
+
+# Building a model draws its init from the global RNG; this lock + fork_rng makes that deterministic per seed
+# even when several sessions build models at once, and leaves the caller's RNG state untouched.
+_INIT_LOCK = threading.Lock()
+# torch.set_num_threads is process-wide: restore the baseline when the last running trainer finishes.
+_THREADS_LOCK = threading.Lock()
+_THREADS_STATE = {"active": 0, "baseline": None}
+
+
+def init_model(config: BertConfig, seed: int = 0):
+    """A fresh ``BertForPreTraining(config)`` whose init depends only on ``seed`` (global RNG untouched)."""
+    from .model import BertForPreTraining
+
+    with _INIT_LOCK, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return BertForPreTraining(config)
+
+
+@dataclass
+class AttentionSnapshot:
+    """Attention probabilities of every layer and head on the probe pair after ``step`` optimizer steps."""
+
+    step: int
+    attentions: np.ndarray  # float32 [L, H, T, T]
+
+
+def _lr_lambda(warmup: int, total: int):
+    def f(s: int) -> float:  # s = index of the update being applied (0-based)
+        if warmup > 0 and s < warmup:
+            return (s + 1) / warmup
+        return max(0.0, (total - s) / max(1, total - warmup))
+
+    return f
+
+
+class Trainer:
+    """Pretrains ``BertForPreTraining`` on MLM (§3.1) + NSP (§3.2) over a corpus of sentence pairs.
+
+    ``tokenizer=None`` builds a word-level vocabulary from the corpus and sets ``vocab_size`` from it.
+    ``model=None`` builds a fresh model seeded from ``train_config.seed``.
+    """
+
+    def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus, tokenizer=None, model=None):
+        from .pretraining import MaskingRates, PretrainingData
+
+        if tokenizer is None:
+            from .tokenization import WordTokenizer
+
+            tokenizer = WordTokenizer.build(corpus.texts())
+        if model is not None:
+            model_config = model.config
+        elif model_config.vocab_size != tokenizer.vocab_size:
+            model_config = model_config.replace(vocab_size=tokenizer.vocab_size)
+        if model_config.vocab_size != tokenizer.vocab_size:
+            from .errors import ConfigError
+
+            raise ConfigError(
+                f"the model has vocab_size={model_config.vocab_size} but the tokenizer has {tokenizer.vocab_size} "
+                "tokens; train with the tokenizer the model was built for"
+            )
+        check_compatible(model_config, train_config)
+        self.model_config, self.config, self.tokenizer, self.corpus = model_config, train_config, tokenizer, corpus
+        tc = train_config
+        rates = MaskingRates(tc.mlm_probability, tc.mask_token_frac, tc.random_token_frac)
+        self.data = PretrainingData(corpus, tokenizer, tc.max_seq_len, rates, tc.nsp_positive_prob,
+                                    tc.held_out_frac, tc.seed)
+        self.model = model if model is not None else init_model(model_config, tc.seed)
+        self.model.train()
+        self._gen = torch.Generator().manual_seed(tc.seed)  # data order + masking
+        self._dropout_gen = torch.Generator().manual_seed(tc.seed + 1_000_003)
+        self.deterministic_dropout = hasattr(self.model, "set_dropout_generator")
+        if self.deterministic_dropout:
+            self.model.set_dropout_generator(self._dropout_gen)
+
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():
+            if not p.requires_grad:
+                continue
+            (no_decay if p.ndim < 2 or "LayerNorm" in name or name.endswith("bias") else decay).append(p)
+        self._params = decay + no_decay
+        groups = [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        self.optimizer = torch.optim.AdamW(groups, lr=tc.lr, foreach=True)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(tc.warmup_steps, tc.steps))
+
+        self.step_count = 0
+        self.done = False
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._rows: list[dict] = []
+        self._hist_cache: pd.DataFrame | None = None
+        self._hist_len = -1
+        self._eval_batches = None
+        self.unigram_baseline = float(self.data.unigram_baseline())
+        self.snapshots: list[AttentionSnapshot] = []
+        self._probe = self._make_probe()
+        self.probe_tokens: list[str] = list(tokenizer.convert_ids_to_tokens(self._probe[0][0].tolist()))
+        if tc.snapshot_every:
+            self._snapshot()
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def history(self) -> pd.DataFrame:
+        """One row per step (NaN in the eval_* columns where not evaluated). Cached until the next step."""
+        rows = list(self._rows)
+        if self._hist_cache is None or self._hist_len != len(rows):
+            df = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+            df["step"] = df["step"].astype("int64")
+            for c in HISTORY_COLUMNS[1:]:
+                df[c] = df[c].astype("float64")
+            self._hist_cache, self._hist_len = df, len(rows)
+        return self._hist_cache
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Ask ``run`` to return after the current step (thread-safe)."""
+        self._stop.set()
+
+    def step(self) -> dict:
+        """One optimizer step on a fresh batch; returns the history row (also appended to ``history``)."""
+        if self.done:
+            return dict(self._rows[-1]) if self._rows else {}
+        tc, model = self.config, self.model
+        t0 = time.perf_counter()
+        batch = self.data.sample_batch(tc.batch_size, self._gen, split="train")
+        model.train()
+        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                    attention_mask=batch["attention_mask"], mlm_labels=batch["mlm_labels"],
+                    nsp_labels=batch["nsp_labels"])
+        self.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()
+        if tc.grad_clip > 0:
+            gnorm = torch.nn.utils.clip_grad_norm_(self._params, tc.grad_clip, foreach=True)
+        else:
+            gnorm = torch.nn.utils.get_total_norm([p.grad for p in self._params if p.grad is not None], foreach=True)
+        lr = self.optimizer.param_groups[0]["lr"]
+        with torch.no_grad():
+            mlm_ok, n_sel, nsp_ok = self._correct(out, batch)
+            stats = torch.stack([out.loss, out.mlm_loss, out.nsp_loss, gnorm.float(), mlm_ok, n_sel, nsp_ok,
+                                 batch["attention_mask"].sum()]).float().tolist()
+        loss, mlm_loss, nsp_loss, gn, mlm_ok, n_sel, nsp_ok, n_tok = stats
+        step = self.step_count + 1
+        if not (math.isfinite(loss) and math.isfinite(gn)):
+            self.optimizer.zero_grad(set_to_none=True)
+            what = "loss" if not math.isfinite(loss) else "gradient norm"
+            kind = "NaN" if math.isnan(loss if what == "loss" else gn) else "infinite"
+            self.error = (f"{what} became {kind} at step {step} (lr={lr:.3g}); lower lr (e.g. <= 1e-2) or raise "
+                          f"warmup_steps; the last good weights (after step {self.step_count}) are kept")
+            self.done = True
+            row = {"step": step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss, "mlm_acc": float("nan"),
+                   "nsp_acc": float("nan"), "lr": lr, "tokens_per_s": float("nan")}
+            self._append(row)
+            self._final_snapshot()
+            return row
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step_count = step
+        row = {"step": step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
+               "mlm_acc": mlm_ok / n_sel if n_sel else float("nan"),
+               "nsp_acc": nsp_ok / len(batch["nsp_labels"]), "lr": lr,
+               "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9)}
+        final = step >= tc.steps
+        if (tc.eval_every and step % tc.eval_every == 0) or final:
+            row.update(self.evaluate())
+        if tc.snapshot_every and step % tc.snapshot_every == 0:
+            self._snapshot()
+        self._append(row)
+        if final:
+            self.done = True
+            self._final_snapshot()
+        return row
+
+    def run(self, n: int | None = None, callback=None) -> pd.DataFrame:
+        """Run ``n`` more steps (default: until ``train_config.steps``), or until ``stop()`` or a NaN.
+
+        ``callback(trainer, row)`` is called after every step. Uses ``train_config.num_threads`` torch threads
+        while running. When stopped early, a final held-out evaluation and attention snapshot are added.
+        """
+        target = self.config.steps if n is None else min(self.config.steps, self.step_count + int(n))
+        _acquire_threads(self.config.num_threads)
+        try:
+            while not self.done and self.step_count < target and not self._stop.is_set():
+                row = self.step()
+                if callback is not None:
+                    callback(self, row)
+            if self._stop.is_set() and not self.done:
+                self.finalize()
+        finally:
+            _release_threads()
+        return self.history
+
+    def finalize(self) -> None:
+        """Mark training finished: evaluate the current weights (if not yet) and take a last snapshot."""
+        if self.done:
+            return
+        self.done = True
+        if self._rows and math.isnan(self._rows[-1].get("eval_mlm_loss", float("nan"))) and not self.error:
+            self._rows[-1] = {**self._rows[-1], **self.evaluate()}
+            self._hist_cache = None
+        self._final_snapshot()
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        """Held-out MLM/NSP loss and accuracy on fixed eval batches (same masks every time), eval mode."""
+        if self._eval_batches is None:
+            eb = self.data.fixed_eval_batches(self.config.eval_size, self.config.seed)
+            self._eval_batches = [eb] if isinstance(eb, dict) else list(eb)
+        model = self.model
+        was_training = model.training
+        model.eval()
+        tot = torch.zeros(5)
+        try:
+            for b in self._eval_batches:
+                if len(b["nsp_labels"]) == 0:
+                    continue
+                out = model(b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
+                            mlm_labels=b["mlm_labels"], nsp_labels=b["nsp_labels"])
+                mlm_ok, n_sel, nsp_ok = self._correct(out, b)
+                nb = float(len(b["nsp_labels"]))
+                tot += torch.stack([torch.nan_to_num(out.mlm_loss.float()) * n_sel, mlm_ok, n_sel, out.nsp_loss.float() * nb,
+                                    nsp_ok]).float()
+            n_ex = sum(len(b["nsp_labels"]) for b in self._eval_batches)
+        finally:
+            model.train(was_training)
+        mlm_sum, mlm_ok, n_sel, nsp_sum, nsp_ok = tot.tolist()
+        nan = float("nan")
+        return {"eval_mlm_loss": mlm_sum / n_sel if n_sel else nan, "eval_nsp_loss": nsp_sum / n_ex if n_ex else nan,
+                "eval_mlm_acc": mlm_ok / n_sel if n_sel else nan, "eval_nsp_acc": nsp_ok / n_ex if n_ex else nan}
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _correct(out, batch):
+        """(#correct masked predictions, #selected positions, #correct NSP predictions) as 0-d tensors."""
+        labels = batch["mlm_labels"]
+        pos = getattr(out, "mlm_positions", None)
+        targets = labels[pos] if pos is not None else labels[labels != -100]
+        logits = out.mlm_logits
+        if logits.dim() == 3:  # model returned full [B,T,V] logits
+            logits = logits[labels != -100]
+        mlm_ok = (logits.argmax(-1) == targets).sum().float()
+        nsp_ok = (out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().float()
+        return mlm_ok, torch.tensor(float(targets.numel())), nsp_ok
+
+    def _append(self, row: dict) -> None:
+        self._rows.append(row)
+        self._hist_cache = None
+
+    def _make_probe(self):
+        """The first held-out pair with its true B (falls back to the first corpus pair)."""
+        from .inference import encode_pair
+
+        pairs = self.corpus.pairs
+        held = getattr(self.data, "splits", {}).get("held_out")
+        pair = pairs[int(held[0]) if held is not None and len(held) else 0]
+        ids, types, _ = encode_pair(self.tokenizer, pair[0], pair[1], self.config.max_seq_len)
+        return torch.tensor([ids]), torch.tensor([types])
+
+    @torch.no_grad()
+    def _snapshot(self) -> None:
+        model = self.model
+        was_training = model.training
+        model.eval()
+        try:
+            ids, types = self._probe
+            out = model(ids, token_type_ids=types, attention_mask=torch.ones_like(ids), output_attentions=True)
+            att = torch.stack([a[0] for a in out.attentions]).float().numpy().astype(np.float32, copy=True)
+        finally:
+            model.train(was_training)
+        self.snapshots.append(AttentionSnapshot(self.step_count, att))
+
+    def _final_snapshot(self) -> None:
+        if self.config.snapshot_every and (not self.snapshots or self.snapshots[-1].step != self.step_count):
+            self._snapshot()
+
+
+def _acquire_threads(n: int) -> None:
+    with _THREADS_LOCK:
+        if _THREADS_STATE["active"] == 0:
+            _THREADS_STATE["baseline"] = torch.get_num_threads()
+        _THREADS_STATE["active"] += 1
+        torch.set_num_threads(int(n))
+
+
+def _release_threads() -> None:
+    with _THREADS_LOCK:
+        _THREADS_STATE["active"] -= 1
+        if _THREADS_STATE["active"] == 0 and _THREADS_STATE["baseline"]:
+            torch.set_num_threads(_THREADS_STATE["baseline"])

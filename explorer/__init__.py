@@ -1,0 +1,1 @@
+"""Streamlit helpers of the BERT explorer: session state, the shared sidebar and pure figure builders."""

@@ -1,0 +1,119 @@
+"""Per-head attention statistics, pure numpy (no streamlit, no torch).
+
+Input is the attention tensor returned by ``bertcore.inference.inspect_pair``: ``[L, H, T, T]`` with
+rows = queries and columns = keys; each row sums to 1 over the keys the query may attend to.
+
+For every (layer, head) we compute, averaged over the valid query rows:
+
+* ``entropy`` -- ``-sum_k p_k log p_k`` in nats (0 log 0 = 0). A uniform row over T keys gives ``log T``;
+  a one-hot row gives 0.
+* ``to_cls`` / ``to_sep`` -- total weight each query puts on ``[CLS]`` / on all ``[SEP]`` tokens.
+* ``to_self`` -- ``A[i, i]``.
+* ``to_prev`` -- ``A[i, i-1]`` averaged over queries that have a previous token (i >= 1).
+* ``to_next`` -- ``A[i, i+1]`` averaged over queries that have a next token (i <= T-2).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+STAT_COLUMNS = ["entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next"]
+STAT_LABELS = {
+    "entropy": "entropy (nats)",
+    "to_cls": "attention to [CLS]",
+    "to_sep": "attention to [SEP]",
+    "to_self": "attention to self",
+    "to_prev": "attention to previous token",
+    "to_next": "attention to next token",
+}
+
+
+def _valid_mask(tokens: Sequence[str] | None, T: int, valid: np.ndarray | None) -> np.ndarray:
+    if valid is not None:
+        m = np.asarray(valid, dtype=bool)
+        if m.shape != (T,):
+            raise ValueError(f"valid mask must have shape ({T},), got {m.shape}")
+        return m
+    if tokens is not None:
+        return np.array([t != "[PAD]" for t in tokens], dtype=bool)
+    return np.ones(T, dtype=bool)
+
+
+def row_entropy(attn: np.ndarray) -> np.ndarray:
+    """Entropy in nats of each row of a (..., T) probability array, with 0 log 0 = 0."""
+    p = np.asarray(attn, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
+    return -(p * logp).sum(axis=-1)
+
+
+def head_stats_array(
+    attentions: np.ndarray,
+    tokens: Sequence[str] | None = None,
+    valid: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """Return ``{stat: array [L, H]}`` for the statistics in ``STAT_COLUMNS``.
+
+    ``tokens`` identifies [CLS]/[SEP]/[PAD] positions; ``valid`` (bool [T]) overrides which positions
+    are real (padding rows are excluded from the means; padding keys are only summed if they carry weight).
+    Statistics that are undefined (no [CLS] in tokens, T == 1 for prev/next) are NaN.
+    """
+    A = np.asarray(attentions, dtype=np.float64)
+    if A.ndim != 4 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"attentions must be [L, H, T, T], got shape {A.shape}")
+    L, H, T, _ = A.shape
+    m = _valid_mask(tokens, T, valid)
+    rows = np.flatnonzero(m)
+    nan = np.full((L, H), np.nan)
+    out: dict[str, np.ndarray] = {}
+    if rows.size == 0:
+        return {k: nan.copy() for k in STAT_COLUMNS}
+
+    out["entropy"] = row_entropy(A[:, :, rows, :]).mean(axis=-1)
+
+    toks = list(tokens) if tokens is not None else [""] * T
+    cls_idx = [i for i, t in enumerate(toks) if t == "[CLS]"]
+    sep_idx = [i for i, t in enumerate(toks) if t == "[SEP]"]
+    sub = A[:, :, rows, :]  # [L,H,R,T]
+    out["to_cls"] = sub[..., cls_idx].sum(-1).mean(-1) if cls_idx else nan.copy()
+    out["to_sep"] = sub[..., sep_idx].sum(-1).mean(-1) if sep_idx else nan.copy()
+
+    diag = np.diagonal(A, axis1=2, axis2=3)  # [L,H,T]
+    out["to_self"] = diag[:, :, rows].mean(-1)
+
+    prev_rows = [i for i in rows if i >= 1 and m[i - 1]]
+    next_rows = [i for i in rows if i + 1 < T and m[i + 1]]
+    if prev_rows:
+        pr = np.array(prev_rows)
+        out["to_prev"] = A[:, :, pr, pr - 1].mean(-1)
+    else:
+        out["to_prev"] = nan.copy()
+    if next_rows:
+        nr = np.array(next_rows)
+        out["to_next"] = A[:, :, nr, nr + 1].mean(-1)
+    else:
+        out["to_next"] = nan.copy()
+    return out
+
+
+def head_stats(
+    attentions: np.ndarray,
+    tokens: Sequence[str] | None = None,
+    valid: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """One row per (layer, head) with 1-based ``layer``/``head`` columns and ``STAT_COLUMNS``."""
+    arrs = head_stats_array(attentions, tokens, valid)
+    L, H = arrs["entropy"].shape
+    ll, hh = np.meshgrid(np.arange(1, L + 1), np.arange(1, H + 1), indexing="ij")
+    df = pd.DataFrame({"layer": ll.ravel(), "head": hh.ravel()})
+    for k in STAT_COLUMNS:
+        df[k] = arrs[k].ravel()
+    return df
+
+
+def max_entropy(tokens: Sequence[str] | None, T: int) -> float:
+    """Entropy of a uniform row over the valid keys: log(#valid)."""
+    n = int(_valid_mask(tokens, T, None).sum())
+    return float(np.log(max(n, 1)))

@@ -1,0 +1,57 @@
+"""Pure plotly builder of the BERT pipeline diagram for the Overview page (no streamlit)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+# (key, title, detail template, x-centre, y-centre); the pipeline reads top to bottom.
+STEPS = [
+    ("text", "Text", "“{example}”", 0.5, 6.0),
+    ("tokens", "Tokens", "[CLS] A [SEP] B [SEP] · vocab {vocab_size}", 0.5, 5.0),
+    ("embeddings", "Embeddings", "token + segment + position ({position}) → LayerNorm · d={hidden}", 0.5, 4.0),
+    ("encoder", "Encoder × {layers}", "{heads} heads of self-attention + FFN {ffn} · {norm}-LN", 0.5, 2.8),
+    ("mlm", "MLM head", "predict the masked tokens ({mlm_head})", 0.25, 1.4),
+    ("nsp", "NSP head", "IsNext / NotNext from [CLS] ({nsp_head})", 0.75, 1.4),
+]
+COLORS = {"text": "#eceff1", "tokens": "#e3f2fd", "embeddings": "#e8f5e9", "encoder": "#fff3e0",
+          "mlm": "#fce4ec", "nsp": "#ede7f6"}
+
+
+def pipeline_steps(config, example: str = "the cat sat on the mat") -> list[dict]:
+    """The diagram's boxes as data: key, title, detail, x, y (filled from a BertConfig)."""
+    vals = dict(example=example, vocab_size=config.vocab_size, position=config.position_embedding,
+                hidden=config.hidden_size, layers=config.num_hidden_layers, heads=config.num_attention_heads,
+                ffn=config.intermediate_size, norm=config.norm_placement, mlm_head=config.mlm_head,
+                nsp_head=config.nsp_head)
+    return [dict(key=k, title=t.format(**vals), detail=d.format(**vals), x=x, y=y) for k, t, d, x, y in STEPS]
+
+
+def pipeline_figure(config, example: str = "the cat sat on the mat", height: int = 460) -> go.Figure:
+    """Text → tokens → embeddings → N encoder layers → MLM / NSP heads, as boxes and arrows."""
+    steps = pipeline_steps(config, example)
+    fig = go.Figure()
+    half_w = {"mlm": 0.22, "nsp": 0.22}
+    for s in steps:
+        w = half_w.get(s["key"], 0.42)
+        h = 0.55 if s["key"] != "encoder" else 0.75
+        fig.add_shape(type="rect", x0=s["x"] - w, x1=s["x"] + w, y0=s["y"] - h / 2, y1=s["y"] + h / 2,
+                      line=dict(color="#455a64", width=1), fillcolor=COLORS[s["key"]], layer="below")
+        fig.add_annotation(x=s["x"], y=s["y"] + 0.1, text=f"<b>{s['title']}</b>", showarrow=False,
+                           font=dict(size=15))
+        fig.add_annotation(x=s["x"], y=s["y"] - 0.17, text=s["detail"], showarrow=False, font=dict(size=11))
+    by = {s["key"]: s for s in steps}
+    edges = [("text", "tokens"), ("tokens", "embeddings"), ("embeddings", "encoder"), ("encoder", "mlm"),
+             ("encoder", "nsp")]
+    for a, b in edges:
+        sa, sb = by[a], by[b]
+        ha = 0.75 if a == "encoder" else 0.55
+        fig.add_annotation(x=sb["x"], y=sb["y"] + 0.3, ax=sa["x"], ay=sa["y"] - ha / 2, xref="x", yref="y",
+                           axref="x", ayref="y", showarrow=True, arrowhead=2, arrowsize=1.2, arrowwidth=1.5,
+                           arrowcolor="#455a64", text="")
+    # invisible markers so hovering a box tells what it is
+    fig.add_trace(go.Scatter(x=[s["x"] for s in steps], y=[s["y"] for s in steps], mode="markers",
+                             marker=dict(size=40, opacity=0), hovertext=[f"{s['title']}: {s['detail']}" for s in steps],
+                             hoverinfo="text", customdata=[s["key"] for s in steps], showlegend=False))
+    fig.update_xaxes(visible=False, range=[0, 1])
+    fig.update_yaxes(visible=False, range=[0.8, 6.5])
+    fig.update_layout(height=height, margin=dict(l=0, r=0, t=10, b=0), plot_bgcolor="white", dragmode=False)
+    return fig

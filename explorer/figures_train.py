@@ -1,0 +1,131 @@
+"""Pure plotly builders for the Train and Compare pages (no streamlit; testable without a browser).
+
+Traces carry the history numbers unchanged as plain lists (x = step), so tests can compare them.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]
+DASHES = ["solid", "dash", "dot", "dashdot"]
+
+METRIC_NAMES = {
+    "mlm_loss": "MLM loss (train)", "nsp_loss": "NSP loss (train)",
+    "eval_mlm_loss": "MLM loss (held-out)", "eval_nsp_loss": "NSP loss (held-out)",
+    "mlm_acc": "MLM accuracy (train)", "nsp_acc": "NSP accuracy (train)",
+    "eval_mlm_acc": "MLM accuracy (held-out)", "eval_nsp_acc": "NSP accuracy (held-out)",
+    "lr": "learning rate", "tokens_per_s": "tokens / s",
+}
+LOSS_METRICS = ["mlm_loss", "nsp_loss", "eval_mlm_loss", "eval_nsp_loss"]
+ACC_METRICS = ["mlm_acc", "nsp_acc", "eval_mlm_acc", "eval_nsp_acc"]
+
+
+def _as_histories(histories) -> dict[str, pd.DataFrame]:
+    if isinstance(histories, pd.DataFrame):
+        return {"": histories}
+    return {str(k): v for k, v in dict(histories).items()}
+
+
+def curves_figure(histories: pd.DataFrame | Mapping[str, pd.DataFrame], metrics: Sequence[str],
+                  title: str = "", yaxis_title: str = "", height: int = 320, log_y: bool = False,
+                  baseline: float | None = None, baseline_name: str = "") -> go.Figure:
+    """One line per (history, metric). Train metrics are lines; held-out (eval_*) metrics are lines with
+    markers drawn only where evaluated (NaN rows dropped). ``histories``: a DataFrame or {label: DataFrame}."""
+    fig = go.Figure()
+    hs = _as_histories(histories)
+    bases = list(dict.fromkeys(m[5:] if m.startswith("eval_") else m for m in metrics))
+    for hi, (label, df) in enumerate(hs.items()):
+        if df is None or len(df) == 0:
+            continue
+        for mi, m in enumerate(metrics):
+            if m not in df.columns or "step" not in df.columns:
+                continue
+            sub = df[["step", m]].dropna()
+            if sub.empty:
+                continue
+            name = METRIC_NAMES.get(m, m)
+            if label:
+                name = f"{label} · {name}"
+            is_eval = m.startswith("eval_")
+            base = m[5:] if is_eval else m
+            color = PALETTE[(hi if len(hs) > 1 else bases.index(base)) % len(PALETTE)]
+            fig.add_trace(go.Scatter(
+                x=[int(s) for s in sub["step"].tolist()], y=[float(v) for v in sub[m].tolist()], name=name,
+                mode="lines+markers" if is_eval else "lines",
+                line=dict(color=color, dash="dot" if is_eval else "solid", width=2 if is_eval else 1.5),
+                marker=dict(size=6) if is_eval else None,
+                meta=dict(metric=m, label=label),
+            ))
+    if baseline is not None and np.isfinite(baseline):
+        fig.add_hline(y=float(baseline), line_dash="dash", line_color="gray",
+                      annotation_text=baseline_name, annotation_position="bottom right")
+    fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=40 if title else 10, b=30),
+                      xaxis_title="step", yaxis_title=yaxis_title, legend=dict(orientation="h", y=-0.25),
+                      uirevision="keep")
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+def loss_figure(histories, **kw) -> go.Figure:
+    return curves_figure(histories, LOSS_METRICS, title=kw.pop("title", "Loss: MLM and NSP, train and held-out"),
+                         yaxis_title="cross-entropy (nats)", **kw)
+
+
+def accuracy_figure(histories, unigram_baseline: float | None = None, **kw) -> go.Figure:
+    fig = curves_figure(histories, ACC_METRICS, title=kw.pop("title", "Accuracy: MLM and NSP, train and held-out"),
+                        yaxis_title="accuracy", baseline=unigram_baseline,
+                        baseline_name="MLM: always the most frequent token", **kw)
+    fig.update_yaxes(range=[0, 1.02])
+    return fig
+
+
+def lr_figure(histories, **kw) -> go.Figure:
+    return curves_figure(histories, ["lr"], title=kw.pop("title", "Learning rate (warmup, then linear decay)"),
+                         yaxis_title="lr", **kw)
+
+
+def throughput_figure(histories, **kw) -> go.Figure:
+    return curves_figure(histories, ["tokens_per_s"], title=kw.pop("title", "Throughput"),
+                         yaxis_title="tokens / s", **kw)
+
+
+def attention_grid_figure(attentions, tokens: Sequence[str] | None = None, title: str = "",
+                          max_tokens: int = 48, height_per_row: int = 150) -> go.Figure:
+    """A layers x heads grid of attention heatmaps on one shared colour scale (coloraxis, 0..1).
+
+    ``attentions``: array [L, H, T, T] (rows = querying token, columns = attended token).
+    """
+    att = np.asarray(attentions, dtype=np.float32)
+    if att.ndim != 4:
+        raise ValueError(f"attentions must be [layers, heads, T, T], got shape {att.shape}")
+    n_layers, n_heads, t, _ = att.shape
+    t = min(t, max_tokens)
+    att = att[:, :, :t, :t]
+    toks = [str(x) for x in (list(tokens)[:t] if tokens is not None else range(t))]
+    # make labels unique so plotly keeps every row/column
+    seen: dict[str, int] = {}
+    labels = []
+    for tok in toks:
+        seen[tok] = seen.get(tok, 0) + 1
+        labels.append(tok if seen[tok] == 1 else f"{tok}\u200b{'·' * (seen[tok] - 1)}")
+    fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.01, vertical_spacing=0.02,
+                        column_titles=[f"head {h}" for h in range(n_heads)],
+                        row_titles=[f"layer {i}" for i in range(n_layers)])
+    for li in range(n_layers):
+        for h in range(n_heads):
+            fig.add_trace(go.Heatmap(
+                z=att[li, h].tolist(), x=labels, y=labels, coloraxis="coloraxis",
+                hovertemplate=f"layer {li} head {h}<br>%{{y}} → %{{x}}<br>%{{z:.3f}}<extra></extra>",
+            ), row=li + 1, col=h + 1)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, colorbar=dict(title="weight")),
+                      height=max(240, height_per_row * n_layers + 60), title=title,
+                      margin=dict(l=10, r=10, t=60 if title else 30, b=10))
+    return fig

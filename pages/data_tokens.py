@@ -1,0 +1,257 @@
+"""Learn · Data & tokens: pick a corpus, build a tokenizer, look at its vocabulary and at typed text."""
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+
+import streamlit as st
+
+INTRO = """
+BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
+sees them, a tokenizer cuts text into tokens from a fixed vocabulary and maps each to an id; anything not
+in the vocabulary becomes `[UNK]`. A **word-level** tokenizer (`bertcore.tokenization.WordTokenizer.build`)
+keeps whole words; **WordPiece** (`WordPieceTokenizer.train`, as in BERT) splits rare words into
+`##`-prefixed pieces so that almost nothing is unknown. Corpora come from `bertcore.corpus`
+(`builtin_corpus`, `tutorial_corpus`, `load_corpus_file`).
+"""
+
+SOURCES = ["built-in", "tutorial two-liner", "upload a .txt file"]
+KINDS = ["word-level", "WordPiece"]
+MAX_TEXT_CHARS = 200_000  # typed text beyond this is not tokenized at all
+MAX_SHOW_TOKENS = 200  # tokens drawn in the figure; the rest are counted, not drawn
+MAX_SHOW_PIECES = 100
+
+
+@st.cache_resource(show_spinner=False)
+def _tutorial():
+    from bertcore.corpus import tutorial_corpus
+
+    return tutorial_corpus()
+
+
+@st.cache_resource(show_spinner="Building the tokenizer and counting tokens…", max_entries=16)
+def _shared(key: str, _fn):
+    """Results for the built-in/tutorial corpora, shared by all sessions (read-only)."""
+    return _fn()
+
+
+def _memo(key: str, fn):
+    """Shared cache for built-in/tutorial corpora, this session's cache for uploaded ones."""
+    if "upload:" not in key:
+        return _shared(key, fn)
+    cache = st.session_state.setdefault("dt_cache", {})
+    if key not in cache:
+        if len(cache) > 8:
+            cache.clear()
+        with st.spinner("Building the tokenizer and counting tokens…"):
+            cache[key] = fn()
+    return cache[key]
+
+
+def build_tokenizer(corpus, kind: str, vocab_size: int):
+    from bertcore.tokenization import WordPieceTokenizer, WordTokenizer
+
+    if kind == "WordPiece":
+        return WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab_size, min_frequency=1)
+    return WordTokenizer.build(corpus.texts())
+
+
+def corpus_stats(corpus, tokenizer) -> dict:
+    """Tokens per pair, token counts by vocabulary entry, and word counts (basic_tokenize) of a corpus."""
+    from bertcore.tokenization import basic_tokenize
+
+    lengths, tok_counts, word_counts = [], Counter(), Counter()
+    for a, b in corpus.pairs:
+        ta, tb = tokenizer.tokenize(a), tokenizer.tokenize(b)
+        lengths.append(len(ta) + len(tb))
+        tok_counts.update(ta)
+        tok_counts.update(tb)
+        if tokenizer.kind == "word":
+            continue
+        word_counts.update(basic_tokenize(a))
+        word_counts.update(basic_tokenize(b))
+    if tokenizer.kind == "word":
+        word_counts = Counter({w: c for w, c in tok_counts.items() if w != "[UNK]"})
+    return {"pairs": len(corpus.pairs), "tokens": int(sum(lengths)), "lengths": lengths,
+            "token_counts": tok_counts, "word_counts": word_counts}
+
+
+def _pick_corpus():
+    """The corpus picker. Returns (corpus, key); keeps the previous corpus when an upload is bad."""
+    from bertcore.corpus import load_corpus_file
+    from explorer import state
+
+    saved = st.session_state.get("dt_source_saved", SOURCES[0])
+    source = st.radio("Corpus", SOURCES, index=SOURCES.index(saved), horizontal=True, key="dt_source")
+    st.session_state["dt_source_saved"] = source
+    if source == SOURCES[0]:
+        corpus, key = state.shared_corpus_and_tokenizer()[0], "builtin"
+    elif source == SOURCES[1]:
+        corpus, key = _tutorial(), "tutorial"
+    else:
+        c1, c2 = st.columns([3, 1])
+        mode = c2.radio("file format", ["auto", "pairs", "prose"], key="dt_mode",
+                        help="pairs: one 'A<TAB>B' per line · prose: paragraphs split into sentences, "
+                             "consecutive sentences form pairs · auto: pairs if most lines hold a TAB")
+        up = c1.file_uploader("Upload a UTF-8 .txt corpus", type=["txt"], key="dt_upload")
+        if up is not None:
+            data = up.getvalue()
+            key = f"upload:{hashlib.sha1(data).hexdigest()[:16]}:{mode}"
+            parsed = st.session_state.setdefault("dt_parsed", {})
+            if key not in parsed:
+                if len(parsed) > 8:
+                    parsed.clear()
+                parsed[key] = _parse_upload(load_corpus_file, data, up.name, mode)
+            if isinstance(parsed[key], str):
+                st.error(f"Could not use this file: {parsed[key]}")
+                return _previous_corpus()
+            st.session_state["dt_uploaded"] = (parsed[key], key)
+        elif st.session_state.get("dt_uploaded") is None:
+            st.info("Upload a .txt file: one `sentence A<TAB>sentence B` pair per line, or plain prose "
+                    "(max size: `bertcore.corpus.MAX_CORPUS_BYTES`, env BERTCORE_MAX_CORPUS_BYTES).")
+            return _previous_corpus()
+        corpus, key = st.session_state["dt_uploaded"]
+        if up is None:
+            st.caption(f"Using the file uploaded earlier in this session, **{corpus.name}**.")
+    st.session_state["corpus"] = corpus
+    st.session_state["dt_corpus_key"] = key
+    return corpus, key
+
+
+def _parse_upload(load, data: bytes, name: str, mode: str):
+    """The Corpus, or the CorpusError message (a str)."""
+    from bertcore.errors import BertcoreError
+
+    try:
+        return load(data, name, mode=mode)
+    except BertcoreError as e:
+        return str(e)
+
+
+def _previous_corpus():
+    from explorer import state
+
+    prev = st.session_state.get("corpus")
+    if prev is None:
+        st.caption("Meanwhile the built-in corpus is shown.")
+        return state.shared_corpus_and_tokenizer()[0], "builtin"
+    st.caption(f"Keeping the previous corpus **{prev.name}**.")
+    return prev, st.session_state.get("dt_corpus_key", "builtin")
+
+
+def _vocab_table(tokenizer, counts: Counter) -> None:
+    import pandas as pd
+
+    st.subheader("Vocabulary")
+    q = st.text_input("Search the vocabulary", key="dt_vocab_q", placeholder="e.g. cat or ##s")
+    df = pd.DataFrame({"id": range(len(tokenizer.vocab)), "token": list(tokenizer.vocab),
+                       "count in corpus": [counts.get(t, 0) for t in tokenizer.vocab]})
+    if q.strip():
+        df = df[df["token"].str.contains(q.strip().lower(), case=False, regex=False)]
+    st.caption(f"{len(df):,} of {len(tokenizer.vocab):,} tokens"
+               + (f" contain “{q.strip()}”" if q.strip() else "")
+               + ". Ids 0–4 are the special tokens [PAD] [UNK] [CLS] [SEP] [MASK].")
+    st.dataframe(df, hide_index=True, height=300, key="dt_vocab_df")
+
+
+def _try_text(tokenizer, default: str) -> None:
+    import pandas as pd
+
+    from bertcore.errors import BertcoreError
+    from explorer import figures_learn as F
+
+    st.subheader("Tokenize your own text")
+    text = st.text_area("Text", value=default, key="dt_text", height=90)
+    if not text.strip():
+        st.info("Type some text above to see its tokens and ids.")
+        return
+    if len(text) > MAX_TEXT_CHARS:
+        st.warning(f"The text has {len(text):,} characters; only the first {MAX_TEXT_CHARS:,} are tokenized.")
+        text = text[:MAX_TEXT_CHARS]
+    try:
+        tokens = tokenizer.tokenize(text)
+        ids = tokenizer.convert_tokens_to_ids(tokens)
+        unknown = tokenizer.unknown_words(text)
+        pieces = tokenizer.word_pieces(text) if tokenizer.kind == "wordpiece" else []
+    except BertcoreError as e:
+        st.error(str(e))
+        return
+    if not tokens:
+        st.info("No tokens: the text holds only whitespace and control characters, which the tokenizer "
+                "removes (`basic_tokenize` drops control characters and splits on whitespace).")
+        return
+    n_unk = sum(t == "[UNK]" for t in tokens)
+    c1, c2, c3 = st.columns(3)
+    c1.metric("tokens", f"{len(tokens):,}")
+    c2.metric("[UNK] tokens", f"{n_unk:,}")
+    c3.metric("characters", f"{len(text):,}")
+    if len(tokens) > MAX_SHOW_TOKENS:
+        st.warning(f"Long input: showing the first {MAX_SHOW_TOKENS} of {len(tokens):,} tokens. "
+                   "(A model would also truncate it to its max length.)")
+    shown = slice(0, MAX_SHOW_TOKENS)
+    st.plotly_chart(F.tokens_figure(tokens[shown], ids[shown]), key="dt_tokens_chart")
+    specials = sorted({t for t in tokens if t in ("[CLS]", "[SEP]", "[MASK]", "[PAD]")})
+    if specials:
+        st.caption(f"Typed special tokens ({', '.join(specials)}) are kept as single tokens with their special ids.")
+    if unknown:
+        shown_unk = [w if len(w) <= 30 else w[:30] + "…" for w in list(dict.fromkeys(unknown))[:30]]
+        st.warning(f"{len(unknown):,} word(s) are not in the vocabulary and became [UNK]: "
+                   + ", ".join(f"`{w}`" for w in shown_unk) + (" …" if len(set(unknown)) > 30 else ""))
+    else:
+        st.success("Every word is in the vocabulary (no [UNK]).")
+    if tokenizer.kind == "wordpiece":
+        split = [(w, " ".join(p)) for w, p in pieces if len(p) > 1]
+        if split:
+            st.markdown("**WordPiece splits** (word → pieces; `##` marks a piece that continues a word)")
+            st.dataframe(pd.DataFrame(split[:MAX_SHOW_PIECES], columns=["word", "pieces"]), hide_index=True,
+                         key="dt_pieces_df")
+            if len(split) > MAX_SHOW_PIECES:
+                st.caption(f"First {MAX_SHOW_PIECES} of {len(split):,} split words.")
+        else:
+            st.caption("No word was split: every word is a single WordPiece token.")
+
+
+def render() -> None:
+    from bertcore.errors import BertcoreError
+    from explorer import figures_learn as F
+    from explorer import state
+
+    state.ensure_app_frame()
+    st.title("Data & tokens")
+    st.markdown(INTRO)
+    try:
+        corpus, ckey = _pick_corpus()
+        st.caption(f"**{corpus.name}**: {corpus.description}")
+
+        c1, c2 = st.columns(2)
+        kind = c1.radio("Tokenizer", KINDS, horizontal=True, key="dt_kind")
+        vocab_size = c2.slider("WordPiece vocabulary size", 50, 4000, 400, step=50, key="dt_vocab_size",
+                               disabled=kind != "WordPiece",
+                               help="Target size including the 5 special tokens and the single characters.")
+        tkey = f"{ckey}|{kind}|{vocab_size if kind == 'WordPiece' else ''}"
+        if kind == "word-level" and ckey == "builtin":
+            tokenizer = state.shared_corpus_and_tokenizer()[1]
+        else:
+            tokenizer = _memo("tok|" + tkey, lambda: build_tokenizer(corpus, kind, vocab_size))
+        stats = _memo("stats|" + tkey, lambda: corpus_stats(corpus, tokenizer))
+        st.session_state["learn_tokenizer"] = (ckey, tokenizer)
+
+        st.subheader("Corpus statistics")
+        m = st.columns(4)
+        m[0].metric("sentence pairs", f"{stats['pairs']:,}")
+        m[1].metric("tokens", f"{stats['tokens']:,}")
+        m[2].metric("vocabulary size", f"{tokenizer.vocab_size:,}")
+        m[3].metric("distinct words", f"{len(stats['word_counts']):,}")
+        g1, g2 = st.columns(2)
+        g1.plotly_chart(F.length_histogram(stats["lengths"]), key="dt_len_chart")
+        g2.plotly_chart(F.top_words_bar(stats["word_counts"], 20), key="dt_top_chart")
+
+        _vocab_table(tokenizer, stats["token_counts"])
+        a, b = corpus.pairs[0]
+        _try_text(tokenizer, f"{a} {b}")
+    except BertcoreError as e:
+        st.error(str(e))
+
+
+if __name__ == "__main__":
+    render()

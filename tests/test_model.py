@@ -1,0 +1,159 @@
+"""bertcore.model: parity with HF transformers, SDPA vs explicit attention, padding, variants."""
+import itertools
+import math
+
+import pytest
+import torch
+import transformers
+
+from bertcore.config import BertConfig, estimate
+from bertcore.model import BertForPreTraining, count_parameters, sinusoidal_table
+
+SMALL = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+             intermediate_size=64, max_position_embeddings=40)
+
+
+def _batch(seed=0, B=3, T=20, V=120):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, V, (B, T), generator=g)
+    ids[:, 0] = 2
+    tt = torch.zeros_like(ids)
+    tt[:, T // 2:] = 1
+    am = torch.ones_like(ids)
+    am[1, 15:] = 0
+    am[2, 8:] = 0
+    ids[am == 0] = 0
+    return ids, tt, am
+
+
+@pytest.mark.parametrize("act,hf_act", [("gelu", "gelu"), ("gelu_tanh", "gelu_new"), ("relu", "relu")])
+def test_parity_with_transformers(act, hf_act):
+    hc = transformers.BertConfig(**SMALL, hidden_act=hf_act, attn_implementation="eager")
+    torch.manual_seed(1)
+    hf = transformers.BertForPreTraining(hc).eval()
+    ours = BertForPreTraining(BertConfig(**SMALL, hidden_act=act)).eval()
+    sd = {k: v for k, v in hf.state_dict().items() if not k.startswith("cls.predictions.decoder")}
+    missing, unexpected = ours.load_state_dict(sd, strict=False)
+    assert not missing and not unexpected
+    ids, tt, am = _batch()
+    with torch.no_grad():
+        h = hf(input_ids=ids, token_type_ids=tt, attention_mask=am, output_attentions=True, output_hidden_states=True)
+        o = ours(ids, tt, am, output_attentions=True, output_hidden_states=True)
+    assert torch.allclose(h.prediction_logits, o.mlm_logits, atol=1e-5)
+    assert torch.allclose(h.seq_relationship_logits, o.nsp_logits, atol=1e-5)
+    assert len(o.attentions) == 2 and o.attentions[0].shape == (3, 4, 20, 20)
+    for a, b in zip(h.attentions, o.attentions):
+        assert torch.allclose(a, b, atol=1e-5)
+    for a, b in zip(h.hidden_states, o.hidden_states):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+VARIANTS = list(itertools.product(["learned", "sinusoidal"], ["post", "pre"], ["transform", "linear"],
+                                  ["pooler", "first_token"]))
+
+
+@pytest.mark.parametrize("pe,norm,mlm,nsp", VARIANTS)
+def test_sdpa_equals_explicit_and_variants_train(pe, norm, mlm, nsp):
+    torch.manual_seed(0)
+    cfg = BertConfig(**SMALL, position_embedding=pe, norm_placement=norm, mlm_head=mlm, nsp_head=nsp)
+    m = BertForPreTraining(cfg).eval()
+    ids, tt, am = _batch()
+    with torch.no_grad():
+        fast = m(ids, tt, am)  # SDPA path
+        slow = m(ids, tt, am, output_attentions=True)  # explicit path
+    assert torch.allclose(fast.mlm_logits, slow.mlm_logits, atol=1e-5)
+    assert torch.allclose(fast.nsp_logits, slow.nsp_logits, atol=1e-5)
+    # one training step runs and gives finite gradients to every trainable parameter that is used
+    m.train()
+    labels = torch.full_like(ids, -100)
+    labels[:, 3] = ids[:, 3]
+    out = m(ids, tt, am, mlm_labels=labels, nsp_labels=torch.tensor([0, 1, 0]))
+    out.loss.backward()
+    assert torch.isfinite(out.loss)
+    assert out.mlm_logits.shape == (3, 120)
+    grads = [p.grad for p in m.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+def test_padding_is_masked_out():
+    torch.manual_seed(0)
+    m = BertForPreTraining(BertConfig(**SMALL)).eval()
+    ids, tt, am = _batch()
+    with torch.no_grad():
+        o = m(ids, tt, am, output_attentions=True)
+        # padded keys get exactly zero probability; every row sums to 1
+        for a in o.attentions:
+            assert torch.all(a[2, :, :, 8:] == 0)
+            assert torch.allclose(a.sum(-1), torch.ones_like(a.sum(-1)), atol=1e-5)
+        # the un-padded prefix alone gives the same outputs at the real positions
+        alone = m(ids[2:3, :8], tt[2:3, :8], am[2:3, :8], output_attentions=True)
+    assert torch.allclose(alone.mlm_logits[0], o.mlm_logits[2, :8], atol=1e-5)
+    assert torch.allclose(alone.nsp_logits[0], o.nsp_logits[2], atol=1e-5)
+
+
+def test_sparse_mlm_logits_equal_dense_at_selected_positions():
+    torch.manual_seed(0)
+    m = BertForPreTraining(BertConfig(**SMALL)).eval()
+    ids, tt, am = _batch()
+    labels = torch.full_like(ids, -100)
+    labels[0, 4], labels[1, 7], labels[2, 2] = 9, 10, 11
+    with torch.no_grad():
+        dense = m(ids, tt, am).mlm_logits
+        sparse = m(ids, tt, am, mlm_labels=labels)
+    b, t = sparse.mlm_positions
+    assert sparse.mlm_logits.shape == (3, 120)
+    assert torch.allclose(sparse.mlm_logits, dense[b, t], atol=1e-6)
+    expected = torch.nn.functional.cross_entropy(dense[b, t], torch.tensor([9, 10, 11]))
+    assert torch.allclose(sparse.mlm_loss, expected, atol=1e-6)
+
+
+def test_embedding_parts_sum_and_layernorm():
+    torch.manual_seed(0)
+    m = BertForPreTraining(BertConfig(**SMALL, position_embedding="sinusoidal")).eval()
+    ids, tt, am = _batch()
+    with torch.no_grad():
+        o = m(ids, tt, am, output_embeddings=True, output_hidden_states=True)
+    e = o.embeddings
+    assert torch.allclose(e["sum"], e["token"] + e["position"] + e["segment"])
+    assert torch.allclose(e["position"][0], sinusoidal_table(40, 32)[:20])
+    assert torch.allclose(e["normed"], o.hidden_states[0], atol=1e-6)
+    assert torch.allclose(e["normed"].mean(-1), torch.zeros(3, 20), atol=1e-5)
+
+
+def test_dropout_generator_makes_training_forward_deterministic():
+    torch.manual_seed(0)
+    m = BertForPreTraining(BertConfig(**SMALL)).train()
+    ids, tt, am = _batch()
+    outs = []
+    for _ in range(2):
+        m.set_dropout_generator(torch.Generator().manual_seed(7))
+        torch.manual_seed(123 + len(outs))  # the global RNG must not matter
+        outs.append(m(ids, tt, am).mlm_logits)
+    assert torch.equal(outs[0], outs[1])
+    m.set_dropout_generator(torch.Generator().manual_seed(8))
+    assert not torch.equal(outs[0], m(ids, tt, am).mlm_logits)
+
+
+def test_sinusoidal_table_formula():
+    t = sinusoidal_table(50, 16)
+    assert t.shape == (50, 16)
+    pos, i = 7, 3
+    assert math.isclose(t[pos, 2 * i], math.sin(pos / 10000 ** (2 * i / 16)), abs_tol=1e-6)
+    assert math.isclose(t[pos, 2 * i + 1], math.cos(pos / 10000 ** (2 * i / 16)), abs_tol=1e-6)
+    assert torch.allclose(t[0, 1::2], torch.ones(8))
+    assert sinusoidal_table(10, 7).shape == (10, 7)
+
+
+@pytest.mark.parametrize("pe,norm,mlm,nsp", VARIANTS[::3])
+def test_estimate_matches_real_parameter_count(pe, norm, mlm, nsp):
+    cfg = BertConfig(**SMALL, position_embedding=pe, norm_placement=norm, mlm_head=mlm, nsp_head=nsp)
+    counts = count_parameters(BertForPreTraining(cfg))
+    est = estimate(cfg)
+    assert est["params"] == counts["total"]
+    assert {k: v for k, v in counts.items() if k != "total"} == est["params_by_part"]
+
+
+def test_too_long_input_is_rejected_with_a_fix():
+    m = BertForPreTraining(BertConfig(**SMALL))
+    with pytest.raises(ValueError, match="truncate"):
+        m(torch.ones(1, 41, dtype=torch.long))
