@@ -3,22 +3,22 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported anywhere
 
-from pathlib import Path
 
 import streamlit as st
 
 from explorer import state
+from explorer.sidebar import render_sidebar
 
 state.ensure_app_frame()  # a deep link on a fresh server may have started us in legacy mode
 
-HERE = Path(__file__).parent
 
-# (file in pages/, url_path, title, icon, section)
+# (file in pages/, url_path, title, icon, section). Each url_path equals its file's stem: on a fresh
+# server the first deep link is resolved in legacy mode by file name (see docs/PAGES.md).
 PAGES = [
     ("overview.py", "overview", "Overview", ":material/account_tree:", "Learn"),
-    ("data_tokens.py", "data", "Data & tokens", ":material/text_fields:", "Learn"),
-    ("masking_nsp.py", "masking", "Masking & NSP", ":material/theater_comedy:", "Learn"),
-    ("positional_encoding.py", "positional", "Positional encoding", ":material/waves:", "Learn"),
+    ("data_tokens.py", "data_tokens", "Data & tokens", ":material/text_fields:", "Learn"),
+    ("masking_nsp.py", "masking_nsp", "Masking & NSP", ":material/theater_comedy:", "Learn"),
+    ("positional_encoding.py", "positional_encoding", "Positional encoding", ":material/waves:", "Learn"),
     ("train.py", "train", "Train", ":material/model_training:", "Train"),
     ("compare.py", "compare", "Compare designs", ":material/compare:", "Train"),
     ("attention.py", "attention", "Attention", ":material/grid_on:", "Inspect"),
@@ -37,7 +37,9 @@ def _icon():
     colors = [(66, 133, 244), (219, 68, 55), (244, 180, 0), (15, 157, 88)]
     for i, c in enumerate(colors):  # four stacked "layers"
         img[3 + i * 7: 8 + i * 7, 4:28] = c
-    return img
+    from PIL import Image
+
+    return Image.fromarray(img)
 
 
 st.set_page_config(page_title="BERT explorer", page_icon=_icon(), layout="wide")
@@ -46,8 +48,6 @@ st.set_page_config(page_title="BERT explorer", page_icon=_icon(), layout="wide")
 def build_navigation():
     sections: dict[str, list] = {}
     for fname, url, title, icon, section in PAGES:
-        if not (HERE / "pages" / fname).exists():
-            continue  # during development a page may not exist yet
         sections.setdefault(section, []).append(
             st.Page(f"pages/{fname}", title=title, icon=icon, url_path=url, default=(url == "overview")))
     return sections
@@ -55,10 +55,5 @@ def build_navigation():
 
 page = st.navigation(build_navigation(), position="sidebar")
 state.warmup_optimizer()
-try:
-    from explorer.sidebar import render_sidebar
-except ImportError:  # sidebar not written yet
-    render_sidebar = None
-if render_sidebar is not None:
-    render_sidebar()
+render_sidebar()
 page.run()

@@ -15,6 +15,7 @@ Only JSON and safetensors are ever read. ``torch.load`` / pickle are never used,
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,9 @@ def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
     if d.exists() and not d.is_dir():
         raise CheckpointError(f"{d} exists and is not a directory; choose another output folder")
     d.mkdir(parents=True, exist_ok=True)
+    for stale in ("history.csv", "train_config.json", "snapshots.safetensors", "tokenizer.json", "bundle.json"):
+        if (d / stale).is_file():  # left over from an earlier save into the same folder
+            (d / stale).unlink()
     model, tok = bundle.model, bundle.tokenizer
     cfg = model.config.to_dict()
     cfg.update(tokenizer_kind=getattr(tok, "kind", "word"), bertcore_version=__version__,
@@ -220,13 +224,20 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
                        notes=[str(n) for n in meta.get("notes", [])], train_config=train_config)
 
 
-def untrained_bundle(seed: int = 0, **config_overrides) -> ModelBundle:
-    """A fresh, untrained model (init from ``seed``) with the word tokenizer of ``builtin_corpus(seed=0)``."""
+@functools.lru_cache(maxsize=1)
+def builtin_tokenizer():
+    """The word-level tokenizer of ``builtin_corpus(seed=0)`` (built once per process; treat as read-only)."""
     from .corpus import builtin_corpus
     from .tokenization import WordTokenizer
+
+    return WordTokenizer.build(builtin_corpus(seed=0).texts())
+
+
+def untrained_bundle(seed: int = 0, **config_overrides) -> ModelBundle:
+    """A fresh, untrained model (init from ``seed``) with the word tokenizer of ``builtin_corpus(seed=0)``."""
     from .trainer import init_model
 
-    tok = WordTokenizer.build(builtin_corpus(seed=0).texts())
+    tok = builtin_tokenizer()
     config = BertConfig(**{**config_overrides, "vocab_size": tok.vocab_size})
     model = init_model(config, seed).eval()
     return ModelBundle(model=model, tokenizer=tok, history=None, name="untrained",

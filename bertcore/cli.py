@@ -61,7 +61,8 @@ def _key_value(s: str) -> tuple[str, str]:
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="bertcore", description="A from-scratch BERT (Devlin et al. 2019): pre-train on MLM (§3.1) + "
                 "NSP (§3.2), predict, inspect, and exchange checkpoints with HF transformers.",
-                epilog="Bad input prints 'error: ...' on stderr and exits with status 2.")
+                epilog="Bad input prints 'error: ...' on stderr and exits with status 2. `train` refuses configurations "
+                "whose estimated training memory exceeds BERTCORE_MAX_MODEL_MB (default 1024).")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     corpus_help = "builtin (default), builtin:SEED, tutorial, or a text file (tab-separated pairs or prose)"
@@ -124,7 +125,7 @@ def _overrides(pairs) -> dict:
 
 
 def _configs(args):
-    from .config import PRESETS, BertConfig, TrainConfig, check_compatible, split_overrides
+    from .config import PRESETS, BertConfig, TrainConfig, check_compatible, estimate, split_overrides
 
     bert_kw, train_kw = {}, {}
     if args.preset is not None:
@@ -141,7 +142,23 @@ def _configs(args):
     bert = BertConfig(**bert_kw)
     train = TrainConfig(**train_kw)
     check_compatible(bert, train)
+    est = estimate(bert, train)
+    budget = max_model_mb()
+    if est["memory_bytes"] > budget * 2**20:
+        raise CliError(f"this configuration needs about {est['memory_bytes'] / 2**20:,.0f} MB to train "
+                       f"({est['params']:,} parameters), over the {budget:,.0f} MB budget; use a smaller hidden_size, "
+                       "num_hidden_layers, batch_size or max_seq_len, or raise the budget with env "
+                       "BERTCORE_MAX_MODEL_MB")
     return bert, train, "vocab_size" in bert_kw
+
+
+def max_model_mb() -> float:
+    """Training-memory budget in MB: env BERTCORE_MAX_MODEL_MB (default 1024, the same as the app)."""
+    raw = os.environ.get("BERTCORE_MAX_MODEL_MB", "1024")
+    try:
+        return max(1.0, float(raw))
+    except ValueError:
+        raise CliError(f"BERTCORE_MAX_MODEL_MB={raw!r} must be a number of megabytes") from None
 
 
 def cmd_train(args) -> int:
@@ -152,6 +169,10 @@ def cmd_train(args) -> int:
     if os.path.exists(out) and not os.path.isdir(out):
         raise CliError(f"--out {out} exists and is a file; give a directory path")
     corpus = get_corpus(args.corpus)
+    try:
+        os.makedirs(out, exist_ok=True)  # fail before training, not after
+    except OSError as e:
+        raise CliError(f"cannot create the output directory {out} ({e.strerror or e}); choose a writable path") from None
     tokenizer = None
     if args.tokenizer == "wordpiece":
         from .tokenization import WordPieceTokenizer

@@ -3,26 +3,29 @@
 Built-in corpus grammar
 -----------------------
 A pair is two sentences about one *subject* in one *topic* (kitchen, farm, school, city, sea,
-forest)::
+forest, hospital, garden, space, snow). Nearly every content word belongs to one topic: its people,
+names, adjectives, animals, places, foods, objects and verbs. That is what gives NSP a signal: a
+random B from another pair comes from another topic 90% of the time (10 topics), and a 2-layer
+model learns to compare the two topics within a few hundred steps::
 
     PAIR     := A B
     A        := SUBJ_NP FRAME .                     (5-12 words)
     B        := [CONNECTIVE] SUBJ_REF FRAME' .      (same subject and topic, another frame)
     SUBJ_NP  := DET [ADJ] NOUN     with DET agreeing: singular a/an/the/this/that, plural the/these/those/some/two/three;
                                    "an" exactly before a vowel-initial word ("an old cow", "an owl")
-              | NAME               (tom, anna, ...; always singular, gendered)
+              | NAME               (two per topic; always singular, gendered)
     SUBJ_REF := PRONOUN            he/she (gendered singular person), it (singular animal/vehicle), they (plural)
               | the [ADJ] NOUN     (the same noun in the same number) | NAME
-    CONNECTIVE := then | later | after that | soon | every day | ""
+    CONNECTIVE := then | later | after that | soon | every day | ""   (mostly none)
 
 Frames put *selectional constraints* on the verb's object and place, and the verb agrees in number
 with the subject (singular: eats/is/has/runs, plural: eat/are/have/run)::
 
-    person : eat(s) HUMAN_FOOD [LOC] | read(s) READABLE [LOC] | has/have OBJ_NP | is/are PERSON_ADJ [LOC]
-             | TOPIC_VERB TOPIC_OBJECT [LOC] | walk(s) to the PLACE
-    animal : eat(s) ANIMAL_FOOD [LOC] | sleep(s)/hide(s)/play(s) LOC | is/are ANIMAL_ADJ [LOC]
-    vehicle: VEHICLE_VERB along/across the ROUTE | stop(s) near the PLACE | is/are VEHICLE_ADJ
-    LOC    := in/at/near/behind/under the PLACE       (PLACE, foods, objects, animals are topic-specific)
+    person : eat(s) HUMAN_FOOD [LOC] | read(s) READABLE [LOC] | has/have OBJ_NP | is/are TOPIC_ADJ [LOC]
+             | TOPIC_VERB TOPIC_OBJECT [LOC] (twice as likely) | walk(s) to the PLACE
+    animal : eat(s) ANIMAL_FOOD [LOC] | ANIMAL_VERB LOC | is/are TOPIC_ADJ [LOC]
+    vehicle: VEHICLE_VERB along/across the ROUTE | stop(s) near the PLACE | is/are TOPIC_ADJ
+    LOC    := in/at/near/behind/under the [TOPIC_ADJ] PLACE       (PLACE, foods, objects, animals are topic-specific)
 
 So for MLM a masked verb form is predictable from the subject's number, an object from the verb, a
 determiner from the noun, a place from the topic; for NSP a true B shares A's topic words and its
@@ -30,6 +33,8 @@ pronoun agrees with A's subject, while a B taken from another pair usually break
 Everything is drawn from ``random.Random(seed)``: the same seed gives the same corpus.
 """
 from __future__ import annotations
+
+import functools
 
 import os
 import random
@@ -92,26 +97,21 @@ def plural(noun: str) -> str:
     return noun + "s"
 
 
-PEOPLE = {"man": "m", "woman": "f", "boy": "m", "girl": "f", "father": "m", "mother": "f",
-          "uncle": "m", "aunt": "f", "brother": "m", "sister": "f"}
-NAMES = {"Tom": "m", "Sam": "m", "Ben": "m", "Leo": "m", "Anna": "f", "Mia": "f", "Emma": "f", "Lucy": "f"}
-PERSON_ADJ = ["happy", "tired", "hungry", "busy", "quiet", "young", "old", "proud"]
-ANIMAL_ADJ = ["big", "small", "hungry", "sleepy", "brown", "black", "white", "old", "young", "wild"]
-VEHICLE_ADJ = ["fast", "slow", "red", "blue", "new", "old", "noisy", "empty"]
-OBJ_ADJ = ["big", "small", "red", "blue", "new", "old", "clean", "heavy"]
-CONNECTIVES = ["then", "later", "after that", "soon", "every day", "", "", ""]
+CONNECTIVES = ["then", "later", "after that", "soon", "every day"] + [""] * 10
 PREPS = ["in", "at", "near", "behind", "under"]
 
 # topic -> lexicon. food/objects/readables are (word, countable) lists; topic_verbs are (lemma, object kind).
 TOPICS: dict[str, dict] = {
-    "kitchen": dict(places=["kitchen", "stove", "oven", "sink", "table"],
+    "kitchen": dict(people={"cook": "m", "baker": "f"}, names={"Tom": "m", "Anna": "f"}, adjs=["hot", "sticky", "crispy", "greasy"], animal_verbs=["nibble", "squeak"],
+                   places=["kitchen", "stove", "oven", "sink", "table"],
                     food=["soup", "bread", "cake", "pie", "egg"],
                     animals=["cat", "mouse"], animal_food=["milk", "cheese", "crumb"],
                     objects=["pot", "pan", "knife", "spoon", "bowl"],
                     readables=["recipe", "menu", "cookbook"],
                     topic_verbs=[("cook", "food"), ("bake", "food"), ("wash", "objects"), ("stir", "food")],
                     vehicles=[], vehicle_verbs=[], routes=[]),
-    "farm": dict(places=["barn", "field", "stable", "meadow", "orchard"],
+    "farm": dict(people={"farmer": "m", "milkmaid": "f"}, names={"Sam": "m", "Mia": "f"}, adjs=["muddy", "dusty", "rusty", "woolly"], animal_verbs=["graze", "trot"],
+                places=["barn", "field", "stable", "meadow", "orchard"],
                  food=["apple", "pear", "corn", "potato"],
                  animals=["cow", "horse", "pig", "goat", "hen"],
                  animal_food=["hay", "grass", "grain", "turnip"],
@@ -120,7 +120,8 @@ TOPICS: dict[str, dict] = {
                  topic_verbs=[("feed", "animals"), ("milk", "animals"), ("plant", "food"), ("fix", "objects")],
                  vehicles=["tractor", "wagon"], vehicle_verbs=["drive", "roll"],
                  routes=["dirt road", "lane"]),
-    "school": dict(places=["classroom", "library", "playground", "gym", "lab"],
+    "school": dict(people={"teacher": "f", "schoolboy": "m"}, names={"Ben": "m", "Emma": "f"}, adjs=["clever", "curious", "bored", "studious"], animal_verbs=["chirp", "squawk"],
+                  places=["classroom", "library", "playground", "gym", "lab"],
                    food=["sandwich", "banana", "lunch"],
                    animals=["hamster", "parrot", "turtle"],
                    animal_food=["seed", "lettuce", "pellet"],
@@ -130,7 +131,8 @@ TOPICS: dict[str, dict] = {
                                 ("pack", "objects")],
                    vehicles=["school bus"], vehicle_verbs=["drive", "turn"],
                    routes=["school road"]),
-    "city": dict(places=["street", "park", "station", "market", "museum", "cafe"],
+    "city": dict(people={"driver": "m", "waitress": "f"}, names={"Leo": "m", "Lucy": "f"}, adjs=["busy", "crowded", "modern", "shiny"], animal_verbs=["wander", "scurry"],
+                places=["street", "park", "station", "market", "museum", "cafe"],
                  food=["pizza", "burger", "coffee", "donut"],
                  animals=["dog", "pigeon", "rat"], animal_food=["bone", "crust", "scrap"],
                  objects=["ticket", "umbrella", "phone", "wallet"],
@@ -138,7 +140,8 @@ TOPICS: dict[str, dict] = {
                  topic_verbs=[("buy", "objects"), ("lose", "objects"), ("visit", "places"), ("cross", "routes")],
                  vehicles=["bus", "taxi", "car", "tram"], vehicle_verbs=["drive", "speed", "race"],
                  routes=["avenue", "highway", "bridge"]),
-    "sea": dict(places=["harbor", "beach", "dock", "island", "pier", "lighthouse"],
+    "sea": dict(people={"sailor": "m", "mermaid": "f"}, names={"Jack": "m", "Nora": "f"}, adjs=["wet", "sandy", "windy", "stormy"], animal_verbs=["swim", "dive"],
+               places=["harbor", "beach", "dock", "island", "pier", "lighthouse"],
                 food=["fish", "shrimp", "lobster", "oyster"],
                 animals=["seal", "whale", "dolphin", "gull", "crab"],
                 animal_food=["sardine", "squid", "plankton", "krill"],
@@ -147,7 +150,8 @@ TOPICS: dict[str, dict] = {
                 topic_verbs=[("catch", "food"), ("repair", "objects"), ("pull", "objects"), ("watch", "animals")],
                 vehicles=["boat", "ship", "ferry"], vehicle_verbs=["sail", "float", "drift"],
                 routes=["bay", "ocean", "channel"]),
-    "forest": dict(places=["forest", "cave", "river", "hill", "tent", "trail"],
+    "forest": dict(people={"ranger": "m", "huntress": "f"}, names={"Finn": "m", "Ivy": "f"}, adjs=["mossy", "shady", "leafy", "rugged"], animal_verbs=["howl", "prowl"],
+                  places=["forest", "cave", "river", "hill", "tent", "trail"],
                    food=["berry", "mushroom", "nut", "honey"],
                    animals=["fox", "bear", "wolf", "owl", "squirrel"],
                    animal_food=["acorn", "insect", "root", "salmon"],
@@ -157,7 +161,39 @@ TOPICS: dict[str, dict] = {
                                 ("follow", "animals")],
                    vehicles=["jeep"], vehicle_verbs=["bump", "climb"],
                    routes=["mountain road", "gravel path"]),
+    "hospital": dict(people={"doctor": "m", "nurse": "f"}, names={"Max": "m", "Rosa": "f"},
+                     adjs=["sick", "sterile", "careful", "sore"], animal_verbs=["limp", "rest"],
+                     places=["ward", "clinic", "pharmacy", "bed"], food=["porridge", "jelly", "broth"],
+                     animals=["puppy", "kitten"], animal_food=["biscuit", "kibble"],
+                     objects=["bandage", "pill", "syringe", "stethoscope"], readables=["prescription", "medical report"],
+                     topic_verbs=[("treat", "animals"), ("bandage", "animals"), ("swallow", "objects")],
+                     vehicles=["ambulance"], vehicle_verbs=["rush"], routes=["emergency lane"]),
+    "garden": dict(people={"gardener": "m", "florist": "f"}, names={"Oscar": "m", "Daisy": "f"},
+                   adjs=["green", "sunny", "blooming", "fragrant"], animal_verbs=["buzz", "flutter"],
+                   places=["greenhouse", "pond", "hedge", "flowerbed"], food=["tomato", "strawberry", "carrot"],
+                   animals=["bee", "butterfly", "snail"], animal_food=["nectar", "pollen"],
+                   objects=["hose", "trowel", "watering can", "seed packet"], readables=["seed catalog", "plant label"],
+                   topic_verbs=[("water", "food"), ("prune", "objects"), ("grow", "food")],
+                   vehicles=["wheelbarrow"], vehicle_verbs=["wobble"], routes=["garden path"]),
+    "space": dict(people={"astronaut": "m", "pilot": "f"}, names={"Yuri": "m", "Sally": "f"},
+                  adjs=["cosmic", "weightless", "distant", "orbital"], animal_verbs=["float", "drift"],
+                  places=["module", "crater", "airlock", "launchpad"], food=["ration", "freeze-dried meal"],
+                  animals=["alien", "robot dog"], animal_food=["battery", "stardust"],
+                  objects=["helmet", "spacesuit", "telescope", "antenna"], readables=["star chart", "mission log"],
+                  topic_verbs=[("launch", "objects"), ("orbit", "places"), ("explore", "places")],
+                  vehicles=["rocket", "rover"], vehicle_verbs=["blast", "orbit"], routes=["moon", "galaxy"]),
+    "snow": dict(people={"skier": "m", "snowboarder": "f"}, names={"Olaf": "m", "Elsa": "f"},
+                 adjs=["icy", "frozen", "snowy", "chilly"], animal_verbs=["slide", "shiver"],
+                 places=["slope", "igloo", "lodge", "glacier"], food=["cocoa", "soup pot"],
+                 animals=["penguin", "husky", "reindeer"], animal_food=["krill pellet", "lichen"],
+                 objects=["ski", "sled", "mitten", "scarf"], readables=["avalanche report", "ski map"],
+                 topic_verbs=[("wax", "objects"), ("build", "places"), ("shovel", "places")],
+                 vehicles=["snowmobile", "sleigh"], vehicle_verbs=["glide", "zoom"], routes=["ski trail", "frozen lake"]),
+
 }
+# every person noun and name with its gender, over all topics (each topic has its own)
+PEOPLE: dict[str, str] = {n: g for lex in TOPICS.values() for n, g in lex["people"].items()}
+NAMES: dict[str, str] = {n: g for lex in TOPICS.values() for n, g in lex["names"].items()}
 # mass nouns take the/some/my/..., never a/an or a plural
 MASS = {"soup", "bread", "milk", "cheese", "corn", "hay", "grass", "grain", "lunch", "lettuce", "coffee",
         "plankton", "krill", "honey", "shrimp", "fish", "squid", "salmon"}
@@ -165,7 +201,7 @@ MASS = {"soup", "bread", "milk", "cheese", "corn", "hay", "grass", "grain", "lun
 
 # ------------------------------------------------------------------ generator
 def _np(noun: str, rng: random.Random, adjs: list[str] | None, number: str, dets_sg=("a", "the", "this", "that"),
-        dets_pl=("the", "these", "those", "some", "two", "three"), adj_p=0.35) -> str:
+        dets_pl=("the", "these", "those", "some", "two", "three"), adj_p=0.7) -> str:
     adj = rng.choice(adjs) if adjs and rng.random() < adj_p else None
     head = noun if number == "sg" else plural(noun)
     det = rng.choice(dets_sg if number == "sg" else dets_pl)
@@ -182,10 +218,11 @@ def _obj(rng: random.Random, noun: str, adjs=None) -> str:
                dets_pl=("the", "some", "two", "many"))
 
 
-def _loc(rng: random.Random, lex: dict, p: float = 0.6) -> str:
+def _loc(rng: random.Random, lex: dict, p: float = 0.85) -> str:
     if rng.random() >= p:
         return ""
-    return f"{rng.choice(PREPS)} the {rng.choice(lex['places'])}"
+    adj = f"{rng.choice(lex['adjs'])} " if rng.random() < 0.5 else ""
+    return f"{rng.choice(PREPS)} the {adj}{rng.choice(lex['places'])}"
 
 
 def _frame(kind: str, number: str, lex: dict, rng: random.Random, avoid: int | None) -> tuple[int, str]:
@@ -194,25 +231,26 @@ def _frame(kind: str, number: str, lex: dict, rng: random.Random, avoid: int | N
     frames: list = []
     if kind == "person":
         frames = [
-            lambda: f"{v('eat')} {_obj(rng, rng.choice(lex['food']))} {_loc(rng, lex)}",
-            lambda: f"{v('read')} {_obj(rng, rng.choice(lex['readables']))} {_loc(rng, lex)}",
-            lambda: f"{v('have')} {_obj(rng, rng.choice(lex['objects']), OBJ_ADJ)}",
-            lambda: f"{v('be')} {rng.choice(PERSON_ADJ)} {_loc(rng, lex, 0.8)}",
+            lambda: f"{v('eat')} {_obj(rng, rng.choice(lex['food']), lex['adjs'])} {_loc(rng, lex)}",
+            lambda: f"{v('read')} {_obj(rng, rng.choice(lex['readables']), lex['adjs'])} {_loc(rng, lex)}",
+            lambda: f"{v('have')} {_obj(rng, rng.choice(lex['objects']), lex['adjs'])}",
+            lambda: f"{v('be')} {rng.choice(lex['adjs'])} {_loc(rng, lex, 0.8)}",
+            lambda: _topic_verb(rng, lex, v),
             lambda: _topic_verb(rng, lex, v),
             lambda: f"{v('walk')} to the {rng.choice(lex['places'])}",
         ]
     elif kind == "animal":
         frames = [
-            lambda: f"{v('eat')} {_obj(rng, rng.choice(lex['animal_food']))} {_loc(rng, lex)}",
-            lambda: f"{v(rng.choice(['sleep', 'hide', 'play']))} {_loc(rng, lex, 1.0)}",
-            lambda: f"{v('be')} {rng.choice(ANIMAL_ADJ)} {_loc(rng, lex, 0.7)}",
+            lambda: f"{v('eat')} {_obj(rng, rng.choice(lex['animal_food']), lex['adjs'])} {_loc(rng, lex)}",
+            lambda: f"{v(rng.choice(lex['animal_verbs']))} {_loc(rng, lex, 1.0)}",
+            lambda: f"{v('be')} {rng.choice(lex['adjs'])} {_loc(rng, lex, 0.9)}",
         ]
     else:
         frames = [
             lambda: f"{v(rng.choice(lex['vehicle_verbs']))} {rng.choice(['along', 'across', 'down'])} "
                     f"the {rng.choice(lex['routes'])}",
             lambda: f"{v('stop')} near the {rng.choice(lex['places'])}",
-            lambda: f"{v('be')} {rng.choice(VEHICLE_ADJ)} {_loc(rng, lex, 0.5)}",
+            lambda: f"{v('be')} {rng.choice(lex['adjs'])} {_loc(rng, lex, 0.9)}",
         ]
     choices = [i for i in range(len(frames)) if i != avoid]
     i = rng.choice(choices)
@@ -224,7 +262,7 @@ def _topic_verb(rng: random.Random, lex: dict, v) -> str:
     noun = rng.choice(lex[kind])
     if kind in ("places", "routes"):
         return f"{v(lemma)} the {noun}"
-    return f"{v(lemma)} {_obj(rng, noun)} {_loc(rng, lex, 0.4)}"
+    return f"{v(lemma)} {_obj(rng, noun)} {_loc(rng, lex, 0.9)}"
 
 
 def _subject(rng: random.Random, lex: dict):
@@ -232,16 +270,15 @@ def _subject(rng: random.Random, lex: dict):
     r = rng.random()
     if r < 0.5 or (r >= 0.8 and not lex["vehicles"]):
         if rng.random() < 0.35:
-            name = rng.choice(sorted(NAMES))
-            return "person", "sg", NAMES[name], name, name
-        noun = rng.choice(sorted(PEOPLE))
+            name = rng.choice(sorted(lex["names"]))
+            return "person", "sg", lex["names"][name], name, name
+        noun = rng.choice(sorted(lex["people"]))
         number = rng.choice(("sg", "pl"))
-        return "person", number, PEOPLE[noun], _np(noun, rng, PERSON_ADJ, number), noun
+        return "person", number, lex["people"][noun], _np(noun, rng, lex["adjs"], number), noun
     kind = "animal" if r < 0.8 else "vehicle"
     noun = rng.choice(lex["animals" if kind == "animal" else "vehicles"])
     number = rng.choice(("sg", "pl"))
-    adjs = ANIMAL_ADJ if kind == "animal" else VEHICLE_ADJ
-    return kind, number, "n", _np(noun, rng, adjs, number), noun
+    return kind, number, "n", _np(noun, rng, lex["adjs"], number), noun
 
 
 def _pronoun(kind: str, number: str, gender: str) -> str:
@@ -262,9 +299,9 @@ def _pair(rng: random.Random) -> tuple[str, str]:
     kind, number, gender, np_a, ref = _subject(rng, lex)
     fa, pred_a = _frame(kind, number, lex, rng, None)
     _, pred_b = _frame(kind, number, lex, rng, fa)
-    if ref in NAMES and rng.random() < 0.5:
+    if ref in lex["names"] and rng.random() < 0.5:
         ref_b = ref
-    elif ref in NAMES or rng.random() < 0.6:
+    elif ref in lex["names"] or rng.random() < 0.3:
         ref_b = _pronoun(kind, number, gender)
     else:
         ref_b = f"the {ref if number == 'sg' else plural(ref)}"
@@ -275,7 +312,17 @@ def _pair(rng: random.Random) -> tuple[str, str]:
 
 
 def builtin_corpus(seed: int = 0, n_pairs: int = 24000) -> Corpus:
-    """The generated English corpus (grammar in this module's docstring); ``n_pairs`` distinct pairs."""
+    """The generated English corpus (grammar in this module's docstring); ``n_pairs`` distinct pairs.
+
+    Memoized per (seed, n_pairs): treat the returned corpus as read-only.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or isinstance(n_pairs, bool) or not isinstance(n_pairs, int):
+        raise CorpusError(f"seed={seed!r} and n_pairs={n_pairs!r} must be whole numbers")
+    return _builtin_corpus(seed, n_pairs)
+
+
+@functools.lru_cache(maxsize=4)
+def _builtin_corpus(seed: int, n_pairs: int) -> Corpus:
     if not isinstance(n_pairs, int) or n_pairs < 2:
         raise CorpusError(f"n_pairs={n_pairs!r} must be a whole number >= 2 (NSP needs other pairs for negatives)")
     rng = random.Random(seed)

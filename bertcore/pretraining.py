@@ -275,6 +275,8 @@ class PretrainingData:
         out["nsp_labels"] = torch.tensor([0 if c else 1 for c in coins], dtype=torch.long)
         if actions:
             out["actions"], out["original_ids"] = acts, ids
+            out["pair_index"] = torch.tensor(idx)
+            out["b_index"] = torch.tensor([i if c else j for i, c, j in zip(idx, coins, negs)])
         return out
 
     def sample_batch(self, batch_size: int, generator: torch.Generator, split: str = "train") -> dict:
@@ -285,7 +287,8 @@ class PretrainingData:
         return self._batch(idx, split, generator)
 
     def sample_batch_with_actions(self, batch_size: int, generator: torch.Generator, split: str = "train") -> dict:
-        """Like sample_batch, plus ``original_ids`` and ``actions`` (0 none, 1 mask, 2 random, 3 keep)."""
+        """Like sample_batch, plus ``original_ids``, ``actions`` (0 none, 1 mask, 2 random, 3 keep) and the
+        ``pair_index`` / ``b_index`` each example took its A / B from (for inspection and tests)."""
         pool = self._split(split)
         idx = pool[torch.randint(pool.numel(), (int(batch_size),), generator=generator)].tolist()
         return self._batch(idx, split, generator, actions=True)
@@ -309,11 +312,9 @@ class PretrainingData:
         return Example(masked, types, labels, 0 if pos else 1, dec, self.tokenizer.convert_ids_to_tokens(masked))
 
     def token_counts(self, split: str = "train") -> torch.Tensor:
-        counts = torch.zeros(self.tokenizer.vocab_size, dtype=torch.long)
-        for i in self._split(split).tolist():
-            for seq in (self.a_ids[i], self.b_ids[i]):
-                if seq:
-                    counts += torch.bincount(torch.tensor(seq), minlength=counts.numel())
+        """Occurrences of each token id in the split's A and B sentences (specials zeroed)."""
+        flat = [t for i in self._split(split).tolist() for seq in (self.a_ids[i], self.b_ids[i]) for t in seq]
+        counts = torch.bincount(torch.tensor(flat, dtype=torch.long), minlength=self.tokenizer.vocab_size)
         counts[self._special] = 0
         return counts
 

@@ -14,6 +14,8 @@ its added special tokens.
 """
 from __future__ import annotations
 
+import functools
+
 import json
 import re
 import unicodedata
@@ -27,6 +29,7 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
 _CACHE_LIMIT = 200_000
+MAX_WORD_CHARS = 100  # longer words become [UNK], as in BERT's WordPiece (max_input_chars_per_word)
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")
 
@@ -107,6 +110,18 @@ def _basic_plain(text: str, lower: bool) -> list[str]:
 
 
 def basic_tokenize(text: str, lower: bool = True) -> list[str]:
+    if not isinstance(text, str):
+        raise TokenizerError(f"expected text as str, got {type(text).__name__}; pass a Python string")
+    return list(_basic_tokenize_cached(text, lower))
+
+
+@functools.lru_cache(maxsize=1 << 17)
+def _basic_tokenize_cached(text: str, lower: bool) -> tuple[str, ...]:
+    # Building a vocabulary and pre-tokenizing the pairs both split every corpus sentence: memoize.
+    return tuple(_basic_tokenize(text, lower))
+
+
+def _basic_tokenize(text: str, lower: bool = True) -> list[str]:
     """Split ``text`` into words exactly as HF ``BertTokenizer`` does before WordPiece.
 
     Matches ``BasicTokenizer(do_lower_case=lower, never_split=SPECIAL_TOKENS,
@@ -114,8 +129,6 @@ def basic_tokenize(text: str, lower: bool = True) -> list[str]:
     out even when glued to a word (``"a[MASK]."`` -> ``a [MASK] .``), as transformers' added-token
     matching does.
     """
-    if not isinstance(text, str):
-        raise TokenizerError(f"expected text as str, got {type(text).__name__}; pass a Python string")
     out: list[str] = []
     for i, part in enumerate(_SPECIAL_RE.split(text)):
         if i % 2:
@@ -227,7 +240,7 @@ class WordTokenizer(_Base):
                                  f"tokens too, so use at least {len(SPECIAL_TOKENS) + 1} (or None for no cap)")
         counts: Counter = Counter()
         for t in texts:
-            counts.update(w for w in basic_tokenize(t) if w not in SPECIAL_TOKENS)
+            counts.update(w for w in basic_tokenize(t) if w not in SPECIAL_TOKENS and len(w) <= MAX_WORD_CHARS)
         words = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
         if not words:
             raise TokenizerError(f"no word occurs at least min_freq={min_freq} times; lower min_freq or add text")
@@ -235,20 +248,22 @@ class WordTokenizer(_Base):
             words = words[: max_size - len(SPECIAL_TOKENS)]
         return cls(SPECIAL_TOKENS + words)
 
+    def _known(self, w: str) -> bool:
+        return w in self.token_to_id and len(w) <= MAX_WORD_CHARS
+
     def tokenize(self, text: str) -> list[str]:
-        t2i = self.token_to_id
-        return [w if w in t2i else UNK for w in basic_tokenize(text, self.lower)]
+        return [w if self._known(w) else UNK for w in basic_tokenize(text, self.lower)]
 
     def _encode(self, text: str) -> list[int]:
         get, unk = self.token_to_id.get, self.unk_id
-        return [get(w, unk) for w in basic_tokenize(text, self.lower)]
+        return [get(w, unk) if len(w) <= MAX_WORD_CHARS else unk for w in basic_tokenize(text, self.lower)]
 
     def unknown_words(self, text: str) -> list[str]:
         """The words of ``text`` that map to [UNK] (in order, repeats kept)."""
-        return [w for w in basic_tokenize(text, self.lower) if w not in self.token_to_id and w != UNK]
+        return [w for w in basic_tokenize(text, self.lower) if not self._known(w) and w != UNK]
 
     def word_pieces(self, text: str) -> list[tuple[str, list[str]]]:
-        return [(w, [w if w in self.token_to_id else UNK]) for w in basic_tokenize(text, self.lower)]
+        return [(w, [w if self._known(w) else UNK]) for w in basic_tokenize(text, self.lower)]
 
     def save(self, directory: str | Path) -> None:
         """Write ``vocab.txt`` (one token per line, line number = id; HF format)."""

@@ -32,6 +32,11 @@ HISTORY_COLUMNS = [
     "eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc",
 ]
 
+# A finite loss above DIVERGENCE_FACTOR x the untrained loss stops training (lr far too high); the weights
+# roll back to the copy taken every GOOD_COPY_EVERY steps.
+DIVERGENCE_FACTOR = 4.0
+GOOD_COPY_EVERY = 10
+
 # Building a model draws its init from the global RNG; this lock + fork_rng makes that deterministic per seed
 # even when several sessions build models at once, and leaves the caller's RNG state untouched.
 _INIT_LOCK = threading.Lock()
@@ -70,7 +75,8 @@ class Trainer:
     """Pretrains ``BertForPreTraining`` on MLM (§3.1) + NSP (§3.2) over a corpus of sentence pairs.
 
     ``tokenizer=None`` builds a word-level vocabulary from the corpus and sets ``vocab_size`` from it.
-    ``model=None`` builds a fresh model seeded from ``train_config.seed``.
+    ``model=None`` builds a fresh model seeded from ``train_config.seed``; a given ``model`` is trained in place
+    (pass a copy to keep the original, e.g. a shared untrained model).
     """
 
     def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus, tokenizer=None, model=None):
@@ -100,7 +106,7 @@ class Trainer:
         self.model = model if model is not None else init_model(model_config, tc.seed)
         self.model.train()
         self._gen = torch.Generator().manual_seed(tc.seed)  # data order + masking
-        self._dropout_gen = torch.Generator().manual_seed(tc.seed + 1_000_003)
+        self._dropout_gen = torch.Generator().manual_seed(tc.seed ^ 0x5EED_D20B)  # dropout masks
         self.deterministic_dropout = hasattr(self.model, "set_dropout_generator")
         if self.deterministic_dropout:
             self.model.set_dropout_generator(self._dropout_gen)
@@ -123,6 +129,10 @@ class Trainer:
         self._hist_cache: pd.DataFrame | None = None
         self._hist_len = -1
         self._eval_batches = None
+        self._good, self._good_step = None, 0
+        # An untrained model predicts ~uniformly: loss ~ ln(V) + ln(2). Far above that, training has diverged.
+        self._init_loss = math.log(model_config.vocab_size) + math.log(2)
+        self.divergence_threshold = DIVERGENCE_FACTOR * self._init_loss
         self.unigram_baseline = float(self.data.unigram_baseline())
         self.snapshots: list[AttentionSnapshot] = []
         self._probe = self._make_probe()
@@ -158,7 +168,8 @@ class Trainer:
         tc, model = self.config, self.model
         t0 = time.perf_counter()
         batch = self.data.sample_batch(tc.batch_size, self._gen, split="train")
-        model.train()
+        if not model.training:
+            model.train()
         out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"],
                     attention_mask=batch["attention_mask"], mlm_labels=batch["mlm_labels"],
                     nsp_labels=batch["nsp_labels"])
@@ -175,18 +186,28 @@ class Trainer:
                                  batch["attention_mask"].sum()]).float().tolist()
         loss, mlm_loss, nsp_loss, gn, mlm_ok, n_sel, nsp_ok, n_tok = stats
         step = self.step_count + 1
-        if not (math.isfinite(loss) and math.isfinite(gn)):
+        finite = math.isfinite(loss) and math.isfinite(gn)
+        if not finite or loss > self.divergence_threshold:
             self.optimizer.zero_grad(set_to_none=True)
-            what = "loss" if not math.isfinite(loss) else "gradient norm"
-            kind = "NaN" if math.isnan(loss if what == "loss" else gn) else "infinite"
-            self.error = (f"{what} became {kind} at step {step} (lr={lr:.3g}); lower lr (e.g. <= 1e-2) or raise "
-                          f"warmup_steps; the last good weights (after step {self.step_count}) are kept")
+            fix = "lower lr (e.g. <= 1e-2) or raise warmup_steps"
+            if finite:  # exploded but finite: roll back to the last copy taken while the loss was sane
+                good = self._restore_good()
+                self.error = (f"loss diverged at step {step} (loss {loss:.3g}, more than 4x the {self._init_loss:.2f} "
+                              f"of an untrained model; lr={lr:.3g}); {fix}; the last good weights (after step "
+                              f"{good}) are kept")
+            else:
+                what = "loss" if not math.isfinite(loss) else "gradient norm"
+                kind = "NaN" if math.isnan(loss if what == "loss" else gn) else "infinite"
+                self.error = (f"{what} became {kind} at step {step} (lr={lr:.3g}); {fix}; the last good weights "
+                              f"(after step {self.step_count}) are kept")
             self.done = True
             row = {"step": step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss, "mlm_acc": float("nan"),
                    "nsp_acc": float("nan"), "lr": lr, "tokens_per_s": float("nan")}
             self._append(row)
             self._final_snapshot()
             return row
+        if self.step_count % GOOD_COPY_EVERY == 0:
+            self._save_good()
         self.optimizer.step()
         self.scheduler.step()
         self.step_count = step
@@ -275,6 +296,22 @@ class Trainer:
         mlm_ok = (logits.argmax(-1) == targets).sum().float()
         nsp_ok = (out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().float()
         return mlm_ok, torch.tensor(float(targets.numel())), nsp_ok
+
+    @torch.no_grad()
+    def _save_good(self) -> None:
+        """Copy the current weights (known good: they just gave a finite, sane loss) into reusable buffers."""
+        if self._good is None:
+            self._good = [p.detach().clone() for p in self._params]
+        else:
+            torch._foreach_copy_(self._good, [p.detach() for p in self._params])
+        self._good_step = self.step_count
+
+    @torch.no_grad()
+    def _restore_good(self) -> int:
+        if self._good is None:
+            return self.step_count
+        torch._foreach_copy_([p.detach() for p in self._params], self._good)
+        return self._good_step
 
     def _append(self, row: dict) -> None:
         self._rows.append(row)

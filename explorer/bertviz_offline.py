@@ -99,7 +99,7 @@ def _to_torch(attentions: np.ndarray):
     A = np.asarray(attentions, dtype=np.float32)
     if A.ndim != 4:
         raise ValueError(f"attentions must be [L, H, T, T], got {A.shape}")
-    return tuple(torch.from_numpy(np.ascontiguousarray(A[l]))[None] for l in range(A.shape[0]))
+    return tuple(torch.from_numpy(np.ascontiguousarray(A[i]))[None] for i in range(A.shape[0]))
 
 
 def _clean_tokens(tokens: Sequence[str]) -> list[str]:

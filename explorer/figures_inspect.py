@@ -31,7 +31,7 @@ def attention_grid_figure(
     attentions: np.ndarray,
     tokens: Sequence[str],
     zmax: float | None = None,
-    cell_px: int = 70,
+    width_px: int = 1100,
 ) -> go.Figure:
     """A layers x heads grid of attention heatmaps sharing ONE colour scale (``coloraxis``).
 
@@ -49,22 +49,22 @@ def attention_grid_figure(
     data = []
     layout: dict = {}
     annotations = []
-    for l in range(L):
+    for li in range(L):
         for h in range(H):
-            n = grid_trace_index(l, h, H) + 1
+            n = grid_trace_index(li, h, H) + 1
             suffix = "" if n == 1 else str(n)
             data.append(
                 go.Heatmap(
-                    z=A[l, h], x=labels, y=labels, coloraxis="coloraxis",
-                    xaxis=f"x{suffix}", yaxis=f"y{suffix}", name=f"L{l + 1} H{h + 1}",
+                    z=A[li, h], x=labels, y=labels, coloraxis="coloraxis",
+                    xaxis=f"x{suffix}", yaxis=f"y{suffix}", name=f"L{li + 1} H{h + 1}",
                     hovertemplate=(
-                        f"layer {l + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}"
+                        f"layer {li + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}"
                         "<br>weight %{z:.3f}<extra></extra>"
                     ),
                 )
             )
             x0, x1 = h / H, (h + 1 - gap) / H
-            y1, y0 = 1 - l / L, 1 - (l + 1 - gap) / L
+            y1, y0 = 1 - li / L, 1 - (li + 1 - gap) / L
             layout[f"xaxis{suffix}"] = dict(
                 domain=[x0, x1], anchor=f"y{suffix}", showticklabels=False, showgrid=False,
                 zeroline=False, ticks="",
@@ -73,13 +73,13 @@ def attention_grid_figure(
                 domain=[y0, y1], anchor=f"x{suffix}", showticklabels=False, showgrid=False,
                 zeroline=False, ticks="", autorange="reversed",
             )
-            if l == 0:
+            if li == 0:
                 annotations.append(dict(
                     text=f"H{h + 1}", x=(x0 + x1) / 2, y=1.0, xref="paper", yref="paper",
                     yanchor="bottom", showarrow=False, font=dict(size=11),
                 ))
         annotations.append(dict(
-            text=f"L{l + 1}", x=-0.005, y=(y0 + y1) / 2, xref="paper", yref="paper",
+            text=f"L{li + 1}", x=-0.005, y=(y0 + y1) / 2, xref="paper", yref="paper",
             xanchor="right", showarrow=False, font=dict(size=11),
         ))
     cmax = float(np.nanmax(A)) if zmax is None and A.size else (zmax or 1.0)
@@ -89,7 +89,7 @@ def attention_grid_figure(
         coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=cmax,
                        colorbar=dict(title="weight", thickness=12)),
         annotations=annotations,
-        height=max(260, int(L * cell_px * max(1.0, 6 / max(H, 1)) * 0.9) + 60),
+        height=int(min(1000, max(300, L * width_px / max(H, 1) + 60))),  # about square cells
         margin=dict(l=40, r=10, t=30, b=10),
         showlegend=False,
     )
@@ -124,14 +124,19 @@ def head_heatmap_figure(
     return fig
 
 
-def stats_heatmap_figure(df: pd.DataFrame, stat: str) -> go.Figure:
-    """A layers x heads heatmap of one column of ``attention_stats.head_stats``."""
+def stats_heatmap_figure(df: pd.DataFrame, stat: str, zmax: float | None = None) -> go.Figure:
+    """A layers x heads heatmap of one column of ``attention_stats.head_stats``.
+
+    The colour scale is absolute (0 to ``zmax``; 1 for the attention shares, the largest value for
+    entropy unless given, e.g. log T), so small differences between heads are not blown up."""
     L, H = int(df["layer"].max()), int(df["head"].max())
     z = np.full((L, H), np.nan, dtype=np.float32)
     z[df["layer"].to_numpy() - 1, df["head"].to_numpy() - 1] = df[stat].to_numpy()
     fig = go.Figure(go.Heatmap(
-        z=z, x=[f"H{h}" for h in range(1, H + 1)], y=[f"L{l}" for l in range(1, L + 1)],
-        colorscale=COLORSCALE, colorbar=dict(title=stat, thickness=12),
+        z=z, x=[f"H{h}" for h in range(1, H + 1)], y=[f"L{i}" for i in range(1, L + 1)],
+        colorscale=COLORSCALE, colorbar=dict(title=stat, thickness=12), zmin=0.0,
+        zmax=float(zmax) if zmax is not None else (
+            1.0 if stat != "entropy" else float(np.nanmax(z)) if np.isfinite(z).any() else 1.0),
         texttemplate="%{z:.2f}",
         hovertemplate="%{y} %{x}<br>" + STAT_LABELS.get(stat, stat) + ": %{z:.3f}<extra></extra>",
     ))
@@ -179,8 +184,11 @@ def embedding_scatter_figure(
     title: str = "",
     show_text: bool = True,
     hover: Sequence[str] | None = None,
+    group_colors: dict | None = None,
 ) -> go.Figure:
-    """2-D scatter of PCA coordinates, one trace per colour group, points labelled with tokens."""
+    """2-D scatter of PCA coordinates, one trace per colour group, points labelled with tokens.
+
+    ``group_colors`` optionally fixes the colour of some groups (e.g. grey for background points)."""
     coords = np.asarray(coords, dtype=np.float32)
     labels = list(labels)
     groups = [str(g) for g in groups]
@@ -195,7 +203,8 @@ def embedding_scatter_figure(
             text=[labels[i] for i in idx], textposition="top center", textfont=dict(size=10),
             customdata=[hover[i] for i in idx],
             hovertemplate="%{customdata}<br>PC1 %{x:.3f}, PC2 %{y:.3f}<extra>" + g[:30] + "</extra>",
-            marker=dict(size=8, opacity=0.8),
+            marker=dict(size=8, opacity=0.8, **({"color": group_colors[g]} if group_colors and g in group_colors
+                                                 else {})),
         ))
     r = ratio if ratio is not None else np.zeros(2)
     fig.update_layout(

@@ -90,8 +90,9 @@ def ensure_app_frame() -> None:
     ctx = get_script_run_ctx()
     if ctx is None:
         return
-    name = ctx.pages_manager.intended_page_name or ""
-    raise RerunException(RerunData(query_string=ctx.query_string, page_name=name))
+    pm = ctx.pages_manager
+    raise RerunException(RerunData(query_string=ctx.query_string, page_script_hash=pm.intended_page_script_hash or "",
+                                   page_name=pm.intended_page_name or ""))
 
 
 # ----------------------------------------------------------------------------- bundles and models

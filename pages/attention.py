@@ -3,8 +3,8 @@
 import numpy as np
 import streamlit as st
 
-DEFAULT_A = "Those goats eat a grass near the barn."
-DEFAULT_B = "They sleep in the barn."
+DEFAULT_A = "Tom reads a book in the library."
+DEFAULT_B = "He walks to the school."
 PAGE_MAX_TOKENS = 128  # longer inputs are truncated (notice shown): keeps the grid and bertviz light
 GRID_MAX_CELLS = 72 * 64 * 64  # L*H*T*T drawn in the grid (MiniLM at 64 tokens)
 BERTVIZ_MAX_TOKENS = 64
@@ -90,11 +90,12 @@ def _bertviz(insp, tokens, b_start):
     try:
         if view == "head view":
             html = bertviz_offline.head_view_html(insp.attentions, tokens, sentence_b_start=b_start)
-            height = min(1600, 160 + 26 * T)
+            height = int(130 + 22.5 * T)  # bertviz head view: 22.5 px per token row
         else:
             html = bertviz_offline.model_view_html(insp.attentions, tokens, sentence_b_start=b_start)
-            L = insp.attentions.shape[0]
-            height = min(2400, 120 + 190 * L)
+            L, H = insp.attentions.shape[:2]
+            # bertviz model view: rows of thumbnails T*84/H + 10 px high, or the enlarged detail view
+            height = int(max(L * (T * 84 / H + 10) + 38, T * 18 + 55) + 70)
     except Exception as e:  # noqa: BLE001 - a visualisation problem must not break the page
         st.error(f"bertviz could not draw this input: {type(e).__name__}: {e}")
         return
@@ -115,7 +116,8 @@ def _stats(insp, tokens):
     st.latex(r"H = -\frac{1}{T}\sum_{i=1}^{T}\sum_{j=1}^{T} a_{ij}\,\log a_{ij}")
     stat = st.selectbox("Statistic to map", STAT_COLUMNS, format_func=lambda s: STAT_LABELS[s],
                         key="attn_stat")
-    st.plotly_chart(stats_heatmap_figure(df, stat), key="attn_stats_fig")
+    zmax = max_entropy(tokens, T) if stat == "entropy" else 1.0
+    st.plotly_chart(stats_heatmap_figure(df, stat, zmax=zmax), key="attn_stats_fig")
     cfg = {c: st.column_config.NumberColumn(STAT_LABELS[c], format="%.3f") for c in STAT_COLUMNS}
     st.dataframe(df, hide_index=True, column_config=cfg, key="attn_stats_table")
 
@@ -154,8 +156,11 @@ def _over_training(active, layer, head):
     st.markdown(f"The trainer's probe pair, recorded at {len(snaps)} steps. Showing **layer {layer + 1}, "
                 f"head {head + 1}** (change it above in *One head*). Colour scale: 0 to 1.")
     steps = [int(s.step) for s in snaps]
-    idx = st.select_slider("Training step", options=list(range(len(snaps))),
-                           value=len(snaps) - 1, format_func=lambda i: str(steps[i]), key="attn_snap")
+    if len(snaps) > 1:
+        idx = st.select_slider("Training step", options=list(range(len(snaps))),
+                               value=len(snaps) - 1, format_func=lambda i: str(steps[i]), key="attn_snap")
+    else:
+        idx = 0
     snap = snaps[idx]
     A = np.asarray(snap.attentions)[layer, head]
     T = min(A.shape[0], len(probe))
@@ -176,6 +181,7 @@ def render():
     from bertcore.inference import inspect_pair
     from explorer import state
 
+    state.ensure_app_frame()
     active = state.get_active()
     model, tok = active.model, active.tokenizer
     L, H, max_pos = _model_dims(model)
@@ -201,7 +207,7 @@ def render():
     try:
         insp = inspect_pair(model, tok, a, b, max_len=limit)
     except BertcoreError as e:
-        st.warning(str(e))
+        st.error(str(e))
         return
     tokens = [str(t) for t in insp.tokens]
     if insp.truncated:

@@ -5,8 +5,8 @@ import streamlit as st
 DEFAULT_SENTENCES = "\n".join([
     "The goat eats a grass near the barn.",
     "Those goats eat a grass near the barn.",
-    "The cow sleeps in the barn.",
-    "The cows sleep in the barn.",
+    "The cow eats hay in the barn.",
+    "The cows eat hay in the barn.",
     "Tom reads a book in the library.",
     "He walks to the school.",
     "The boat sails across the bay.",
@@ -85,6 +85,8 @@ def _token_table(am, sentences, tokens_in_sentences):
     many = len(ids) > 150
     text = [lbl if (not many or g != "vocabulary") else "" for lbl, g in zip(labels_all, groups)]
     fig = embedding_scatter_figure(coords, text, groups, ratio, hover=labels_all,
+                                   group_colors={"vocabulary": "#bbbbbb", "special": "#e45756",
+                                                 "in your sentences": "#1f77b4"},
                                    title=f"PCA of {len(ids)} rows of the token embedding table")
     st.plotly_chart(fig, key="emb_table_fig")
 
@@ -155,6 +157,7 @@ def _hidden_states(am, sentences):
 def render():
     from explorer import state
 
+    state.ensure_app_frame()
     active = state.get_active()
     st.title("Embeddings")
     st.markdown(

@@ -1,11 +1,90 @@
+"""Overview: the BERT pipeline from text to the two pretraining heads, and the active model's card."""
+from pathlib import Path
+
+import pandas as pd
 import streamlit as st
 
+from explorer import state
 
-def render():
-    from explorer import state
+PAGES_DIR = Path(__file__).resolve().parent
+
+# pipeline step -> pages that explain it (file, link label)
+STEP_LINKS = [
+    ("Text → tokens", [("data_tokens.py", "Data & tokens")]),
+    ("Embeddings", [("positional_encoding.py", "Positional encoding"), ("embeddings.py", "Embeddings")]),
+    ("Encoder layers", [("attention.py", "Attention")]),
+    ("MLM / NSP heads", [("masking_nsp.py", "Masking & NSP"), ("predict.py", "Predict")]),
+    ("Pretraining", [("train.py", "Train"), ("compare.py", "Compare designs")]),
+]
+
+
+def _link(fname: str, label: str) -> None:
+    if (PAGES_DIR / fname).exists():
+        st.page_link(f"pages/{fname}", label=label, icon=":material/arrow_forward:")
+
+
+def model_card(model) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(config table, parameters per part) of a BertForPreTraining."""
+    from bertcore.model import count_parameters
+
+    cfg = model.config.to_dict()
+    cfg_df = pd.DataFrame({"field": list(cfg), "value": [str(v) for v in cfg.values()]})
+    parts = count_parameters(model)
+    total = parts.get("total", sum(parts.values()))
+    rows = [(k, int(v), f"{100 * v / total:.1f}%" if total else "–") for k, v in parts.items() if k != "total"]
+    rows.append(("total", int(total), "100%"))
+    return cfg_df, pd.DataFrame(rows, columns=["part", "parameters", "share"])
+
+
+def render() -> None:
     state.ensure_app_frame()
-    st.title("Overview")
-    st.write("OVERVIEW-CONTENT")
+    from explorer.figures_overview import pipeline_figure
+
+    st.title("How BERT pretrains")
+    st.markdown(
+        "BERT reads a pair of sentences as one sequence `[CLS] A [SEP] B [SEP]`, turns every token into a vector "
+        "(`bertcore.model.BertEmbeddings`), refines all vectors together through a stack of self-attention encoder "
+        "layers, and is trained on two tasks at once: guess the masked words (MLM) and tell whether B really "
+        "follows A (NSP). Everything here is computed by `bertcore`: the model is `bertcore.model.BertForPreTraining`, "
+        "the training loop `bertcore.trainer.Trainer`, and the parameter counts `bertcore.model.count_parameters`."
+    )
+    st.latex(r"\mathcal{L} = \underbrace{-\frac{1}{|M|}\sum_{i\in M}\log p(x_i \mid \tilde{x})}_{\text{MLM}}"
+             r" \; + \; \underbrace{-\log p(\text{IsNext} \mid \tilde{x})}_{\text{NSP}}")
+
+    active = state.get_active()
+    state.untrained_notice()
+    if active.kind == "untrained":
+        state.default_train_button("overview_train_default")
+
+    left, right = st.columns([3, 2])
+    with left:
+        st.subheader("The pipeline")
+        st.plotly_chart(pipeline_figure(active.model.config), key="overview_pipeline",
+                        config={"displayModeBar": False})
+    with right:
+        st.subheader("Explore each step")
+        for step, links in STEP_LINKS:
+            st.markdown(f"**{step}**")
+            for fname, label in links:
+                _link(fname, label)
+
+    st.subheader(f"Model card: {active.label}")
+    cfg_df, parts_df = model_card(active.model)
+    c1, c2 = st.columns(2)
+    with c1:
+        st.caption("Configuration (`bertcore.config.BertConfig`, HF field names)")
+        st.dataframe(cfg_df, hide_index=True, width="stretch")
+    with c2:
+        st.caption("Parameters per part (`bertcore.model.count_parameters`; the MLM decoder is tied to the word "
+                   "embeddings when mlm_head=transform, so it is counted once)")
+        st.dataframe(parts_df, hide_index=True, width="stretch")
+        hist = getattr(active.bundle, "history", None)
+        if hist is not None and len(hist):
+            last = hist.iloc[-1]
+            st.metric("training steps", int(last["step"]))
+            ev = hist.dropna(subset=["eval_mlm_acc"]) if "eval_mlm_acc" in hist else hist.iloc[0:0]
+            if len(ev):
+                st.metric("held-out MLM accuracy", f"{ev['eval_mlm_acc'].iloc[-1]:.3f}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,16 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text or "")
 
 
+def _pill_labels(words: list[str]) -> list[str]:
+    """Unique button labels: a repeated word gets its occurrence number ("the", "the (2)")."""
+    seen: dict[str, int] = {}
+    out = []
+    for w in words:
+        seen[w] = seen.get(w, 0) + 1
+        out.append(w if seen[w] == 1 else f"{w} ({seen[w]})")
+    return out
+
+
 def _mask_words(words: list[str], chosen) -> str:
     chosen = set(chosen or [])
     return " ".join("[MASK]" if i in chosen else w for i, w in enumerate(words))
@@ -58,7 +68,7 @@ def _fill_mask_column(am, text, top_k):
     try:
         res = fill_mask(model, tok, text, top_k=top_k)
     except BertcoreError as e:
-        st.warning(str(e))
+        st.error(str(e))
         return
     if res.truncated:
         st.warning(f"The text was truncated to {len(res.tokens)} tokens (the model's maximum length); "
@@ -87,11 +97,13 @@ def _fill_mask_section(state, models):
     else:
         sentence = st.text_input("Sentence", value=DEFAULT_SENTENCE, key="pred_sentence", max_chars=2_000)
         words = _words(sentence)[:80]
+        labels = _pill_labels(words)
         if not words:
             st.warning("The sentence is empty. Type a sentence, then click the words to mask.")
             return
         chosen = st.pills("Click the words to replace with [MASK]", list(range(len(words))),
-                          format_func=lambda i: words[i], selection_mode="multi", key=f"pred_pills_{zlib.crc32(sentence.encode())}")
+                          format_func=lambda i: labels[i], selection_mode="multi",
+                          key=f"pred_pills_{zlib.crc32(sentence.encode())}")
         if not chosen:
             st.info("Click one or more words above to mask them.")
             return
@@ -136,7 +148,7 @@ def _nsp_section(models):
             try:
                 p = float(nsp_probability(am.model, am.tokenizer, a, b))
             except BertcoreError as e:
-                st.warning(str(e))
+                st.error(str(e))
                 continue
             st.metric("P(IsNext)", f"{p:.1%}")
             st.plotly_chart(nsp_figure(p), key=f"pred_nsp_{am.label}")
@@ -145,6 +157,7 @@ def _nsp_section(models):
 def render():
     from explorer import state
 
+    state.ensure_app_frame()
     active = state.get_active()
     st.title("Predict")
     st.markdown(

@@ -1,11 +1,256 @@
+"""Train: configure a tiny BERT, pretrain it live in the background, download or upload checkpoints."""
 import streamlit as st
 
+from explorer import state
 
-def render():
-    from explorer import state
+HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
+LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
+
+
+def _corpus_choice():
+    """(corpus, tokenizer or None, label) for the chosen corpus; the built-in one shares its tokenizer."""
+    from bertcore.corpus import tutorial_corpus
+
+    options = ["built-in grammar", "tutorial two-liner"]
+    uploaded = st.session_state.get("corpus")
+    if uploaded is not None and hasattr(uploaded, "pairs"):
+        options.append(f"uploaded: {getattr(uploaded, 'name', 'corpus')}")
+    choice = st.radio("Corpus", options, key="train_corpus", horizontal=True,
+                      help="Upload your own corpus on the Data & tokens page; it then appears here.")
+    if choice == options[0]:
+        corpus, tok = state.shared_corpus_and_tokenizer()
+        return corpus, tok
+    corpus = tutorial_corpus() if choice == options[1] else uploaded
+    cache = st.session_state.setdefault("train_tok_cache", {})
+    key = (choice, id(corpus))
+    if key not in cache:
+        from bertcore.tokenization import WordTokenizer
+
+        cache.clear()
+        cache[key] = WordTokenizer.build(corpus.texts())
+    return corpus, cache[key]
+
+
+def _widgets(preset: str, disabled: bool, vocab_size: int):
+    """All config widgets; returns (bert kwargs, train kwargs). Keys depend on the preset so it resets them."""
+    from bertcore.config import PRESETS, BertConfig, TrainConfig
+
+    b = {**BertConfig().to_dict(), **PRESETS[preset][0]}
+    t = {**TrainConfig().to_dict(), **PRESETS[preset][1]}
+    k = f"train_{preset}_"
+    cm, ct = st.columns(2)
+    with cm:
+        st.markdown("**Model** (`bertcore.config.BertConfig`)")
+        bk = dict(vocab_size=vocab_size)
+        bk["num_hidden_layers"] = st.slider("encoder layers", 1, 8, int(b["num_hidden_layers"]), key=k + "L",
+                                            disabled=disabled)
+        bk["num_attention_heads"] = st.select_slider("attention heads", [1, 2, 3, 4, 6, 8, 12, 16],
+                                                     int(b["num_attention_heads"]), key=k + "H", disabled=disabled)
+        bk["hidden_size"] = int(st.number_input("hidden size d_model", 4, 1024, int(b["hidden_size"]), 1,
+                                                key=k + "D", disabled=disabled,
+                                                help="Must be divisible by the number of heads (and even for "
+                                                     "sinusoidal positions)."))
+        bk["intermediate_size"] = st.select_slider("FFN size", [16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
+                                                   int(b["intermediate_size"]), key=k + "F", disabled=disabled)
+        drop = st.slider("dropout", 0.0, 0.5, float(b["hidden_dropout_prob"]), 0.05, key=k + "drop",
+                         disabled=disabled)
+        bk["hidden_dropout_prob"] = bk["attention_probs_dropout_prob"] = drop
+        bk["max_position_embeddings"] = st.select_slider("max positions", [16, 32, 48, 64, 128, 256, 512],
+                                                         int(b["max_position_embeddings"]), key=k + "P",
+                                                         disabled=disabled)
+        c1, c2 = st.columns(2)
+        bk["position_embedding"] = c1.selectbox("positions", ["learned", "sinusoidal"],
+                                                ["learned", "sinusoidal"].index(b["position_embedding"]),
+                                                key=k + "pos", disabled=disabled)
+        bk["norm_placement"] = c2.selectbox("LayerNorm", ["post", "pre"], ["post", "pre"].index(b["norm_placement"]),
+                                            key=k + "norm", disabled=disabled)
+        bk["mlm_head"] = c1.selectbox("MLM head", ["transform", "linear"],
+                                      ["transform", "linear"].index(b["mlm_head"]), key=k + "mlm", disabled=disabled)
+        bk["nsp_head"] = c2.selectbox("NSP head", ["pooler", "first_token"],
+                                      ["pooler", "first_token"].index(b["nsp_head"]), key=k + "nsp",
+                                      disabled=disabled)
+        bk["hidden_act"] = c1.selectbox("activation", HIDDEN_ACTS, HIDDEN_ACTS.index(b["hidden_act"]),
+                                        key=k + "act", disabled=disabled)
+        bk["layer_norm_eps"] = float(b["layer_norm_eps"])
+    with ct:
+        st.markdown("**Training** (`bertcore.config.TrainConfig`)")
+        tk = {}
+        tk["steps"] = st.slider("steps", 20, 5000, int(t["steps"]), 10, key=k + "steps", disabled=disabled)
+        tk["batch_size"] = st.select_slider("batch size", [4, 8, 16, 32, 64, 128, 256], int(t["batch_size"]),
+                                            key=k + "B", disabled=disabled)
+        lr0 = min(LRS, key=lambda x: abs(x - float(t["lr"])))
+        tk["lr"] = st.select_slider("peak learning rate", LRS, lr0, key=k + "lr", disabled=disabled,
+                                    format_func=lambda x: f"{x:g}",
+                                    help="Try 10 to see a NaN stop: the last good weights are kept.")
+        tk["warmup_steps"] = st.slider("warmup steps", 0, 1000, int(t["warmup_steps"]), 10, key=k + "warm",
+                                       disabled=disabled)
+        tk["max_seq_len"] = st.slider("max sequence length", 8, 256, int(t["max_seq_len"]), 4, key=k + "T",
+                                      disabled=disabled)
+        tk["mlm_probability"] = st.slider("mask rate (share of tokens selected)", 0.05, 0.5,
+                                          float(t["mlm_probability"]), 0.01, key=k + "mr", disabled=disabled)
+        c1, c2 = st.columns(2)
+        tk["mask_token_frac"] = c1.slider("→ [MASK]", 0.0, 1.0, float(t["mask_token_frac"]), 0.05, key=k + "m80",
+                                          disabled=disabled)
+        tk["random_token_frac"] = c2.slider("→ random", 0.0, 1.0, float(t["random_token_frac"]), 0.05,
+                                            key=k + "m10", disabled=disabled)
+        st.caption(f"→ kept unchanged: {max(0.0, 1 - tk['mask_token_frac'] - tk['random_token_frac']):.2f} "
+                   "(BERT: 80/10/10)")
+        tk["seed"] = int(st.number_input("seed", 0, 2**31 - 1, int(t["seed"]), key=k + "seed", disabled=disabled))
+        for f in ("weight_decay", "grad_clip", "nsp_positive_prob", "eval_size", "held_out_frac", "num_threads"):
+            tk[f] = t[f]
+        tk["eval_every"] = max(10, tk["steps"] // 20)
+        tk["snapshot_every"] = max(5, tk["steps"] // 40)
+    return bk, tk
+
+
+def build_configs(bk: dict, tk: dict):
+    """(BertConfig, TrainConfig, estimate, problem message or None). Never raises on bad combinations."""
+    from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
+    from bertcore.errors import ConfigError
+
+    try:
+        bcfg, tcfg = BertConfig(**bk), TrainConfig(**tk)
+        check_compatible(bcfg, tcfg)
+    except ConfigError as e:
+        return None, None, None, str(e)
+    est = estimate(bcfg, tcfg)
+    mb = est["memory_bytes"] / 2**20
+    if mb > state.max_model_mb():
+        return bcfg, tcfg, est, (f"this configuration needs about {mb:,.0f} MB to train, over the server's budget of "
+                                 f"{state.max_model_mb():,.0f} MB (BERTCORE_MAX_MODEL_MB); use fewer layers, a smaller "
+                                 "hidden/FFN size, a smaller batch or a shorter max length")
+    return bcfg, tcfg, est, None
+
+
+def _live(running: bool) -> None:
+    from explorer import figures_train as ft
+
+    @st.fragment(run_every=0.5 if running else None)
+    def live():
+        run = state.get_run()
+        if run is None:
+            st.info("No training yet in this session. Press **Start**.")
+            return
+        s = run.snapshot()
+        eta = f" · ETA {state.fmt_seconds(s.eta)}" if s.running else ""
+        st.progress(s.progress, text=f"{s.status}: step {s.total_done}/{s.total_steps} · "
+                                     f"elapsed {state.fmt_seconds(s.elapsed)}{eta}")
+        if s.message:
+            st.error(s.message)
+        for err in s.errors:
+            if err:
+                st.error(f"Training stopped: {err}")
+        hist = s.histories[0] if s.histories else None
+        if hist is not None and len(hist):
+            c1, c2 = st.columns(2)
+            c1.plotly_chart(ft.loss_figure(hist), key="train_loss")
+            c2.plotly_chart(ft.accuracy_figure(hist), key="train_acc")
+            c3, c4 = st.columns(2)
+            c3.plotly_chart(ft.lr_figure(hist, height=240), key="train_lr")
+            c4.plotly_chart(ft.throughput_figure(hist, height=240), key="train_tps")
+        if running and not s.running:  # finished since the timer started: rerun so it stops
+            state.adopt_finished_runs()
+            st.rerun()
+
+    live()
+
+
+def _downloads_and_upload(active) -> None:
+    st.subheader("Checkpoints")
+    c1, c2 = st.columns(2)
+    with c1:
+        st.markdown(f"Active model: **{active.label}**")
+        if active.kind != "untrained":
+            cache = st.session_state.setdefault("train_zip", {})
+            if st.button("Prepare checkpoint zip", key="train_prepare_zip"):
+                try:
+                    cache.clear()
+                    cache[id(active.bundle)] = state.checkpoint_zip_bytes(active.bundle)
+                except Exception as e:  # noqa: BLE001
+                    st.error(f"Could not save the checkpoint: {e}")
+            data = cache.get(id(active.bundle))
+            if data is not None:
+                st.download_button("Download checkpoint (.zip)", data, file_name="bert-checkpoint.zip",
+                                   mime="application/zip", key="train_dl_zip", on_click="ignore")
+        hist = getattr(active.bundle, "history", None)
+        if hist is not None and len(hist):
+            st.download_button("Download history (.csv)", hist.to_csv(index=False).encode(), file_name="history.csv",
+                               mime="text/csv", key="train_dl_csv", on_click="ignore")
+        st.caption("The zip holds config.json, model.safetensors, the vocabulary and history.csv "
+                   "(`bertcore.checkpoint.save_checkpoint`).")
+    with c2:
+        up = st.file_uploader("Upload a checkpoint (.zip)", type=["zip"], key="train_upload")
+        if up is not None and st.button("Load uploaded checkpoint", key="train_load_upload"):
+            from bertcore.errors import BertcoreError
+
+            try:
+                bundle = state.load_uploaded_checkpoint(up.getvalue(), up.name)
+            except BertcoreError as e:
+                st.error(f"Checkpoint rejected: {e}")
+            except Exception as e:  # noqa: BLE001 - never a traceback; the current model stays active
+                st.error(f"Checkpoint rejected: {type(e).__name__}: {e}")
+            else:
+                state.set_active("uploaded", bundle, f"uploaded: {up.name}")
+                st.rerun()
+        st.caption(f"Extracted safely into this session's temp dir: no `..`/absolute paths, at most "
+                   f"{state.MAX_UPLOAD_UNCOMPRESSED // 2**20} MB unpacked, and no pickle files (.bin/.pt/.pkl) — "
+                   "weights load only from safetensors (`bertcore.checkpoint.load_checkpoint`).")
+
+
+def render() -> None:
     state.ensure_app_frame()
-    st.title("Train")
-    st.write("TRAIN-PAGE-CONTENT")
+    from bertcore.config import PRESETS
+
+    st.title("Train a tiny BERT")
+    st.markdown(
+        "Pick a model size, the variant switches of the seed designs and the training settings, then press Start: "
+        "`bertcore.trainer.Trainer` pretrains on MLM + NSP in a background thread while the charts update live. "
+        "Held-out curves use fixed masks (`Trainer.evaluate`); the learning rate warms up linearly, then decays to 0."
+    )
+    st.latex(r"\eta_t = \eta_{\max}\cdot\min\!\left(\frac{t}{t_{\text{warm}}},\;"
+             r"\frac{T-t}{T-t_{\text{warm}}}\right)")
+    active = state.get_active()
+    run = state.get_run()
+    running = run is not None and run.running
+
+    try:
+        corpus, tok = _corpus_choice()
+    except Exception as e:  # noqa: BLE001
+        st.error(f"The corpus cannot be used: {e}")
+        return
+    preset = st.selectbox("Preset", list(PRESETS), key="train_preset", disabled=running,
+                          help="Original BERT scaled down, or the design choices of a seed tutorial.")
+    bk, tk = _widgets(preset, running, tok.vocab_size)
+    bcfg, tcfg, est, problem = build_configs(bk, tk)
+    if est is not None:
+        parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
+        st.caption(f"`bertcore.config.estimate`: **{est['params']:,} parameters** ({parts}); about "
+                   f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {state.max_model_mb():,.0f} MB).")
+    if problem:
+        st.error(f"Cannot start: {problem}")
+
+    b1, b2, b3, _ = st.columns([1, 1, 1, 3])
+    if b1.button("Start", key="train_start", type="primary", disabled=running or problem is not None):
+        err = state.start_run([state.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}")], corpus, tok)
+        if err:
+            st.error(err)
+        else:
+            st.rerun()
+    if b2.button("Stop", key="train_stop", disabled=not running):
+        run.stop()
+        run.join(2.0)
+        st.rerun()
+    if b3.button("Reset", key="train_reset", help="Stop and clear the charts; trained models stay in the switcher."):
+        if run is not None:
+            run.stop()
+            run.adopted = True
+        st.session_state.pop("bx_run", None)
+        st.rerun()
+    st.caption("When training ends (or you press Stop), the model becomes the active model "
+               f"“{state.TRAINED_LABEL}” for every page. The sidebar keeps showing progress on other pages.")
+    _live(running)
+    if not running:
+        _downloads_and_upload(active)
 
 
 if __name__ == "__main__":

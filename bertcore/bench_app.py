@@ -1,0 +1,188 @@
+"""App measurements for ``python -m bertcore bench`` (full run only; each part is skipped with a note
+when streamlit, playwright or chromium is missing).
+
+* ``cold_start_s``: from ``streamlit run app.py`` (Popen) to the first page's title drawn in headless chromium
+  (the browser is launched before the clock starts).
+* ``attention_rerun_ms``: server-side time of one rerun of the Attention page after a widget change,
+  measured with streamlit's AppTest (the layer selectbox of the big head view switched back and forth).
+* ``training_in_app_frac``: the app's background runner (``explorer.state.TrainingRun``) with a thread that
+  does what the Train page's fragment does every 0.5 s (``snapshot()`` + the four figures serialized to JSON),
+  as a share of headless ``Trainer`` steps/s on the same config (default BertConfig/TrainConfig, 1 thread).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("BERTCORE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cold_start() -> dict:
+    if not (ROOT / "app.py").exists():
+        return {"skipped": "app.py not found next to bertcore/"}
+    if not Path(CHROMIUM).exists():
+        return {"skipped": f"chromium not found at {CHROMIUM}"}
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return {"skipped": "playwright is not installed"}
+    port = _free_port()
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", "--server.address=127.0.0.1",
+           f"--server.port={port}", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            health = None
+            while time.perf_counter() - t0 < 60:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
+                        if r.status == 200:
+                            health = time.perf_counter() - t0
+                            break
+                except OSError:
+                    time.sleep(0.05)
+            if health is None:
+                return {"skipped": "streamlit did not answer /_stcore/health within 60 s"}
+            page.goto(f"http://127.0.0.1:{port}/", timeout=60_000)
+            page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
+            page.wait_for_selector('[data-testid="stMain"] h1', timeout=60_000)
+            first = time.perf_counter() - t0
+        finally:
+            browser.close()
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return {"cold_start_s": first, "server_healthy_s": health}
+
+
+def attention_rerun(reps: int = 8) -> dict:
+    try:
+        from streamlit.testing.v1 import AppTest
+    except ImportError:
+        return {"skipped": "streamlit is not installed"}
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    sys.path.insert(0, str(ROOT))
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        at.run()
+        at.switch_page("pages/attention.py").run()
+        boxes = [s for s in at.selectbox if s.label == "Layer"]
+        if not boxes or len(boxes[0].options) < 2:
+            return {"skipped": "the Attention page has no Layer selectbox with two layers"}
+        box_key = boxes[0].key
+        ts = []
+        for i in range(reps):
+            box = next(s for s in at.selectbox if s.key == box_key)
+            box.set_value(box.options[(i + 1) % 2] if isinstance(box.options[0], int) else (i + 1) % 2)
+            t0 = time.perf_counter()
+            at.run()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        errors = [e.value for e in at.exception]
+    finally:
+        os.chdir(cwd)
+    out = {"attention_rerun_ms_p50": statistics.median(ts), "attention_rerun_ms_max": max(ts), "reps": reps}
+    if errors:
+        out["errors"] = errors[:3]
+    return out
+
+
+def in_app_training(seconds: float = 12.0) -> dict:
+    try:
+        from explorer import figures_train as ft
+        from explorer import state
+    except ImportError as e:
+        return {"skipped": f"explorer is not importable: {e}"}
+    import torch
+
+    from .config import BertConfig, TrainConfig
+    from .corpus import builtin_corpus
+    from .trainer import Trainer
+
+    corpus = builtin_corpus()
+    tc = TrainConfig(steps=100_000)
+
+    def headless() -> float:
+        tr = Trainer(BertConfig(), tc, corpus)
+        before = torch.get_num_threads()
+        torch.set_num_threads(tc.num_threads)
+        try:
+            for _ in range(5):
+                tr.step()
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                tr.step()
+                n += 1
+            return n / (time.perf_counter() - t0)
+        finally:
+            torch.set_num_threads(before)
+
+    def in_app() -> tuple[float, float]:
+        run = state.TrainingRun([state.Job(BertConfig(), tc, "bench")], corpus, abandon_after=60).start()
+        poll_ms = []
+        while run.snapshot().total_done < 5:
+            time.sleep(0.05)
+        n0, t0 = run.snapshot().total_done, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:  # what the Train page's fragment does every 0.5 s
+            p0 = time.perf_counter()
+            s = run.snapshot()
+            h = s.histories[0]
+            if len(h):
+                for f in (ft.loss_figure(h), ft.accuracy_figure(h), ft.lr_figure(h, height=240),
+                          ft.throughput_figure(h, height=240)):
+                    f.to_json()
+            poll_ms.append((time.perf_counter() - p0) * 1e3)
+            time.sleep(max(0.0, 0.5 - (time.perf_counter() - p0)))
+        n1, t1 = run.snapshot().total_done, time.perf_counter()
+        run.stop()
+        run.join(30)
+        return (n1 - n0) / (t1 - t0), statistics.median(poll_ms) if poll_ms else float("nan")
+
+    h1 = headless()
+    app_sps, poll = in_app()
+    h2 = headless()
+    head = (h1 + h2) / 2
+    return {"training_headless_steps_s": head, "training_in_app_steps_s": app_sps,
+            "training_in_app_frac": app_sps / head, "ui_poll_work_ms_p50": poll}
+
+
+def bench_app() -> dict:
+    if shutil.which("streamlit") is None and not _has("streamlit"):
+        return {"skipped": "streamlit is not installed"}
+    out: dict = {}
+    for name, f in (("cold_start", cold_start), ("attention", attention_rerun), ("training", in_app_training)):
+        try:
+            r = f()
+        except Exception as e:  # noqa: BLE001 - report and go on with the other parts
+            r = {"skipped": f"{name} failed: {type(e).__name__}: {e}"}
+        for k, v in r.items():
+            out[f"{name}_skipped" if k == "skipped" else k] = v
+    return out
+
+
+def _has(mod: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(mod) is not None

@@ -1,0 +1,135 @@
+"""Compare designs: train two variants on the same data and seed, overlay their curves and attention."""
+import streamlit as st
+
+from explorer import state
+
+_KEY = "bx_compare_run"
+SWITCHES = {
+    "norm_placement": ("LayerNorm placement", ["post", "pre"]),
+    "position_embedding": ("position embeddings", ["learned", "sinusoidal"]),
+    "hidden_act": ("activation", ["gelu", "gelu_tanh", "relu"]),
+    "mlm_head": ("MLM head", ["transform", "linear"]),
+    "nsp_head": ("NSP head", ["pooler", "first_token"]),
+}
+
+
+def _attention_of(bundle):
+    """(attentions [L,H,T,T], tokens) of the trainer's probe pair at the last snapshot."""
+    snaps = getattr(bundle, "snapshots", None) or []
+    if not snaps:
+        return None, None
+    return snaps[-1].attentions, list(getattr(bundle, "probe_tokens", []) or [])
+
+
+def render() -> None:
+    state.ensure_app_frame()
+    from bertcore.config import BertConfig, TrainConfig
+
+    from explorer import figures_train as ft
+
+    st.title("Compare two designs")
+    st.markdown(
+        "Seed tutorials disagree on small design choices: post-LN (BERT) or pre-LN (codertimo, Annotated "
+        "Transformer), learned or sinusoidal positions, GELU or ReLU. Here two `bertcore.trainer.Trainer` runs "
+        "with the **same corpus, seed and data order** differ in one switch, trained one after the other in the "
+        "background, so any gap in the curves comes from that switch."
+    )
+    st.latex(r"\text{post-LN: } x \leftarrow \mathrm{LN}(x + f(x)) \qquad \text{pre-LN: } x \leftarrow x + f(\mathrm{LN}(x))")
+    state.get_active()
+    run = state.get_run(_KEY)
+    running = run is not None and run.running
+
+    c1, c2, c3 = st.columns(3)
+    switch = c1.selectbox("Switch to compare", list(SWITCHES), format_func=lambda k: SWITCHES[k][0],
+                          key="compare_switch", disabled=running)
+    label, values = SWITCHES[switch]
+    va = c2.selectbox("variant A", values, 0, key=f"compare_a_{switch}", disabled=running)
+    vb = c3.selectbox("variant B", values, 1, key=f"compare_b_{switch}", disabled=running)
+    d1, d2, d3, d4 = st.columns(4)
+    steps = d1.slider("steps each", 20, 2000, 300, 10, key="compare_steps", disabled=running)
+    layers = d2.slider("layers", 1, 4, 2, key="compare_layers", disabled=running)
+    lr = d3.select_slider("learning rate", [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3, key="compare_lr",
+                          disabled=running, format_func=lambda x: f"{x:g}")
+    seed = int(d4.number_input("seed", 0, 2**31 - 1, 0, key="compare_seed", disabled=running))
+
+    corpus, tok = state.shared_corpus_and_tokenizer()
+    from bertcore.errors import ConfigError
+
+    try:
+        base = BertConfig(vocab_size=tok.vocab_size, num_hidden_layers=layers)
+        tcfg = TrainConfig(steps=steps, lr=lr, seed=seed, eval_every=max(10, steps // 15),
+                           snapshot_every=max(5, steps // 20))
+        jobs = [state.Job(base.replace(**{switch: va}), tcfg, f"A: {va}"),
+                state.Job(base.replace(**{switch: vb}), tcfg, f"B: {vb}")]
+        problem = "choose two different values" if va == vb else None
+    except ConfigError as e:
+        jobs, problem = [], str(e)
+    if problem:
+        st.warning(problem)
+    b1, b2, _ = st.columns([1, 1, 4])
+    if b1.button("Train both", key="compare_start", type="primary", disabled=running or bool(problem)):
+        err = state.start_run(jobs, corpus, tok, key=_KEY)
+        if err:
+            st.error(err)
+        else:
+            st.rerun()
+    if b2.button("Stop", key="compare_stop", disabled=not running):
+        run.stop()
+        run.join(2.0)
+        st.rerun()
+
+    @st.fragment(run_every=0.5 if running else None)
+    def live():
+        r = state.get_run(_KEY)
+        if r is None:
+            st.info("Press **Train both**: variant A trains first, then B, on the built-in corpus.")
+            return
+        s = r.snapshot()
+        eta = f" · ETA {state.fmt_seconds(s.eta)}" if s.running else ""
+        st.progress(s.progress, text=f"{s.status}: training {s.labels[s.job_index]} · step "
+                                     f"{s.total_done}/{s.total_steps}{eta}")
+        if s.message:
+            st.error(s.message)
+        for lab, err in zip(s.labels, s.errors):
+            if err:
+                st.error(f"{lab} stopped: {err}")
+        hists = {lab: h for lab, h in zip(s.labels, s.histories) if h is not None and len(h)}
+        if hists:
+            g1, g2 = st.columns(2)
+            g1.plotly_chart(ft.curves_figure(hists, ["mlm_loss", "eval_mlm_loss"], title="MLM loss",
+                                             yaxis_title="cross-entropy"), key="compare_mlm_loss")
+            g2.plotly_chart(ft.curves_figure(hists, ["nsp_loss", "eval_nsp_loss"], title="NSP loss",
+                                             yaxis_title="cross-entropy"), key="compare_nsp_loss")
+            g3, g4 = st.columns(2)
+            g3.plotly_chart(ft.curves_figure(hists, ["mlm_acc", "eval_mlm_acc"], title="MLM accuracy",
+                                             yaxis_title="accuracy"), key="compare_mlm_acc")
+            g4.plotly_chart(ft.curves_figure(hists, ["nsp_acc", "eval_nsp_acc"], title="NSP accuracy",
+                                             yaxis_title="accuracy"), key="compare_nsp_acc")
+        if running and not s.running:
+            st.rerun()
+
+    live()
+
+    if run is not None and not running and any(b is not None for b in run.results):
+        st.subheader("Attention on the same probe pair, after training")
+        st.caption("Each grid is layers × heads (`Trainer.snapshots`, the last snapshot); one shared colour "
+                   "scale from 0 to 1 per grid.")
+        cols = st.columns(len(run.results))
+        for col, job, bundle in zip(cols, run.jobs, run.results):
+            with col:
+                st.markdown(f"**{job.label}**")
+                if bundle is None:
+                    st.caption("not trained (stopped before it started)")
+                    continue
+                att, toks = _attention_of(bundle)
+                if att is None:
+                    st.caption("no attention snapshot")
+                    continue
+                st.plotly_chart(ft.attention_grid_figure(att, toks), key=f"compare_grid_{job.label}")
+                if st.button("Make this the active model", key=f"compare_use_{job.label}"):
+                    state.set_active("trained", bundle, f"compare {job.label}")
+                    st.rerun()
+
+
+if __name__ == "__main__":
+    render()

