@@ -337,8 +337,10 @@ def cmd_import_hf(args) -> int:
 
 
 def cmd_bench(args) -> int:
+    import importlib
+
     try:
-        from . import bench
+        bench = importlib.import_module("bertcore.bench")
     except ImportError:
         raise CliError("the bench command is not available: bertcore/bench.py is missing from this install") from None
     rc = bench.main(list(args.args))
@@ -355,7 +357,11 @@ def _fail(msg: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # bench parses its own options (argparse.REMAINDER drops a leading --flag)
+        args = argparse.Namespace(command="bench", args=argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (CliError, ValueError) as e:  # BertcoreError is a ValueError

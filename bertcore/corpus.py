@@ -177,7 +177,7 @@ TOPICS: dict[str, dict] = {
                    vehicles=["wheelbarrow"], vehicle_verbs=["wobble"], routes=["garden path"]),
     "space": dict(people={"astronaut": "m", "pilot": "f"}, names={"Yuri": "m", "Sally": "f"},
                   adjs=["cosmic", "weightless", "distant", "orbital"], animal_verbs=["float", "drift"],
-                  places=["module", "crater", "airlock", "launchpad"], food=["ration", "freeze-dried meal"],
+                  places=["module", "crater", "airlock", "launchpad"], food=["ration", "dried meal"],
                   animals=["alien", "robot dog"], animal_food=["battery", "stardust"],
                   objects=["helmet", "spacesuit", "telescope", "antenna"], readables=["star chart", "mission log"],
                   topic_verbs=[("launch", "objects"), ("orbit", "places"), ("explore", "places")],
@@ -369,6 +369,9 @@ def _decode(data: bytes, name: str) -> str:
                           f"or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
     if not data.strip():
         raise CorpusError(f"{name} is empty; give a UTF-8 text file with sentence pairs")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise CorpusError(f"{name} is UTF-16 text; re-save it as UTF-8 (e.g. 'Save as... UTF-8' in your editor) "
+                          "and upload it again")
     if b"\x00" in data:
         line = data[: data.index(b"\x00")].count(b"\n") + 1
         raise CorpusError(f"{name} looks binary (NUL byte on line {line}); give a UTF-8 text file")

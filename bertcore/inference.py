@@ -188,6 +188,6 @@ def inspect_pair(model, tokenizer, a: str, b: str | None = None, max_len: int | 
         att = torch.stack([x[0] for x in out.attentions]).float().numpy()
         hs = torch.stack([x[0] for x in out.hidden_states]).float().numpy()
         emb = {k: v[0].float().numpy() for k, v in (out.embeddings or {}).items() if v is not None}
-    sep = tokenizer.sep_id
-    sep_index = ids.index(sep) if sep in ids else -1
+    # the A/B boundary is the [SEP] just before segment 1 (a [SEP] typed inside A is not it)
+    sep_index = types.index(1) - 1 if 1 in types else len(ids) - 1
     return Inspection(list(tokenizer.convert_ids_to_tokens(ids)), ids, types, att, hs, emb, truncated, sep_index)

@@ -146,6 +146,24 @@ class BertSelfAttention(nn.Module):
             ctx = _dropout(probs, drop, self.training, gen) @ v  # (B, H, T, Dh)
         return ctx.transpose(1, 2).reshape(B, T, D), probs
 
+    def forward_queries(self, xq: Tensor, x: Tensor, bool_mask, add_mask, gen) -> Tensor:
+        """Attention output only for the query rows ``xq`` (B, M, D); keys and values from all of ``x`` (B, T, D)."""
+        B, T, D = x.shape
+        M = xq.shape[1]
+        q = self.query(xq).view(B, M, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, M, Dh)
+        w = torch.cat([self.key.weight, self.value.weight])  # (2D, D)
+        b = torch.cat([self.key.bias, self.value.bias])
+        k, v = F.linear(x, w, b).view(B, T, 2, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        drop = self.p_drop if self.training else 0.0
+        if not (drop and gen is not None):
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bool_mask, dropout_p=drop)
+        else:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))  # (B, H, M, T)
+            if add_mask is not None:
+                scores = scores + add_mask
+            ctx = _dropout(scores.softmax(dim=-1), drop, self.training, gen) @ v
+        return ctx.transpose(1, 2).reshape(B, M, D)
+
 
 class BertSelfOutput(nn.Module):
     def __init__(self, config: BertConfig):
@@ -205,6 +223,24 @@ class BertLayer(nn.Module):
             x = x + _dropout(self.attention.output.dense(ctx), p, self.training, gen)
             x = x + _dropout(self._ffn(ffn_ln(x)), p, self.training, gen)
         return x, probs
+
+    def forward_rows(self, x, slots, valid, bool_mask, add_mask, gen) -> Tensor:
+        """This block's output only at the positions ``slots`` (B, M) where ``valid`` (B, M): (N, D) rows.
+
+        Every position still serves as a key/value, so the rows equal those of ``forward`` (same math);
+        the query projection, attention output, FFN and LayerNorms run for N rows instead of B*T.
+        """
+        p = self.config.hidden_dropout_prob
+        attn_ln, ffn_ln = self.attention.output.LayerNorm, self.output.LayerNorm
+        idx = slots[..., None].expand(-1, -1, x.shape[-1])
+        if self.config.norm_placement == "post":
+            ctx = self.attention.self.forward_queries(x.gather(1, idx), x, bool_mask, add_mask, gen)[valid]
+            h = attn_ln(x.gather(1, idx)[valid] + _dropout(self.attention.output.dense(ctx), p, self.training, gen))
+            return ffn_ln(h + _dropout(self._ffn(h), p, self.training, gen))
+        xn = attn_ln(x)
+        ctx = self.attention.self.forward_queries(xn.gather(1, idx), xn, bool_mask, add_mask, gen)[valid]
+        h = x.gather(1, idx)[valid] + _dropout(self.attention.output.dense(ctx), p, self.training, gen)
+        return h + _dropout(self._ffn(ffn_ln(h)), p, self.training, gen)
 
 
 class BertEncoder(nn.Module):
@@ -279,7 +315,7 @@ class PreTrainingOutput:
 class BertForPreTraining(nn.Module):
     """BERT with the MLM and NSP heads. ``has_mlm_head``/``has_nsp_head`` are False when imported
     weights lacked them (e.g. a bare BertModel such as all-MiniLM-L6-v2): the heads then hold random
-    weights that inference refuses to use."""
+    weights that inference refuses to use, and without ``mlm_labels`` ``mlm_logits`` is None."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -309,6 +345,49 @@ class BertForPreTraining(nn.Module):
     def set_dropout_generator(self, gen: torch.Generator | None) -> None:
         """Draw all dropout masks from ``gen`` (per-trainer determinism, even across threads)."""
         self.dropout_generator = gen
+
+    def _forward_loss_rows(self, x, mlm_labels, nsp_labels, bool_mask, add_mask, gen, parts) -> PreTrainingOutput:
+        """Training / evaluation path (``mlm_labels`` given, no attentions or hidden states requested).
+
+        The losses read the last layer only at [CLS] (NSP) and at the selected positions (MLM), so the last
+        block runs its query projection, attention output, FFN and LayerNorms on those rows only (keys and
+        values still come from every position). Same math as the full path; measured 1.2-1.4x faster steps.
+        """
+        cfg = self.config
+        layers = self.bert.encoder.layer
+        for layer in layers[:-1]:
+            x, _ = layer(x, bool_mask, add_mask, gen, False)
+        B, T, _ = x.shape
+        sel = mlm_labels != -100  # (B, T)
+        need = sel.clone()
+        need[:, 0] = True  # [CLS], for NSP
+        counts = need.sum(1)  # (B,)
+        M = int(counts.max())
+        # needed positions first, in position order; slot 0 of every row is position 0 ([CLS])
+        key = (~need).to(torch.int64) * T + torch.arange(T)
+        slots = key.argsort(dim=1)[:, :M]  # (B, M)
+        valid = torch.arange(M)[None, :] < counts[:, None]  # (B, M)
+        h = layers[-1].forward_rows(x, slots, valid, bool_mask, add_mask, gen)  # (N, D), row-major (b, pos)
+        if cfg.norm_placement == "pre":
+            h = self.bert.encoder.LayerNorm(h)
+        rb = torch.arange(B)[:, None].expand(B, M)[valid]
+        rp = slots[valid]
+        cls_h = h[torch.cumsum(counts, 0) - counts]  # (B, D): slot 0 of each sequence
+        if self.bert.pooler is not None:
+            cls_h = torch.tanh(self.bert.pooler.dense(cls_h))
+        out = PreTrainingOutput(nsp_logits=self.cls.seq_relationship(cls_h))
+        is_mlm = sel[rb, rp]
+        positions = (rb[is_mlm], rp[is_mlm])  # same order as sel.nonzero(): by sequence, then position
+        logits = self.mlm_logits_from(h[is_mlm])  # (N_selected, V)
+        targets = mlm_labels[positions]
+        out.mlm_loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
+        out.mlm_logits, out.mlm_positions = logits, positions
+        if nsp_labels is not None:
+            out.nsp_loss = F.cross_entropy(out.nsp_logits, nsp_labels)
+        losses = [v for v in (out.mlm_loss, out.nsp_loss) if v is not None]
+        out.loss = sum(losses)
+        out.embeddings = parts
+        return out
 
     def mlm_logits_from(self, h: Tensor) -> Tensor:
         """Apply the MLM head to hidden states (..., D) -> (..., V)."""
@@ -346,6 +425,8 @@ class BertForPreTraining(nn.Module):
             add_mask = torch.zeros(keep.shape, dtype=torch.float32).masked_fill(~keep, torch.finfo(torch.float32).min)
         parts: dict | None = {} if output_embeddings else None
         x = self.bert.embeddings(input_ids, token_type_ids, gen, parts)  # (B, T, D)
+        if mlm_labels is not None and not output_attentions and not output_hidden_states:
+            return self._forward_loss_rows(x, mlm_labels, nsp_labels, bool_mask, add_mask, gen, parts)
         hidden = [x] if output_hidden_states else None
         attns = [] if output_attentions else None
         for layer in self.bert.encoder.layer:
@@ -372,8 +453,10 @@ class BertForPreTraining(nn.Module):
             targets = mlm_labels[positions]
             out.mlm_loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
             out.mlm_logits, out.mlm_positions = logits, positions
-        else:
+        elif self.has_mlm_head:
             out.mlm_logits = self.mlm_logits_from(x)  # (B, T, V)
+        # else None: an imported model without MLM weights (e.g. all-MiniLM-L6-v2) would only give random
+        # logits, and for its 30522-word vocabulary they were ~80% of an inspect call (20 ms of 25 ms).
         if nsp_labels is not None:
             out.nsp_loss = F.cross_entropy(nsp_logits, nsp_labels)
         losses = [v for v in (out.mlm_loss, out.nsp_loss) if v is not None]

@@ -29,6 +29,7 @@ SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
 _CACHE_LIMIT = 200_000
+_CACHE_MAX_CHARS = 1_000  # only sentence-sized texts are memoized (bounds the caches' memory: 200k x 1 KB)
 MAX_WORD_CHARS = 100  # longer words become [UNK], as in BERT's WordPiece (max_input_chars_per_word)
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")
@@ -112,6 +113,8 @@ def _basic_plain(text: str, lower: bool) -> list[str]:
 def basic_tokenize(text: str, lower: bool = True) -> list[str]:
     if not isinstance(text, str):
         raise TokenizerError(f"expected text as str, got {type(text).__name__}; pass a Python string")
+    if len(text) > _CACHE_MAX_CHARS:  # typed text can be huge: do not pin it in a process-wide cache
+        return _basic_tokenize(text, lower)
     return list(_basic_tokenize_cached(text, lower))
 
 
@@ -178,7 +181,7 @@ class _Base:
         ids = self._cache.get(text)
         if ids is None:
             ids = self._encode(text)
-            if len(self._cache) < _CACHE_LIMIT:
+            if len(self._cache) < _CACHE_LIMIT and len(text) <= _CACHE_MAX_CHARS:
                 self._cache[text] = ids
         return list(ids)
 

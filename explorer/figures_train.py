@@ -42,7 +42,7 @@ def curves_figure(histories: pd.DataFrame | Mapping[str, pd.DataFrame], metrics:
     for hi, (label, df) in enumerate(hs.items()):
         if df is None or len(df) == 0:
             continue
-        for mi, m in enumerate(metrics):
+        for m in metrics:
             if m not in df.columns or "step" not in df.columns:
                 continue
             sub = df[["step", m]].dropna()

@@ -224,10 +224,9 @@ def render():
     if len(tokens) <= 2 and not any(t not in ("[CLS]", "[SEP]") for t in tokens):
         st.info("After tokenization nothing but [CLS]/[SEP] is left (the text had no words the tokenizer "
                 "keeps), so the maps below only show special tokens.")
-    b_start = None
-    sep = insp.sep_index if insp.sep_index is not None else -1
-    if b is not None and 0 <= sep and sep + 1 < len(tokens):
-        b_start = int(sep) + 1
+    # Sentence B starts at the first segment-1 token (a [SEP] typed inside A must not move the boundary).
+    seg = list(insp.segment_ids)
+    b_start = seg.index(1) if b is not None and 1 in seg else None
     st.caption("Tokens: " + " ".join(f"`{t}`" for t in tokens[:80]) + (" …" if len(tokens) > 80 else ""))
 
     tab_grid, tab_head, tab_bv, tab_stats, tab_train = st.tabs(

@@ -77,3 +77,42 @@ def test_flops_formula_counts_mlm_work():
     sel = flops_per_step(cfg, 32, 32, 150, mlm_everywhere=False)
     full = flops_per_step(cfg, 32, 32, 150, mlm_everywhere=True)
     assert full - sel == pytest.approx(3 * 2 * (32 * 32 - 150) * (64 * 64 + 64 * 2000))
+    pruned = flops_per_step(cfg, 32, 32, 150, mlm_everywhere=False, rows=32 * 32, slots=32)
+    assert pruned == pytest.approx(sel)  # the pruned last layer on every row is the full layer
+
+
+def test_loss_rows_path_equals_full_path():
+    """The training path (mlm_labels given) runs the last block only at [CLS] and the selected positions;
+    its losses, logits and gradients equal the full path's (forced here by output_hidden_states=True)."""
+    import torch
+
+    from bertcore.config import BertConfig
+    from bertcore.model import BertForPreTraining
+
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 120, (4, 20), generator=g)
+    ids[:, 0] = 2
+    am = torch.ones_like(ids)
+    am[1, 12:] = 0
+    ids[am == 0] = 0
+    tt = torch.zeros_like(ids)
+    tt[:, 10:] = 1
+    labels = torch.full_like(ids, -100)
+    sel = (torch.rand(4, 20, generator=g) < 0.2) & (am == 1)
+    sel[:, 0] = False
+    sel[3] = False  # a sequence with nothing selected
+    labels[sel] = ids[sel]
+    nsp = torch.tensor([0, 1, 0, 1])
+    for norm in ("post", "pre"):
+        torch.manual_seed(0)
+        m = BertForPreTraining(BertConfig(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                          intermediate_size=64, max_position_embeddings=40,
+                                          norm_placement=norm)).eval()
+        params = list(m.parameters())
+        fast = m(ids, tt, am, mlm_labels=labels, nsp_labels=nsp)
+        full = m(ids, tt, am, mlm_labels=labels, nsp_labels=nsp, output_hidden_states=True)
+        assert all(torch.equal(a, b) for a, b in zip(fast.mlm_positions, full.mlm_positions))
+        assert torch.allclose(fast.mlm_logits, full.mlm_logits, atol=1e-5)
+        assert torch.allclose(fast.nsp_logits, full.nsp_logits, atol=1e-5)
+        for a, b in zip(torch.autograd.grad(fast.loss, params), torch.autograd.grad(full.loss, params)):
+            assert torch.allclose(a, b, atol=1e-5)

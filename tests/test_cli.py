@@ -148,7 +148,6 @@ def test_bad_inputs_subprocess(ckpt, corpus_file, tmp_path):
     (["fill-mask", "DIR", "a [MASK]", "--top-k", "0"], "--top-k"),
     (["nsp", "DIR", "only one"], "b"),
     (["frobnicate"], "invalid choice"),
-    (["bench"], "bench"),
 ])
 def test_bad_arguments_in_process(argv, needle, capsys, tmp_path):
     argv = [str(tmp_path / a) if a in ("X", "DIR") else a for a in argv]
@@ -205,3 +204,9 @@ def test_ctrl_c_saves(corpus_file, tmp_path):
 
     b = load_checkpoint(out)
     assert 0 < len(b.history) < 100000
+
+
+def test_bench_slot_reports_missing_module(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "bertcore.bench", None)  # import -> ImportError
+    assert main(["bench", "--quick"]) == 2
+    assert capsys.readouterr().err.startswith("error: the bench command is not available")

@@ -136,19 +136,3 @@ def test_inspect_shapes_and_training_flag_restored(mt):
     assert single.tokens == ["[CLS]", "the", "cat", "[SEP]"] and single.segment_ids == [0, 0, 0, 0]
 
 
-def test_inspect_is_fast(mt):
-    model, tok = mt
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in the app
-    try:
-        for _ in range(5):
-            inspect_pair(model, tok, "the cat eats the fish .", "then it sleeps .")
-        ts = []
-        for _ in range(50):
-            t0 = time.perf_counter()
-            inspect_pair(model, tok, "the cat eats the fish .", "then it sleeps .")
-            ts.append(time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(n_threads)
-    # ~1 ms on an idle core (target p50 <= 3 ms); the best run guards the code path against busy CI machines
-    assert min(ts) < 0.003 and np.median(ts) < 0.05
