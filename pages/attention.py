@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-DEFAULT_A = "Tom reads a book in the library."
+DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
 PAGE_MAX_TOKENS = 128  # longer inputs are truncated (notice shown): keeps the grid and bertviz light
 GRID_MAX_CELLS = 72 * 64 * 64  # L*H*T*T drawn in the grid (MiniLM at 64 tokens)

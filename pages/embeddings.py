@@ -3,11 +3,11 @@ import numpy as np
 import streamlit as st
 
 DEFAULT_SENTENCES = "\n".join([
-    "The goat eats a grass near the barn.",
-    "Those goats eat a grass near the barn.",
-    "The cow eats hay in the barn.",
-    "The cows eat hay in the barn.",
-    "Tom reads a book in the library.",
+    "The horse eats the hay near the barn.",
+    "Those horses eat the hay near the barn.",
+    "The cow eats the grass in the field.",
+    "The cows eat the grass in the field.",
+    "Ben reads a book in the library.",
     "He walks to the school.",
     "The boat sails across the bay.",
     "The boats sail across the bay.",
@@ -173,7 +173,7 @@ def render():
                         max_chars=60_000)
     lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
     if not lines:
-        st.warning("No sentences: type one sentence per line (for example: the goat eats a grass).")
+        st.warning("No sentences: type one sentence per line (for example: the cow eats the hay).")
     if len(lines) > MAX_SENTENCES:
         st.warning(f"{len(lines)} lines; only the first {MAX_SENTENCES} are used.")
         lines = lines[:MAX_SENTENCES]

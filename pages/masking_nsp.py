@@ -103,8 +103,8 @@ def _pair_input(corpus):
             idx = 0
         a, b = corpus.pairs[min(idx, n - 1)]
         return a, b, idx
-    a = st.text_input("sentence A", value="the cat sat on the mat .", key="mn_text_a")
-    b = st.text_input("sentence B", value="it was very happy .", key="mn_text_b")
+    a = st.text_input("sentence A", value="the cat eats the cheese in the kitchen .", key="mn_text_a")
+    b = st.text_input("sentence B", value="it is sticky near the stove .", key="mn_text_b")
     return a, b, None
 
 

@@ -114,7 +114,7 @@ def _section_sentence():
     st.subheader("Token + segment + position = the input to layer 1")
     st.latex(r"x_t = \mathrm{LayerNorm}\big(E_{\text{token}}[w_t] + E_{\text{segment}}[s_t] + E_{\text{position}}[t]\big)")
     am = state.get_active()
-    a = st.text_input("sentence A", value="the cat sat on the mat .", key="pe_sent_a")
+    a = st.text_input("sentence A", value="the cat eats the cheese in the kitchen .", key="pe_sent_a")
     b = st.text_input("sentence B (optional)", value="", key="pe_sent_b")
     if not a.strip():
         st.info("Type a sentence A to see its embeddings (sentence B is optional).")

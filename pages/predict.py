@@ -5,9 +5,9 @@ import zlib
 
 import streamlit as st
 
-DEFAULT_MASKED = "the goats [MASK] a grass near the barn ."
-DEFAULT_SENTENCE = "The goat eats a grass near the barn."
-DEFAULT_A = "Tom reads a book in the library."
+DEFAULT_MASKED = "the cows [MASK] the hay near the barn ."
+DEFAULT_SENTENCE = "The cow eats the hay near the barn."
+DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
 MAX_MASK_CHARTS = 12
 NO_COMPARE = "(no comparison)"

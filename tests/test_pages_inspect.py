@@ -262,9 +262,9 @@ def test_predict_click_a_word_to_mask():
     _no_exception(at)
     assert "click" in _messages(at).lower()
     pills = at.get("button_group")[0]
-    pills.set_value([2]).run()  # "eats" in "The goat eats a grass near the barn."
+    pills.set_value([2]).run()  # "eats" in "The cow eats the hay near the barn."
     _no_exception(at)
-    assert any("The goat [MASK] a grass" in m.value for m in at.markdown)
+    assert any("The cow [MASK] the hay" in m.value for m in at.markdown)
     assert any("[MASK] 1" in (c["layout"].get("title") or {}).get("text", "") for c in _charts(at))
     # a repeated word can be masked at its own position
     at.text_input(key="pred_sentence").input("the cow sees the cow").run()

@@ -231,7 +231,7 @@ CORPUS_FILES = {  # name -> (bytes, mode, phrase of the specific message)
     "empty": (b"", "auto", "is empty"),
     "whitespace": (b" \n\t\n", "auto", "is empty"),
     "binary": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "auto", "looks binary"),
-    "utf16": ("a\tb\nc\td\n".encode("utf-16"), "auto", "looks binary"),
+    "utf16": ("a\tb\nc\td\n".encode("utf-16"), "auto", "re-save it as UTF-8"),
     "latin1": ("caf\xe9 au lait\tna\xefve\nsecond\tline\n".encode("latin-1"), "auto", "not valid UTF-8"),
     "single line": (b"just one sentence here", "auto", "at least 2"),
     "single pair": (b"the cat sleeps.\tit dreams.\n", "pairs", "at least 2"),
