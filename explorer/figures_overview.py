@@ -16,7 +16,7 @@ COLORS = {"text": "#eceff1", "tokens": "#e3f2fd", "embeddings": "#e8f5e9", "enco
           "mlm": "#fce4ec", "nsp": "#ede7f6"}
 
 
-def pipeline_steps(config, example: str = "the cat sat on the mat") -> list[dict]:
+def pipeline_steps(config, example: str = "the cat eats the cheese") -> list[dict]:
     """The diagram's boxes as data: key, title, detail, x, y (filled from a BertConfig)."""
     vals = dict(example=example, vocab_size=config.vocab_size, position=config.position_embedding,
                 hidden=config.hidden_size, layers=config.num_hidden_layers, heads=config.num_attention_heads,
@@ -25,7 +25,7 @@ def pipeline_steps(config, example: str = "the cat sat on the mat") -> list[dict
     return [dict(key=k, title=t.format(**vals), detail=d.format(**vals), x=x, y=y) for k, t, d, x, y in STEPS]
 
 
-def pipeline_figure(config, example: str = "the cat sat on the mat", height: int = 460) -> go.Figure:
+def pipeline_figure(config, example: str = "the cat eats the cheese", height: int = 460) -> go.Figure:
     """Text → tokens → embeddings → N encoder layers → MLM / NSP heads, as boxes and arrows."""
     steps = pipeline_steps(config, example)
     fig = go.Figure()

@@ -5,8 +5,8 @@ import streamlit as st
 
 from explorer import state
 
-MINILM_LABEL = "pretrained: all-MiniLM-L6-v2"
-_LOAD_MINILM = "pretrained: all-MiniLM-L6-v2 (load, ~90 MB)"
+MINILM_LABEL = "all-MiniLM-L6-v2 (pretrained)"
+_LOAD_MINILM = "all-MiniLM-L6-v2 (pretrained) · load"
 _K_MSG = "sb_message"
 
 

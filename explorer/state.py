@@ -42,7 +42,7 @@ from explorer.uploads import (  # noqa: F401 - re-exported for pages and tests
 )
 
 UNTRAINED_LABEL = "fresh untrained (shared)"
-DEFAULT_TRAIN_LABEL = "Train the default model (~30 s)"
+DEFAULT_TRAIN_LABEL = "Train the default model (~1 min)"
 
 _K_MODELS = "bx_models"  # label -> ActiveModel, this session's own models
 _K_ACTIVE = "bx_active"  # label of the active model
@@ -211,7 +211,7 @@ def default_jobs():
 
 
 def default_train_button(key: str) -> None:
-    """One-click "Train the default model (~30 s)" (built-in corpus, default configs, background run)."""
+    """One-click "Train the default model (~1 min)" (built-in corpus, default configs, background run)."""
     run = get_run()
     if run is not None and run.running:
         s = run.snapshot()

@@ -4,7 +4,7 @@ import streamlit as st
 from explorer import state
 
 HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
-LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
+LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
 
 
 def _corpus_choice():
@@ -76,7 +76,7 @@ def _widgets(preset: str, disabled: bool, vocab_size: int):
         st.markdown("**Training** (`bertcore.config.TrainConfig`)")
         tk = {}
         tk["steps"] = st.slider("steps", 20, 5000, int(t["steps"]), 10, key=k + "steps", disabled=disabled)
-        tk["batch_size"] = st.select_slider("batch size", [4, 8, 16, 32, 64, 128, 256], int(t["batch_size"]),
+        tk["batch_size"] = st.select_slider("batch size", [4, 8, 16, 32, 64, 128, 256, 512], int(t["batch_size"]),
                                             key=k + "B", disabled=disabled)
         lr0 = min(LRS, key=lambda x: abs(x - float(t["lr"])))
         tk["lr"] = st.select_slider("peak learning rate", LRS, lr0, key=k + "lr", disabled=disabled,
