@@ -24,60 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .config import BertConfig
-
-
-def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
-    """Vaswani et al. §3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(same).
-
-    Returns a float32 tensor of shape (n_positions, d_model). An odd d_model drops the last cosine.
-    """
-    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (P, 1)
-    i2 = torch.arange(0, d_model, 2, dtype=torch.float64)  # 2i
-    angle = pos / torch.pow(10000.0, i2 / d_model)  # (P, ceil(d/2))
-    table = torch.zeros(n_positions, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(angle)
-    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
-    return table.float()
-
-
-def _dropout(x: Tensor, p: float, training: bool, gen: torch.Generator | None) -> Tensor:
-    """Dropout that can draw its mask from a private generator.
-
-    Two trainers in two threads share torch's global RNG; a private generator keeps each one's
-    run identical to a solo run with the same seed.
-    """
-    if not training or p == 0.0:
-        return x
-    if gen is None:
-        return F.dropout(x, p, True)
-    return x * _keep_mask(x, p, gen)
-
-
-def _keep_mask(x: Tensor, p: float, gen: torch.Generator) -> Tensor:
-    """Scaled keep mask (0 or 1/(1-p)) shaped like ``x``, drawn from ``gen``.
-
-    Speed (measured: 2-core CPU, a 131k-element mask): ``bernoulli_(1-p, generator=gen)`` took 2.2 ms,
-    and was 9-12% of a tiny training step. Here 16 random bits per element come from one 64-bit draw per 4
-    elements (``random_`` over the full int64 range, viewed as int16), compared with a threshold: ~0.4 ms for the same mask.
-    The drop rate is rounded to a multiple of 1/65536 (0.1 -> 0.100006) and the scale uses that exact rate,
-    so E[mask] = 1 exactly.
-    """
-    n = x.numel()
-    # random_(-2**63, None) draws the full 64-bit range (plain random_() leaves the top bit 0).
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None, generator=gen).view(torch.int16)[:n]
-    k = min(65536, max(0, round(p * 65536)))  # dropped values: the k smallest of the 65536 int16 values
-    if k >= 65536:
-        return torch.zeros_like(x)
-    keep = bits.view(x.shape) >= (k - 32768)
-    return keep.to(x.dtype).mul_(65536.0 / (65536 - k))
-
-
-def _activation(name: str):
-    if name == "gelu":
-        return F.gelu  # exact: x * Phi(x), with the erf (BERT)
-    if name == "gelu_tanh":
-        return lambda x: F.gelu(x, approximate="tanh")  # 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
-    return F.relu
+from .functional import _activation, _dropout, sinusoidal_table  # noqa: F401 (sinusoidal_table re-exported)
 
 
 class BertEmbeddings(nn.Module):
