@@ -238,3 +238,18 @@ def untrained_notice() -> None:
 def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.zip"):
     """Safely extract and load an uploaded checkpoint zip into this session's temp dir (BertcoreError only)."""
     return load_checkpoint_zip(data, session_tmp_dir(), name)
+
+
+def show_run_status(s, per_job: bool = False) -> None:
+    """Progress bar (step, elapsed, ETA) and any error of a ``TrainingRun.snapshot()``.
+
+    ``per_job`` names the job being trained and prefixes errors with its label (Compare page)."""
+    eta = f" · ETA {fmt_seconds(s.eta)}" if s.running else ""
+    job = f"training {s.labels[s.job_index]} · " if per_job else ""
+    st.progress(s.progress, text=f"{s.status}: {job}step {s.total_done}/{s.total_steps} · "
+                                 f"elapsed {fmt_seconds(s.elapsed)}{eta}")
+    if s.message:
+        st.error(s.message)
+    for label, err in zip(s.labels, s.errors):
+        if err:
+            st.error(f"{label if per_job else 'Training'} stopped: {err}")

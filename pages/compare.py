@@ -85,14 +85,7 @@ def render() -> None:
             st.info("Press **Train both**: variant A trains first, then B, on the built-in corpus.")
             return
         s = r.snapshot()
-        eta = f" · ETA {state.fmt_seconds(s.eta)}" if s.running else ""
-        st.progress(s.progress, text=f"{s.status}: training {s.labels[s.job_index]} · step "
-                                     f"{s.total_done}/{s.total_steps}{eta}")
-        if s.message:
-            st.error(s.message)
-        for lab, err in zip(s.labels, s.errors):
-            if err:
-                st.error(f"{lab} stopped: {err}")
+        state.show_run_status(s, per_job=True)
         hists = {lab: h for lab, h in zip(s.labels, s.histories) if h is not None and len(h)}
         if hists:
             g1, g2 = st.columns(2)

@@ -132,14 +132,7 @@ def _live(running: bool) -> None:
             st.info("No training yet in this session. Press **Start**.")
             return
         s = run.snapshot()
-        eta = f" · ETA {state.fmt_seconds(s.eta)}" if s.running else ""
-        st.progress(s.progress, text=f"{s.status}: step {s.total_done}/{s.total_steps} · "
-                                     f"elapsed {state.fmt_seconds(s.elapsed)}{eta}")
-        if s.message:
-            st.error(s.message)
-        for err in s.errors:
-            if err:
-                st.error(f"Training stopped: {err}")
+        state.show_run_status(s)
         hist = s.histories[0] if s.histories else None
         if hist is not None and len(hist):
             c1, c2 = st.columns(2)

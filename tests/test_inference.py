@@ -1,5 +1,4 @@
 """Inference: fill-mask (BERT §3.1), P(IsNext) (§3.2), pair inspection, input validation."""
-import time
 
 import numpy as np
 import pytest
