@@ -7,12 +7,12 @@ forest, hospital, garden, space, snow). Nearly every content word belongs to one
 names, adjectives, animals, places, foods, objects and verbs. That is what gives NSP a signal: a
 random B from another pair comes from another topic 90% of the time (10 topics). Each topic keeps a
 small lexicon (about 45 word forms, ~470 words in all) so every topic word is seen often enough
-for the model to learn which topic it belongs to; NSP leaves chance level after ~100k examples::
+for the model to learn which topic it belongs to; NSP leaves chance level after ~60-100k examples::
 
     PAIR     := A B
     A        := SUBJ_NP FRAME .                     (5-12 words)
     B        := [CONNECTIVE] SUBJ_REF FRAME' .      (same subject and topic, another frame)
-    SUBJ_NP  := DET [ADJ] NOUN     with DET agreeing: singular a/an/the/this/that, plural the/these/those/some/two/three;
+    SUBJ_NP  := DET TOPIC_ADJ NOUN     with DET agreeing: singular a/an/the/this/that, plural the/these/those/some/two/three;
                                    "an" exactly before a vowel-initial word ("an old cow", "an owl")
               | NAME               (two per topic; always singular, gendered)
     SUBJ_REF := PRONOUN            he/she (gendered singular person), it (singular animal/vehicle), they (plural)
@@ -26,7 +26,7 @@ with the subject (singular: eats/is/has/runs, plural: eat/are/have/run)::
              | TOPIC_VERB TOPIC_OBJECT [LOC] (twice as likely) | walk(s) to the PLACE
     animal : eat(s) ANIMAL_FOOD [LOC] | ANIMAL_VERB LOC | is/are TOPIC_ADJ [LOC]
     vehicle: VEHICLE_VERB along/across the ROUTE | stop(s) near the PLACE | is/are TOPIC_ADJ
-    LOC    := in/at/near/behind/under the [TOPIC_ADJ] PLACE       (PLACE, foods, objects, animals are topic-specific)
+    LOC    := in/at/near/behind/under the TOPIC_ADJ PLACE       (PLACE, foods, objects, animals are topic-specific)
 
 So for MLM a masked verb form is predictable from the subject's number, an object from the verb, a
 determiner from the noun, a place from the topic; for NSP a true B shares A's topic words and its
@@ -175,7 +175,7 @@ MASS = {"soup", "bread", "milk", "cheese", "corn", "hay", "grass", "grain", "lun
 
 # ------------------------------------------------------------------ generator
 def _np(noun: str, rng: random.Random, adjs: list[str] | None, number: str, dets_sg=("a", "the", "this", "that"),
-        dets_pl=("the", "these", "those", "some", "two", "three"), adj_p=0.7) -> str:
+        dets_pl=("the", "these", "those", "some", "two", "three"), adj_p=1.0) -> str:
     adj = rng.choice(adjs) if adjs and rng.random() < adj_p else None
     head = noun if number == "sg" else plural(noun)
     det = rng.choice(dets_sg if number == "sg" else dets_pl)
@@ -195,7 +195,7 @@ def _obj(rng: random.Random, noun: str, adjs=None) -> str:
 def _loc(rng: random.Random, lex: dict, p: float = 0.85) -> str:
     if rng.random() >= p:
         return ""
-    adj = f"{rng.choice(lex['adjs'])} " if rng.random() < 0.5 else ""
+    adj = f"{rng.choice(lex['adjs'])} "
     return f"{rng.choice(PREPS)} the {adj}{rng.choice(lex['places'])}"
 
 
