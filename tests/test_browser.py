@@ -42,11 +42,11 @@ def plot(key: str) -> str:
 PAGES = {
     "attention": ("Attention", plot("attn_grid")),
     "": ("How BERT pretrains", plot("overview_pipeline")),
-    "data": ("Data & tokens", plot("dt_len_chart")),
-    "masking": ("Masking & NSP", plot("mn_mask_chart")),
-    "positional": ("Positional encoding", plot("pe_table_chart")),
+    "data_tokens": ("Data & tokens", plot("dt_len_chart")),
+    "masking_nsp": ("Masking & NSP", plot("mn_mask_chart")),
+    "positional_encoding": ("Positional encoding", plot("pe_table_chart")),
     "train": ("Train a tiny BERT", ".st-key-train_start button"),
-    "compare": ("Compare designs", f"{MAIN} .js-plotly-plot, {MAIN} [data-testid='stButton']"),
+    "compare": ("Compare two designs", f"{MAIN} .js-plotly-plot, {MAIN} [data-testid='stButton']"),
     "predict": ("Predict", f"{MAIN} .js-plotly-plot"),
     "embeddings": ("Embeddings", plot("emb_table_fig")),
 }
@@ -137,8 +137,8 @@ def test_deep_link_is_first_request_of_fresh_server(offline_page: Page, tmp_path
     server = AppServer(tmp_path / "server.log").start()
     try:
         page = offline_page
-        page.goto(f"{server.url}/positional")
-        title, key = PAGES["positional"]
+        page.goto(f"{server.url}/positional_encoding")
+        title, key = PAGES["positional_encoding"]
         try:
             assert_page_ok(page, title, key, model_label="fresh untrained")
         finally:
@@ -156,7 +156,7 @@ def test_bertviz_draws_token_labels_offline(offline_page: Page, app_server, tmp_
     frame = page.frame_locator(f"{MAIN} iframe").first
     # bertviz's head view writes each token as an SVG <text>: it ran, with d3/jQuery from this server.
     expect(frame.locator("text", has_text="[CLS]").first).to_be_visible(timeout=60_000)
-    expect(frame.locator("text", has_text="goats").first).to_be_visible()
+    expect(frame.locator("text", has_text="library").first).to_be_visible()
     page.screenshot(path=str(tmp_path / "bertviz.png"))
     assert_offline(page)
 
