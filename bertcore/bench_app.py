@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import math
@@ -30,57 +27,39 @@ import torch
 from .bench import HFStep, hf_model, padded_tokenizer, CONFIGS, pct
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = os.environ.get("BERTCORE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cold_start() -> dict:
     if not (ROOT / "app.py").exists():
         return {"skipped": "app.py not found next to bertcore/"}
+    from explorer.harness import CHROMIUM
+
     if not Path(CHROMIUM).exists():
         return {"skipped": f"chromium not found at {CHROMIUM}"}
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         return {"skipped": "playwright is not installed"}
-    port = _free_port()
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", "--server.address=127.0.0.1",
-           f"--server.port={port}", "--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+    from explorer.harness import CHROMIUM_ARGS, AppServer
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page()
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = AppServer()
+        t0 = time.perf_counter()  # the clock starts at `streamlit run` (the browser is already up)
         try:
-            health = None
-            while time.perf_counter() - t0 < 60:
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                        if r.status == 200:
-                            health = time.perf_counter() - t0
-                            break
-                except OSError:
-                    time.sleep(0.05)
-            if health is None:
-                return {"skipped": "streamlit did not answer /_stcore/health within 60 s"}
-            page.goto(f"http://127.0.0.1:{port}/", timeout=60_000)
+            try:
+                server.start(timeout=60, poll=0.05)
+            except RuntimeError as e:
+                return {"skipped": f"streamlit did not start: {str(e)[:200]}"}
+            health = server.healthy_after
+            page.goto(server.url + "/", timeout=60_000)
             page.wait_for_selector('[data-testid="stApp"]', timeout=60_000)
             page.wait_for_selector('[data-testid="stMain"] h1', timeout=60_000)
             first = time.perf_counter() - t0
         finally:
             browser.close()
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            server.stop()
     return {"cold_start_s": first, "server_healthy_s": health}
 
 

@@ -72,6 +72,22 @@ def curves_figure(histories: pd.DataFrame | Mapping[str, pd.DataFrame], metrics:
     return fig
 
 
+def thin_history(df: pd.DataFrame | None, max_rows: int = 150) -> pd.DataFrame | None:
+    """For the live charts: every k-th step (at most ~``max_rows``), every evaluated step and the last one.
+
+    The browser redraws the charts on every poll; a few hundred points per trace look the same and keep
+    chromium's redraws from taking CPU away from training on a 2-core machine."""
+    if df is None or len(df) <= max_rows:
+        return df
+    k = -(-len(df) // max_rows)
+    keep = np.zeros(len(df), dtype=bool)
+    keep[::k] = True
+    keep[-1] = True
+    if "eval_mlm_loss" in df.columns:
+        keep |= df["eval_mlm_loss"].notna().to_numpy()
+    return df[keep]
+
+
 def loss_figure(histories, **kw) -> go.Figure:
     return curves_figure(histories, LOSS_METRICS, title=kw.pop("title", "Loss: MLM and NSP, train and held-out"),
                          yaxis_title="cross-entropy (nats)", **kw)

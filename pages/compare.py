@@ -78,7 +78,7 @@ def render() -> None:
         run.join(2.0)
         st.rerun()
 
-    @st.fragment(run_every=0.5 if running else None)
+    @st.fragment(run_every=1.0 if running else None)
     def live():
         r = state.get_run(_KEY)
         if r is None:
@@ -86,7 +86,7 @@ def render() -> None:
             return
         s = r.snapshot()
         state.show_run_status(s, per_job=True)
-        hists = {lab: h for lab, h in zip(s.labels, s.histories) if h is not None and len(h)}
+        hists = {lab: ft.thin_history(h) for lab, h in zip(s.labels, s.histories) if h is not None and len(h)}
         if hists:
             g1, g2 = st.columns(2)
             g1.plotly_chart(ft.curves_figure(hists, ["mlm_loss", "eval_mlm_loss"], title="MLM loss",

@@ -1,0 +1,86 @@
+"""The browser harness shared by the browser tests, the bench and scripts/screenshots.py: a headless
+`streamlit run app.py` on a free 127.0.0.1 port, and the launch settings for Debian's chromium
+(Playwright cannot download its own browser on this kind of machine). Imports no streamlit."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("BERTCORE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AppServer:
+    """`python -m streamlit run app.py` in the repo root, headless, bound to 127.0.0.1.
+
+    ``start()`` returns once /_stcore/health answers (that runs no page script, so the first *page*
+    request is still the caller's) and records the seconds it took in ``healthy_after``."""
+
+    def __init__(self, log_path: Path | None = None, port: int | None = None):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = Path(log_path) if log_path else None
+        self.proc: subprocess.Popen | None = None
+        self.healthy_after: float | None = None
+        self._log = None
+
+    def start(self, timeout: float = 90.0, poll: float = 0.3) -> "AppServer":
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+               "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false",
+               "--server.fileWatcherType=none"]
+        self._log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        while time.perf_counter() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        self.healthy_after = time.perf_counter() - t0
+                        return self
+            except OSError:
+                pass
+            time.sleep(poll)
+        self.stop()
+        raise RuntimeError(f"streamlit did not answer /_stcore/health within {timeout:.0f} s:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 40) -> str:
+        if self.log_path is None:
+            return ""
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+        if self._log not in (None, subprocess.DEVNULL):
+            self._log.close()
+        self._log = None
+
+    def __enter__(self) -> "AppServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
