@@ -113,11 +113,16 @@ def warmup_optimizer() -> None:
     _WARM.set()
 
     def _go():
-        import torch
+        # Best effort: it can race with the main thread's own first torch imports, and then the
+        # first real optimizer simply pays the import itself.
+        try:
+            import torch
 
-        p = torch.zeros(1, requires_grad=True)
-        p.grad = torch.zeros(1)
-        torch.optim.AdamW([p], lr=1e-3).step()
+            p = torch.zeros(1, requires_grad=True)
+            p.grad = torch.zeros(1)
+            torch.optim.AdamW([p], lr=1e-3).step()
+        except Exception:  # noqa: BLE001
+            pass
 
     threading.Thread(target=_go, name="bx-optim-warmup", daemon=True).start()
 

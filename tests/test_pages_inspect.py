@@ -237,6 +237,19 @@ def test_attention_with_pretrained_minilm(minilm):
     assert "pretrained elsewhere" in _messages(at)
 
 
+def test_positional_encoding_with_pretrained_minilm(minilm):
+    """Issue 6: MiniLM's learned 512 x 384 position table next to a sinusoidal one of the same size."""
+    at = _open("pages/positional_encoding.py", {minilm.label: minilm}, minilm.label)
+    _no_exception(at)
+    assert "table 512 × 384" in " ".join(c.value for c in at.caption)
+    side = next(c for c in _charts(at) if len(c["data"]) == 2 and all(t["type"] == "heatmap" for t in c["data"]))
+    learned = _decode(side["data"][0]["z"])
+    assert learned.shape == (512, 512)
+    table = minilm.bundle.model.bert.embeddings.position_table().detach().numpy()
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    assert np.allclose(learned[:5, :5], (unit @ unit.T)[:5, :5], atol=1e-3)
+
+
 # ----------------------------------------------------------------------------- Predict
 def test_predict_fill_mask_and_nsp(untrained):
     at = _open(PRED)
