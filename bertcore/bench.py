@@ -6,7 +6,7 @@ In one run, side by side on identical batches and hyperparameters:
   ``BertForPreTraining`` (sdpa attention, the same dropout, AdamW lr / weight decay / warmup / clipping),
   in alternating time blocks (A B B A ...) so drift and other load hit both alike;
 * **achieved GFLOP/s** as a share of the fp32 matmul peak measured in the same run (see ``FLOPS_FORMULA``);
-* in ``bertcore.bench_app``, what a user feels: **time to skill** at the app's default config (wall time to 2x
+* in ``bertcore.bench_user`` (and ``explorer.bench_app`` for the app), what a user feels: **time to skill** at the app's default config (wall time to 2x
   the unigram baseline on held-out masked tokens); **inference** latency of ``fill_mask`` / ``inspect_pair``
   (all attentions) for a 32-token pair and the packaged all-MiniLM-L6-v2's load time and inspect latency;
   **app** (full run only): cold start in chromium, Attention-page rerun, in-app training speed while the UI polls.
@@ -391,17 +391,22 @@ def main(argv: list[str] | None = None) -> int:
         for k in ("bertcore", "hf"):
             c[f"{k}_peak_frac"] = c[f"{k}_gflops"] / r["peak"]["gflops"]
             c[f"{k}_useful_peak_frac"] = c[f"{k}_useful_gflops"] / r["peak"]["gflops"]
-    from . import bench_app
+    from . import bench_user
 
     log("bench: time to skill ...")
-    r["time_to_skill"] = bench_app.bench_skill(builtin_corpus(), args.quick)
+    r["time_to_skill"] = bench_user.bench_skill(builtin_corpus(), args.quick)
     log("bench: inference ...")
-    r["inference"] = bench_app.bench_inference(corpus, args.quick)
+    r["inference"] = bench_user.bench_inference(corpus, args.quick)
     if args.quick or args.no_app:
         r["app"] = {"skipped": "app part not run (" + ("--quick" if args.quick else "--no-app") + ")"}
     else:
         log("bench: app ...")
-        r["app"] = bench_app.bench_app()
+        try:  # the app measurements drive streamlit, so they live with the app (explorer/)
+            from explorer import bench_app
+        except ImportError as e:
+            r["app"] = {"skipped": f"the explorer app is not importable here ({e}); run from the repository root"}
+        else:
+            r["app"] = bench_app.bench_app()
     r["targets"] = targets(r)
     r["machine"]["loadavg_end"] = _loadavg()
     r["total_s"] = time.perf_counter() - t_start
