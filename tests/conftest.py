@@ -1,7 +1,5 @@
-"""Shared fixtures for the browser tests (tests/test_browser.py): a real `streamlit run app.py`
-server on a free 127.0.0.1 port and pytest-playwright launch settings for Debian's chromium.
-
-Nothing here runs unless a test asks for these fixtures.
+"""Shared fixtures: the browser tests' app server and chromium launch settings (tests/test_browser.py),
+and the clean-up of background training runs that any test started (append them to TRAINING_RUNS).
 """
 from __future__ import annotations
 
@@ -27,3 +25,18 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 900}}
+
+
+# TrainingRun objects a test started (``from conftest import TRAINING_RUNS``); stopped after every test so
+# no training thread outlives the test that made it.
+TRAINING_RUNS: list = []
+
+
+@pytest.fixture(autouse=True)
+def _stop_training_runs():
+    yield
+    for r in TRAINING_RUNS:
+        r.stop()
+    for r in TRAINING_RUNS:
+        r.join(10)
+    TRAINING_RUNS.clear()

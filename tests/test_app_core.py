@@ -13,20 +13,10 @@ import pytest
 
 from explorer import figures_train as ft
 from explorer import state
+from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-RUNS: list = []
-
-
-@pytest.fixture(autouse=True)
-def _stop_threads():
-    yield
-    for r in RUNS:
-        r.stop()
-    for r in RUNS:
-        r.join(10)
-    RUNS.clear()
 
 
 @pytest.fixture(scope="module")

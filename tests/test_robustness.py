@@ -32,22 +32,12 @@ from bertcore.errors import BertcoreError, CheckpointError
 from bertcore.tokenization import WordTokenizer
 from bertcore.trainer import init_model
 from explorer import training_run, uploads
+from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 TRAIN_PAGE = str(ROOT / "pages" / "train.py")
 TEXTS = ["the cat eats the fish .", "then it sleeps under the table .", "two dogs run in the park ."]
-RUNS: list = []
-
-
-@pytest.fixture(autouse=True)
-def _stop_threads():
-    yield
-    for r in RUNS:
-        r.stop()
-    for r in RUNS:
-        r.join(10)
-    RUNS.clear()
 
 
 def _cfg(tok, **kw):
