@@ -3,6 +3,9 @@ and the clean-up of background training runs that any test started (append them 
 """
 from __future__ import annotations
 
+import base64
+
+import numpy as np
 import pytest
 
 from explorer.harness import CHROMIUM, CHROMIUM_ARGS, AppServer
@@ -40,3 +43,13 @@ def _stop_training_runs():
     for r in TRAINING_RUNS:
         r.join(10)
     TRAINING_RUNS.clear()
+
+
+def plotly_array(v, dtype=None):
+    """A plotly JSON array (a plain list, or plotly 6+'s typed array {dtype, bdata, shape}) as numpy."""
+    if isinstance(v, dict) and "bdata" in v:
+        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"]))
+        if v.get("shape"):
+            a = a.reshape([int(n) for n in str(v["shape"]).split(",")])
+        return a
+    return np.asarray(v, dtype=dtype)

@@ -1,7 +1,6 @@
 """explorer/figures_learn.py: each figure draws exactly the numbers bertcore computed."""
 from __future__ import annotations
 
-import base64
 import json
 from collections import Counter
 
@@ -14,19 +13,11 @@ from bertcore.model import sinusoidal_table
 from bertcore.pretraining import MaskingRates, PretrainingData, build_pair, mask_tokens, masking_stats
 from bertcore.tokenization import WordTokenizer
 from explorer import figures_learn as F
-
-_DT = {"f4": np.float32, "f8": np.float64, "i1": np.int8, "i2": np.int16, "i4": np.int32, "u1": np.uint8,
-       "u2": np.uint16, "u4": np.uint32, "i8": np.int64}
+from conftest import plotly_array
 
 
-def arr(v):
-    """A plotly JSON array (plain list or plotly 6+ typed array {dtype, bdata, shape}) as numpy."""
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=_DT[v["dtype"]])
-        if "shape" in v:
-            a = a.reshape([int(s) for s in str(v["shape"]).split(",")])
-        return a
-    return np.asarray(v)
+
+arr = plotly_array
 
 
 def spec(fig) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from conftest import plotly_array
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
@@ -51,14 +52,7 @@ def _charts(at: AppTest) -> dict:
 
 
 def _decode(z):
-    if isinstance(z, dict) and "bdata" in z:
-        import base64
-
-        arr = np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
-        if z.get("shape"):
-            arr = arr.reshape([int(s) for s in str(z["shape"]).split(",")])
-        return arr
-    return np.asarray(z, dtype=np.float64)
+    return plotly_array(z, dtype=np.float64)
 
 
 def _grid(at):

@@ -6,7 +6,6 @@ never an exception element.
 """
 from __future__ import annotations
 
-import base64
 import json
 import warnings
 from pathlib import Path
@@ -16,9 +15,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bertcore.model import sinusoidal_table
+from conftest import plotly_array
 
-_DT = {"f4": np.float32, "f8": np.float64, "i1": np.int8, "i2": np.int16, "i4": np.int32, "u1": np.uint8,
-       "u2": np.uint16, "u4": np.uint32, "i8": np.int64}
 
 BAD_TEXTS = {
     "empty": "",
@@ -32,13 +30,7 @@ BAD_TEXTS = {
 }
 
 
-def arr(v):
-    if isinstance(v, dict) and "bdata" in v:
-        a = np.frombuffer(base64.b64decode(v["bdata"]), dtype=_DT[v["dtype"]])
-        if "shape" in v:
-            a = a.reshape([int(s) for s in str(v["shape"]).split(",")])
-        return a
-    return np.asarray(v)
+arr = plotly_array
 
 
 def chart(at: AppTest, key: str) -> dict:
