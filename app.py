@@ -9,11 +9,8 @@ import streamlit as st
 from explorer import state
 from explorer.sidebar import render_sidebar
 
-state.ensure_app_frame()  # a deep link on a fresh server may have started us in legacy mode
-
-
-# (file in pages/, url_path, title, icon, section). Each url_path equals its file's stem: on a fresh
-# server the first deep link is resolved in legacy mode by file name (see docs/PAGES.md).
+# (file in app_pages/, url_path, title, icon, section). The folder is deliberately not named `pages/`:
+# Streamlit would treat that as a legacy multipage app on a fresh server (see docs/PAGES.md).
 PAGES = [
     ("overview.py", "overview", "Overview", ":material/account_tree:", "Learn"),
     ("data_tokens.py", "data_tokens", "Data & tokens", ":material/text_fields:", "Learn"),
@@ -49,7 +46,7 @@ def build_navigation():
     sections: dict[str, list] = {}
     for fname, url, title, icon, section in PAGES:
         sections.setdefault(section, []).append(
-            st.Page(f"pages/{fname}", title=title, icon=icon, url_path=url, default=(url == "overview")))
+            st.Page(f"app_pages/{fname}", title=title, icon=icon, url_path=url, default=(url == "overview")))
     return sections
 
 

@@ -17,13 +17,13 @@ _LAZY = {
     "BertcoreError": "errors", "ConfigError": "errors", "InputError": "errors",
     "CorpusError": "errors", "CheckpointError": "errors", "TokenizerError": "errors",
     "BertForPreTraining": "model", "PreTrainingOutput": "model", "sinusoidal_table": "model",
-    "WordTokenizer": "tokenization", "WordPieceTokenizer": "tokenization", "load_tokenizer": "tokenization",
-    "Corpus": "corpus", "builtin_corpus": "corpus", "tutorial_corpus": "corpus", "load_corpus_file": "corpus",
-    "PretrainingData": "pretraining", "mask_tokens": "pretraining", "build_pair": "pretraining",
-    "Trainer": "trainer",
-    "fill_mask": "inference", "nsp_probability": "inference", "inspect_pair": "inference",
-    "ModelBundle": "checkpoint", "save_checkpoint": "checkpoint", "load_checkpoint": "checkpoint",
-    "export_hf": "hf_interop", "import_hf": "hf_interop",
+    "WordTokenizer": "data.tokenization", "WordPieceTokenizer": "data.tokenization", "load_tokenizer": "data.tokenization",
+    "Corpus": "data.corpus", "builtin_corpus": "data.corpus", "tutorial_corpus": "data.corpus", "load_corpus_file": "data.corpus",
+    "PretrainingData": "data.pretraining", "mask_tokens": "data.pretraining", "build_pair": "data.pretraining",
+    "Trainer": "training.trainer",
+    "fill_mask": "analysis.inference", "nsp_probability": "analysis.inference", "inspect_pair": "analysis.inference",
+    "ModelBundle": "io.checkpoint", "save_checkpoint": "io.checkpoint", "load_checkpoint": "io.checkpoint",
+    "export_hf": "io.hf_interop", "import_hf": "io.hf_interop",
 }
 
 

@@ -2,7 +2,7 @@
 import os
 import sys
 
-from .cli import main
+from bertcore.cli import main
 
 if __name__ == "__main__":
     try:

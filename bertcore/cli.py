@@ -112,8 +112,6 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("hf_dir", metavar="HF_DIR")
     h.add_argument("out", metavar="OUT_DIR")
 
-    b = sub.add_parser("bench", help="speed benchmarks (if bertcore.bench is installed)")
-    b.add_argument("args", nargs=argparse.REMAINDER)
     return p
 
 
@@ -125,7 +123,7 @@ def _overrides(pairs) -> dict:
 
 
 def _configs(args):
-    from .config import PRESETS, BertConfig, TrainConfig, check_compatible, estimate, split_overrides
+    from bertcore.config import PRESETS, BertConfig, TrainConfig, check_compatible, estimate, split_overrides
 
     bert_kw, train_kw = {}, {}
     if args.preset is not None:
@@ -162,7 +160,7 @@ def max_model_mb() -> float:
 
 
 def cmd_train(args) -> int:
-    from .corpus import get_corpus
+    from bertcore.data.corpus import get_corpus
 
     bert, train, vocab_given = _configs(args)
     out = os.path.expanduser(args.out)
@@ -175,14 +173,14 @@ def cmd_train(args) -> int:
         raise CliError(f"cannot create the output directory {out} ({e.strerror or e}); choose a writable path") from None
     tokenizer = None
     if args.tokenizer == "wordpiece":
-        from .tokenization import WordPieceTokenizer
+        from bertcore.data.tokenization import WordPieceTokenizer
 
         tokenizer = WordPieceTokenizer.train(corpus.texts(), vocab_size=bert.vocab_size if vocab_given else 1000)
     import torch
     from tqdm import tqdm
 
-    from .checkpoint import ModelBundle, save_checkpoint
-    from .trainer import Trainer
+    from bertcore.io.checkpoint import ModelBundle, save_checkpoint
+    from bertcore.training.trainer import Trainer
 
     trainer = Trainer(bert, train, corpus, tokenizer=tokenizer)
     print(f"training {sum(p.numel() for p in trainer.model.parameters()):,} parameters on {corpus.name} "
@@ -234,13 +232,13 @@ def cmd_train(args) -> int:
 
 
 def _load(path: str):
-    from .checkpoint import load_checkpoint
+    from bertcore.io.checkpoint import load_checkpoint
 
     return load_checkpoint(path)
 
 
 def cmd_fill_mask(args) -> int:
-    from .inference import fill_mask
+    from bertcore.analysis.inference import fill_mask
 
     b = _load(args.dir)
     r = fill_mask(b.model, b.tokenizer, args.text, top_k=args.top_k)
@@ -260,7 +258,7 @@ def cmd_fill_mask(args) -> int:
 
 
 def cmd_nsp(args) -> int:
-    from .inference import nsp_probability
+    from bertcore.analysis.inference import nsp_probability
 
     b = _load(args.dir)
     p = nsp_probability(b.model, b.tokenizer, args.a, args.b)
@@ -269,7 +267,7 @@ def cmd_nsp(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .inference import inspect_pair
+    from bertcore.analysis.inference import inspect_pair
 
     b = _load(args.dir)
     r = inspect_pair(b.model, b.tokenizer, args.a, args.b)
@@ -289,10 +287,10 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_mask(args) -> int:
-    from .config import TrainConfig, split_overrides
-    from .corpus import get_corpus
-    from .pretraining import MaskingRates, PretrainingData, masking_stats
-    from .tokenization import WordTokenizer
+    from bertcore.config import TrainConfig, split_overrides
+    from bertcore.data.corpus import get_corpus
+    from bertcore.data.pretraining import MaskingRates, PretrainingData, masking_stats
+    from bertcore.data.tokenization import WordTokenizer
 
     bert_kw, train_kw = split_overrides(_overrides(args.overrides))
     if bert_kw:
@@ -316,7 +314,7 @@ def cmd_mask(args) -> int:
 
 
 def cmd_export_hf(args) -> int:
-    from .hf_interop import export_hf
+    from bertcore.io.hf_interop import export_hf
 
     b = _load(args.dir)
     out = export_hf(b, os.path.expanduser(args.out))
@@ -325,8 +323,8 @@ def cmd_export_hf(args) -> int:
 
 
 def cmd_import_hf(args) -> int:
-    from .checkpoint import save_checkpoint
-    from .hf_interop import import_hf
+    from bertcore.io.checkpoint import save_checkpoint
+    from bertcore.io.hf_interop import import_hf
 
     b = import_hf(os.path.expanduser(args.hf_dir))
     save_checkpoint(b, os.path.expanduser(args.out))
@@ -336,19 +334,8 @@ def cmd_import_hf(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
-    import importlib
-
-    try:
-        bench = importlib.import_module("bertcore.bench")
-    except ImportError:
-        raise CliError("the bench command is not available: bertcore/bench.py is missing from this install") from None
-    rc = bench.main(list(args.args))
-    return int(rc or 0)
-
-
 COMMANDS = {"train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp, "inspect": cmd_inspect,
-            "mask": cmd_mask, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf, "bench": cmd_bench}
+            "mask": cmd_mask, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf}
 
 
 def _fail(msg: str) -> int:
@@ -358,10 +345,7 @@ def _fail(msg: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:  # bench parses its own options (argparse.REMAINDER drops a leading --flag)
-        args = argparse.Namespace(command="bench", args=argv[1:])
-    else:
-        args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
     except (CliError, ValueError) as e:  # BertcoreError is a ValueError

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from bertcore.errors import ConfigError
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 POSITION_EMBEDDINGS = ("learned", "sinusoidal")

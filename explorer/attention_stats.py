@@ -1,6 +1,6 @@
 """Per-head attention statistics, pure numpy (no streamlit, no torch).
 
-Input is the attention tensor returned by ``bertcore.inference.inspect_pair``: ``[L, H, T, T]`` with
+Input is the attention tensor returned by ``bertcore.analysis.inference.inspect_pair``: ``[L, H, T, T]`` with
 rows = queries and columns = keys; each row sums to 1 over the keys the query may attend to.
 
 For every (layer, head) we compute, averaged over the valid query rows:

@@ -12,8 +12,8 @@ _K_MSG = "sb_message"
 
 @st.cache_resource(show_spinner="Importing all-MiniLM-L6-v2…")
 def _shared_minilm():
-    """all-MiniLM-L6-v2 imported once per server and shared read-only (bertcore.hf_interop.import_hf)."""
-    from bertcore.hf_interop import import_hf, packaged_minilm_dir
+    """all-MiniLM-L6-v2 imported once per server and shared read-only (bertcore.io.hf_interop.import_hf)."""
+    from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
 
     d = packaged_minilm_dir()
     if d is None:
@@ -23,7 +23,7 @@ def _shared_minilm():
 
 def _minilm_available() -> bool:
     try:
-        from bertcore.hf_interop import packaged_minilm_dir
+        from bertcore.io.hf_interop import packaged_minilm_dir
 
         return packaged_minilm_dir() is not None
     except Exception:  # noqa: BLE001 - module missing or broken: just do not offer it
@@ -98,7 +98,7 @@ def _load_local_dir(path: str) -> None:
         st.session_state[_K_MSG] = ("error", "Type the path of a local transformers BERT folder first.")
         return
     try:
-        from bertcore.hf_interop import import_hf
+        from bertcore.io.hf_interop import import_hf
 
         bundle = import_hf(path)
     except ValueError as e:  # BertcoreError and friends carry the fix in their message
@@ -145,4 +145,4 @@ def render_sidebar() -> None:
         msg = st.session_state.pop(_K_MSG, None)
         if msg:
             (st.error if msg[0] == "error" else st.success)(msg[1])
-        st.page_link("pages/train.py", label="Train a model", icon=":material/model_training:")
+        st.page_link("app_pages/train.py", label="Train a model", icon=":material/model_training:")

@@ -51,32 +51,6 @@ _K_COMPARE = "bx_compare_run"  # TrainingRun of the Compare page
 _K_TMP = "bx_tmp"  # this session's temp dir (uploads)
 
 
-# ----------------------------------------------------------------------------- legacy deep-link guard
-def ensure_app_frame() -> None:
-    """Re-route a page that Streamlit ran without app.py (the multipage v1 'legacy' mode).
-
-    On a freshly started server, before any session ran app.py's ``st.navigation``, Streamlit
-    treats the ``pages/`` folder as a v1 multipage app and a deep link like ``/train`` executes
-    ``pages/train.py`` alone. We switch the process to v2 and rerun the same URL through app.py.
-    Called by every function pages use first (get_active, ...) and by app.py; cheap otherwise.
-    """
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # pragma: no cover - other streamlit versions
-        return
-    if not PagesManager.uses_pages_directory:
-        return
-    PagesManager.uses_pages_directory = False
-    from streamlit.runtime.scriptrunner import RerunData, RerunException, get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    if ctx is None:
-        return
-    pm = ctx.pages_manager
-    raise RerunException(RerunData(query_string=ctx.query_string, page_script_hash=pm.intended_page_script_hash or "",
-                                   page_name=pm.intended_page_name or ""))
-
-
 # ----------------------------------------------------------------------------- bundles and models
 @dataclass
 class ActiveModel:
@@ -97,8 +71,8 @@ class ActiveModel:
 @st.cache_resource(show_spinner="Building the built-in corpus and tokenizer…")
 def shared_corpus_and_tokenizer():
     """The built-in corpus (seed 0) and its word-level tokenizer, shared read-only by all sessions."""
-    from bertcore.corpus import builtin_corpus
-    from bertcore.tokenization import WordTokenizer
+    from bertcore.data.corpus import builtin_corpus
+    from bertcore.data.tokenization import WordTokenizer
 
     corpus = builtin_corpus(seed=0)
     return corpus, WordTokenizer.build(corpus.texts())
@@ -149,7 +123,6 @@ def select_active(label: str) -> None:
 
 def get_active() -> ActiveModel:
     """The model every page shows: the session's choice, else the shared untrained model."""
-    ensure_app_frame()
     adopt_finished_runs()
     models = list_models()
     return models.get(st.session_state.get(_K_ACTIVE, UNTRAINED_LABEL), models[UNTRAINED_LABEL])

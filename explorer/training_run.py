@@ -1,6 +1,6 @@
 """Background training runner of the explorer (no streamlit here: the thread never calls ``st.*``).
 
-``TrainingRun`` runs ``bertcore.trainer.Trainer`` for one or more ``Job`` s, one after the other, in a plain
+``TrainingRun`` runs ``bertcore.training.trainer.Trainer`` for one or more ``Job`` s, one after the other, in a plain
 ``threading.Thread``. The UI polls ``snapshot()``, which doubles as a heartbeat: a run nobody polled for
 ``BERTCORE_ABANDON_SECONDS`` (default 10 s) stops itself, because its tab was closed. At most
 ``BERTCORE_MAX_TRAININGS`` (default 2) runs train at once in this server process; the next ``start()``
@@ -53,7 +53,7 @@ def max_model_mb() -> float:
 # ----------------------------------------------------------------------------- bundles
 @dataclass
 class _StandInBundle:
-    """Used only if bertcore.checkpoint is missing; same fields as ModelBundle."""
+    """Used only if bertcore.io.checkpoint is missing; same fields as ModelBundle."""
 
     model: Any
     tokenizer: Any
@@ -66,7 +66,7 @@ class _StandInBundle:
 
 def make_bundle(**kw):
     try:
-        from bertcore.checkpoint import ModelBundle
+        from bertcore.io.checkpoint import ModelBundle
     except ImportError:
         return _StandInBundle(**kw)
     return ModelBundle(**kw)
@@ -255,7 +255,7 @@ class TrainingRun:
             import torch
 
             torch.set_num_threads(1)
-            from bertcore.trainer import Trainer
+            from bertcore.training.trainer import Trainer
 
             for i, job in enumerate(self.jobs):
                 if self._stop.is_set():

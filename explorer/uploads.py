@@ -2,7 +2,7 @@
 
 Uploads are extracted only below a directory the caller owns (the session's temp dir), with no absolute or
 ``..`` paths, no links, at most ``MAX_UPLOAD_UNCOMPRESSED`` bytes unpacked (counted while reading), and no
-pickle-style files: weights are loaded only from safetensors by ``bertcore.checkpoint.load_checkpoint``.
+pickle-style files: weights are loaded only from safetensors by ``bertcore.io.checkpoint.load_checkpoint``.
 """
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int = MAX_UPLOAD_UNCOMP
 
 def checkpoint_zip_bytes(bundle) -> bytes:
     """save_checkpoint to a temp dir, zipped in memory."""
-    from bertcore.checkpoint import save_checkpoint
+    from bertcore.io.checkpoint import save_checkpoint
 
     with tempfile.TemporaryDirectory(prefix="bertx-save-") as d:
         save_checkpoint(bundle, d)
@@ -114,7 +114,7 @@ def load_checkpoint_zip(data: bytes, tmp_root: Path, name: str = "checkpoint.zip
     """Safely extract an uploaded checkpoint zip below ``tmp_root`` and load it (safetensors only).
 
     Raises BertcoreError subclasses only."""
-    from bertcore.checkpoint import load_checkpoint
+    from bertcore.io.checkpoint import load_checkpoint
     from bertcore.errors import CheckpointError
 
     slot = Path(tmp_root) / f"upload-{time.time_ns()}"

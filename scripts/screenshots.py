@@ -18,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from explorer.harness import CHROMIUM, CHROMIUM_ARGS, AppServer  # noqa: E402
+from bench.harness import CHROMIUM, CHROMIUM_ARGS, AppServer  # noqa: E402
 
 OUTSIDE = re.compile(r"^(?!(https?|wss?)://(127\.0\.0\.1|localhost)[:/]).*")
 

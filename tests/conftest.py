@@ -8,7 +8,7 @@ import base64
 import numpy as np
 import pytest
 
-from explorer.harness import CHROMIUM, CHROMIUM_ARGS, AppServer
+from bench.harness import CHROMIUM, CHROMIUM_ARGS, AppServer
 
 
 @pytest.fixture(scope="session")

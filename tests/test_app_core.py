@@ -22,8 +22,8 @@ APP = str(ROOT / "app.py")
 @pytest.fixture(scope="module")
 def small():
     from bertcore.config import BertConfig, TrainConfig
-    from bertcore.corpus import builtin_corpus
-    from bertcore.tokenization import WordTokenizer
+    from bertcore.data.corpus import builtin_corpus
+    from bertcore.data.tokenization import WordTokenizer
 
     corpus = builtin_corpus(seed=0, n_pairs=600)
     tok = WordTokenizer.build(corpus.texts())
@@ -75,11 +75,11 @@ def test_app_and_core_pages_render_untrained():
     at = AppTest.from_file(APP, default_timeout=60).run()
     _no_exception(at)
     assert any("untrained" in m.value.lower() for m in at.sidebar.markdown)
-    for page, title in [("pages/train.py", "Train"), ("pages/overview.py", "BERT"), ("pages/compare.py", "Compare")]:
+    for page, title in [("app_pages/train.py", "Train"), ("app_pages/overview.py", "BERT"), ("app_pages/compare.py", "Compare")]:
         at.switch_page(page).run()
         _no_exception(at)
         assert title in at.title[0].value
-    at.switch_page("pages/overview.py").run()
+    at.switch_page("app_pages/overview.py").run()
     figs = _figs(at)
     assert figs and any("Encoder" in a.get("text", "") for a in figs[0]["layout"]["annotations"])
 
@@ -88,7 +88,7 @@ def test_invalid_config_is_explained_before_start():
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(APP, default_timeout=60).run()
-    at.switch_page("pages/train.py").run()
+    at.switch_page("app_pages/train.py").run()
     at.number_input(key="train_original BERT (tiny)_D").set_value(30).run()  # 30 % 4 heads != 0
     _no_exception(at)
     assert any("divisible" in e.value for e in at.error)
@@ -105,16 +105,16 @@ def test_pages_render_with_trained_model(trained_run):
     assert state.TRAINED_LABEL in at.sidebar.markdown[0].value
     hist = trained_run.snapshot().histories[0]
     assert len(hist) == 30
-    at.switch_page("pages/train.py").run()
+    at.switch_page("app_pages/train.py").run()
     _no_exception(at)
     loss = next(f for f in _figs(at) if "Loss" in f["layout"]["title"]["text"])
     tr = next(t for t in loss["data"] if t["meta"]["metric"] == "mlm_loss")
     assert tr["y"] == pytest.approx(hist["mlm_loss"].tolist())
     ev = next(t for t in loss["data"] if t["meta"]["metric"] == "eval_mlm_loss")
     assert ev["x"] == hist.dropna(subset=["eval_mlm_loss"])["step"].tolist()
-    at.switch_page("pages/overview.py").run()
+    at.switch_page("app_pages/overview.py").run()
     _no_exception(at)
-    for page in ("pages/compare.py",):
+    for page in ("app_pages/compare.py",):
         at.switch_page(page).run()
         _no_exception(at)
 
@@ -230,7 +230,7 @@ def test_safe_extract_rejects_bombs_and_garbage(tmp_path):
 
 
 def test_checkpoint_roundtrip_through_zip(trained_run, tmp_path):
-    from bertcore.checkpoint import load_checkpoint
+    from bertcore.io.checkpoint import load_checkpoint
 
     bundle = trained_run.results[0]
     data = state.checkpoint_zip_bytes(bundle)

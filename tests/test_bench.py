@@ -1,4 +1,4 @@
-"""Smoke test of `python -m bertcore bench --quick --json`: one JSON object with the expected structure and
+"""Smoke test of `python -m bench --quick --json`: one JSON object with the expected structure and
 positive, finite numbers. No timing assertions (CI machines vary); the numbers live in docs/BENCH.md."""
 import json
 import math
@@ -28,7 +28,7 @@ def _numbers(x):
 @pytest.fixture(scope="module")
 def quick():
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    p = subprocess.run([sys.executable, "-m", "bertcore", "bench", "--quick", "--json"], cwd=ROOT, env=env,
+    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--json"], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout)  # exactly one JSON object on stdout (progress goes to stderr)
@@ -70,7 +70,7 @@ def test_numbers_positive_and_finite(quick):
 
 
 def test_flops_formula_counts_mlm_work():
-    from bertcore.bench import flops_per_step
+    from bench.training import flops_per_step
     from bertcore.config import BertConfig
 
     cfg = BertConfig(vocab_size=2000, hidden_size=64, intermediate_size=256)

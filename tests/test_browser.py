@@ -132,7 +132,7 @@ def test_page_by_deep_link(offline_page: Page, app_server, url, tmp_path):
 def test_deep_link_is_first_request_of_fresh_server(offline_page: Page, tmp_path):
     """`/positional` runs pages/positional_encoding.py: in Streamlit's legacy v1 mode (a fresh server)
     that url does not match a file name. The page must still render inside app.py's frame, cleanly."""
-    from explorer.harness import AppServer
+    from bench.harness import AppServer
 
     server = AppServer(tmp_path / "server.log").start()
     try:

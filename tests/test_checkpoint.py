@@ -8,12 +8,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore.checkpoint import ModelBundle, load_checkpoint, save_checkpoint, untrained_bundle
+from bertcore.io.checkpoint import ModelBundle, load_checkpoint, save_checkpoint, untrained_bundle
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.corpus import builtin_corpus
+from bertcore.data.corpus import builtin_corpus
 from bertcore.errors import CheckpointError
-from bertcore.tokenization import WordPieceTokenizer, WordTokenizer
-from bertcore.trainer import Trainer, init_model
+from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+from bertcore.training.trainer import Trainer, init_model
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ def assert_bad(p):
 
 @pytest.fixture(scope="module")
 def corpus_file(tmp_path_factory):
-    from bertcore.corpus import builtin_corpus
+    from bertcore.data.corpus import builtin_corpus
 
     f = tmp_path_factory.mktemp("corpus") / "pairs.tsv"
     f.write_text("".join(f"{a}\t{b}\n" for a, b in builtin_corpus(seed=0, n_pairs=300).pairs), encoding="utf-8")
@@ -107,8 +107,8 @@ def test_export_import_hf(ckpt, tmp_path):
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "hf" / "config.json").is_file() and (tmp_path / "hf" / "model.safetensors").is_file()
     assert main(["import-hf", str(tmp_path / "hf"), str(tmp_path / "back")]) == 0
-    from bertcore.checkpoint import load_checkpoint
-    from bertcore.inference import fill_mask
+    from bertcore.io.checkpoint import load_checkpoint
+    from bertcore.analysis.inference import fill_mask
 
     a, b = load_checkpoint(ckpt), load_checkpoint(tmp_path / "back")
     ra = fill_mask(a.model, a.tokenizer, "the cat [MASK] .", top_k=3)
@@ -200,13 +200,7 @@ def test_ctrl_c_saves(corpus_file, tmp_path):
     assert proc.returncode == 130, err_s
     assert "interrupted at step" in err_s and "Traceback" not in err_s + buf
     assert (out / "model.safetensors").is_file() and (out / "history.csv").is_file()
-    from bertcore.checkpoint import load_checkpoint
+    from bertcore.io.checkpoint import load_checkpoint
 
     b = load_checkpoint(out)
     assert 0 < len(b.history) < 100000
-
-
-def test_bench_slot_reports_missing_module(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "bertcore.bench", None)  # import -> ImportError
-    assert main(["bench", "--quick"]) == 2
-    assert capsys.readouterr().err.startswith("error: the bench command is not available")

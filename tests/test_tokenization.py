@@ -3,9 +3,9 @@ from pathlib import Path
 
 import pytest
 
-from bertcore.corpus import builtin_corpus
+from bertcore.data.corpus import builtin_corpus
 from bertcore.errors import TokenizerError
-from bertcore.tokenization import (SPECIAL_TOKENS, WordPieceTokenizer, WordTokenizer, basic_tokenize,
+from bertcore.data.tokenization import (SPECIAL_TOKENS, WordPieceTokenizer, WordTokenizer, basic_tokenize,
                                    load_tokenizer)
 
 transformers = pytest.importorskip("transformers")

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.corpus import builtin_corpus
-from bertcore.trainer import HISTORY_COLUMNS, AttentionSnapshot, Trainer
+from bertcore.data.corpus import builtin_corpus
+from bertcore.training.trainer import HISTORY_COLUMNS, AttentionSnapshot, Trainer
 
 LOSS_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr",
              "eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc"]

@@ -1,5 +1,5 @@
-"""What a bertcore user feels, for ``python -m bertcore bench``: time to skill at the app's default config
-and inference latency (fill-mask, inspect; the packaged MiniLM). The app part is ``explorer.bench_app``.
+"""What a bertcore user feels, for ``python -m bench``: time to skill at the app's default config
+and inference latency (fill-mask, inspect; the packaged MiniLM). The app part is ``bench.app``.
 """
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import time
 
 import torch
 
-from .bench import CONFIGS, HFStep, hf_model, padded_tokenizer, pct
+from bench.training import CONFIGS, HFStep, hf_model, padded_tokenizer, pct
 
 def bench_skill(corpus, quick: bool) -> dict:
     """App defaults (BertConfig(), TrainConfig()): bertcore's Trainer vs transformers fed by the same
     PretrainingData (same seed, same batches in order, same held-out batches, evaluated every eval_every steps)."""
-    from .config import BertConfig, TrainConfig
-    from .trainer import Trainer
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.training.trainer import Trainer
 
     cap = 20.0 if quick else 60.0
     marks = (10.0, 20.0) if quick else (30.0, 60.0)
@@ -70,9 +70,9 @@ def _time(f, reps: int) -> dict:
 
 
 def bench_inference(corpus, quick: bool) -> dict:
-    from .config import BertConfig
-    from .inference import encode_pair, fill_mask, inspect_pair
-    from .trainer import init_model
+    from bertcore.config import BertConfig
+    from bertcore.analysis.inference import encode_pair, fill_mask, inspect_pair
+    from bertcore.training.trainer import init_model
 
     reps = 30 if quick else 200
     a = " ".join(p[0] for p in corpus.pairs[:3])
@@ -96,8 +96,8 @@ def bench_inference(corpus, quick: bool) -> dict:
 
 
 def bench_minilm(a: str, b: str, reps: int) -> dict:
-    from .hf_interop import import_hf, packaged_minilm_dir
-    from .inference import inspect_pair
+    from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
+    from bertcore.analysis.inference import inspect_pair
 
     d = packaged_minilm_dir()
     if d is None:

@@ -1,4 +1,4 @@
-"""``python -m bertcore bench [--quick] [--json]``: bertcore against HF transformers on this machine.
+"""Training and FLOP measurements of ``python -m bench``: bertcore against HF transformers on this machine.
 
 In one run, side by side on identical batches and hyperparameters:
 
@@ -6,7 +6,7 @@ In one run, side by side on identical batches and hyperparameters:
   ``BertForPreTraining`` (sdpa attention, the same dropout, AdamW lr / weight decay / warmup / clipping),
   in alternating time blocks (A B B A ...) so drift and other load hit both alike;
 * **achieved GFLOP/s** as a share of the fp32 matmul peak measured in the same run (see ``FLOPS_FORMULA``);
-* in ``bertcore.bench_user`` (and ``explorer.bench_app`` for the app), what a user feels: **time to skill** at the app's default config (wall time to 2x
+* in ``bench.user`` (and ``bench.app`` for the app), what a user feels: **time to skill** at the app's default config (wall time to 2x
   the unigram baseline on held-out masked tokens); **inference** latency of ``fill_mask`` / ``inspect_pair``
   (all attentions) for a 32-token pair and the packaged all-MiniLM-L6-v2's load time and inspect latency;
   **app** (full run only): cold start in chromium, Attention-page rerun, in-app training speed while the UI polls.
@@ -15,13 +15,10 @@ No timing is asserted anywhere: the numbers are for reading (docs/BENCH.md).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import platform
 import statistics
-import sys
 import time
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the app and bertcore/__init__ do
@@ -94,7 +91,7 @@ def matmul_peak(quick: bool) -> dict:
 def padded_tokenizer(corpus, size: int):
     """The corpus' word vocabulary (WordTokenizer.build(max_size=size)) topped up with BERT-style
     ``[unusedN]`` rows to exactly ``size``: the built-in grammar has far fewer words than 2000/5000."""
-    from .tokenization import WordTokenizer
+    from bertcore.data.tokenization import WordTokenizer
 
     tok = WordTokenizer.build(corpus.texts(), max_size=size)
     vocab = list(tok.vocab)
@@ -106,7 +103,7 @@ def long_pairs(corpus, T: int):
     """Pairs whose A and B each join several consecutive built-in sentences, so that every
     ``[CLS] A [SEP] B [SEP]`` fills (and is truncated to) the config's T tokens: the built-in pairs are
     at most ~25 tokens, and padding them to 64 would make both models spend most of their time on [PAD]."""
-    from .corpus import Corpus
+    from bertcore.data.corpus import Corpus
 
     sents = corpus.sentences()
     k = T // 16 + 1  # sentences of ~8 words each per side
@@ -147,7 +144,7 @@ class HFStep:
     bertcore's Trainer, torch's default AdamW implementation (what a transformers user gets)."""
 
     def __init__(self, model, tc):
-        from .trainer import _lr_lambda
+        from bertcore.training.trainer import _lr_lambda
 
         self.model, self.tc = model, tc
         decay, no_decay = [], []
@@ -200,8 +197,8 @@ def flops_per_step(cfg, B: int, T: int, n_sel: float, mlm_everywhere: bool, rows
 
 # ----------------------------------------------------------------------------- training speed
 def bench_training(name: str, corpus, quick: bool, peak: float) -> dict:
-    from .config import BertConfig, TrainConfig
-    from .trainer import Trainer
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.training.trainer import Trainer
 
     V, D, L, H, F, T, B = CONFIGS[name]
     cfg = BertConfig(vocab_size=V, hidden_size=D, num_hidden_layers=L, num_attention_heads=H, intermediate_size=F,
@@ -352,67 +349,3 @@ def render(r: dict) -> str:
     lines += ["", "app:"] + [f"- {k}: {_f(v, 3) if isinstance(v, float) else v}" for k, v in app.items()]
     lines += ["", "targets:"] + [f"- [{'x' if t['met'] else ' '}] {t['target']}: {t['value']}" for t in r["targets"]]
     return "\n".join(lines)
-
-
-def log(*a) -> None:
-    print(*a, file=sys.stderr, flush=True)  # progress on stderr: stdout carries only the table / JSON
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bertcore bench", description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="a short run (< 2 min): fewer steps, no app part")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
-    p.add_argument("--threads", type=int, default=2, help="torch threads for the training comparison (default 2)")
-    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of tiny,small,base4")
-    p.add_argument("--no-app", action="store_true", help="skip the app measurements")
-    args = p.parse_args(argv)
-    from .corpus import builtin_corpus
-
-    torch.set_num_threads(args.threads)
-    t_start = time.perf_counter()
-    r = {"command": "python -m bertcore bench" + (" --quick" if args.quick else ""), "quick": args.quick,
-         "machine": machine_info(args.threads), "flops_formula": FLOPS_FORMULA}
-    log("bench: matmul peak ...")
-    peaks = [matmul_peak(args.quick)]
-    corpus = builtin_corpus(n_pairs=3000) if args.quick else builtin_corpus()
-    r["corpus_pairs"] = len(corpus)
-    r["training"] = []
-    for name in [c.strip() for c in args.configs.split(",") if c.strip()]:
-        if name not in CONFIGS:
-            p.error(f"unknown config {name!r}; choose from {', '.join(CONFIGS)}")
-        log(f"bench: training {name} ...")
-        peaks.append(matmul_peak(args.quick))  # re-measured next to each config; the best one is the peak
-        peak = max(p_["gflops"] for p_ in peaks)
-        r["training"].append(bench_training(name, corpus, args.quick, peak))
-    peaks.append(matmul_peak(args.quick))
-    r["peak"] = {"n": peaks[0]["n"], "gflops": max(p_["gflops"] for p_ in peaks),
-                 "samples": [round(p_["gflops"], 1) for p_ in peaks]}
-    for c in r["training"]:  # the fractions use the best peak of the whole run (conservative)
-        for k in ("bertcore", "hf"):
-            c[f"{k}_peak_frac"] = c[f"{k}_gflops"] / r["peak"]["gflops"]
-            c[f"{k}_useful_peak_frac"] = c[f"{k}_useful_gflops"] / r["peak"]["gflops"]
-    from . import bench_user
-
-    log("bench: time to skill ...")
-    r["time_to_skill"] = bench_user.bench_skill(builtin_corpus(), args.quick)
-    log("bench: inference ...")
-    r["inference"] = bench_user.bench_inference(corpus, args.quick)
-    if args.quick or args.no_app:
-        r["app"] = {"skipped": "app part not run (" + ("--quick" if args.quick else "--no-app") + ")"}
-    else:
-        log("bench: app ...")
-        try:  # the app measurements drive streamlit, so they live with the app (explorer/)
-            from explorer import bench_app
-        except ImportError as e:
-            r["app"] = {"skipped": f"the explorer app is not importable here ({e}); run from the repository root"}
-        else:
-            r["app"] = bench_app.bench_app()
-    r["targets"] = targets(r)
-    r["machine"]["loadavg_end"] = _loadavg()
-    r["total_s"] = time.perf_counter() - t_start
-    print(json.dumps(r, default=float) if args.json else render(r))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

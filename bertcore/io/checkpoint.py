@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from .config import BertConfig
-from .errors import BertcoreError, CheckpointError
+from bertcore.config import BertConfig
+from bertcore.errors import BertcoreError, CheckpointError
 
 PICKLE_NAMES = ("pytorch_model.bin", "model.pt", "model.pth", "model.bin", "checkpoint.pt", "model.ckpt")
 _EXTRA_CONFIG_KEYS = ("tokenizer_kind", "bertcore_version", "heads")
@@ -61,7 +61,7 @@ def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
     """Write ``bundle`` to ``directory`` (created if needed); see the module docstring for the layout."""
     from safetensors.torch import save_file
 
-    from . import __version__
+    from bertcore import __version__
 
     d = Path(directory).expanduser()
     if d.exists() and not d.is_dir():
@@ -156,7 +156,7 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
     except (BertcoreError, TypeError) as e:
         raise CheckpointError(f"config.json is invalid: {e}") from None
 
-    from .tokenization import load_tokenizer
+    from bertcore.data.tokenization import load_tokenizer
 
     try:
         tokenizer = load_tokenizer(d, kind=extra.get("tokenizer_kind") if extra.get("tokenizer_kind") in
@@ -168,7 +168,7 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
                               f"vocab_size={config.vocab_size}; they must come from the same checkpoint")
 
     weights = _load_safetensors(d / "model.safetensors", "the weights")
-    from .trainer import init_model
+    from bertcore.training.trainer import init_model
 
     model = init_model(config, 0)
     expected = model.state_dict()
@@ -208,7 +208,7 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
     meta = _read_json(d / "bundle.json", "the bundle metadata") if (d / "bundle.json").is_file() else {}
     snapshots = []
     if (d / "snapshots.safetensors").is_file():
-        from .trainer import AttentionSnapshot
+        from bertcore.training.trainer import AttentionSnapshot
 
         snaps = _load_safetensors(d / "snapshots.safetensors", "the attention snapshots")
         order = sorted(snaps, key=lambda k: int(k.split("_")[1]) if k.count("_") == 2 and k.split("_")[1].isdigit() else 0)
@@ -227,15 +227,15 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
 @functools.lru_cache(maxsize=1)
 def builtin_tokenizer():
     """The word-level tokenizer of ``builtin_corpus(seed=0)`` (built once per process; treat as read-only)."""
-    from .corpus import builtin_corpus
-    from .tokenization import WordTokenizer
+    from bertcore.data.corpus import builtin_corpus
+    from bertcore.data.tokenization import WordTokenizer
 
     return WordTokenizer.build(builtin_corpus(seed=0).texts())
 
 
 def untrained_bundle(seed: int = 0, **config_overrides) -> ModelBundle:
     """A fresh, untrained model (init from ``seed``) with the word tokenizer of ``builtin_corpus(seed=0)``."""
-    from .trainer import init_model
+    from bertcore.training.trainer import init_model
 
     tok = builtin_tokenizer()
     config = BertConfig(**{**config_overrides, "vocab_size": tok.vocab_size})

@@ -43,7 +43,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import CorpusError
+from bertcore.errors import CorpusError
 
 MAX_CORPUS_BYTES = int(os.environ.get("BERTCORE_MAX_CORPUS_BYTES", 5 * 1024 * 1024))
 """Largest user corpus accepted (bytes; default 5 MB). Override with env ``BERTCORE_MAX_CORPUS_BYTES``."""

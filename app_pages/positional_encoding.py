@@ -9,7 +9,7 @@ the same way. So before layer 1 each token's vector gets a **position** vector a
 vector saying sentence A or B). The original Transformer (Vaswani et al. 2017, §3.5) uses a fixed table of
 sines and cosines at geometrically spaced wavelengths; BERT *learns* its table instead.
 The table below is computed by `bertcore.model.sinusoidal_table`; the embedding parts of a typed
-sentence come from `bertcore.inference.inspect_pair`.
+sentence come from `bertcore.analysis.inference.inspect_pair`.
 """
 
 MAX_CHARS = 20_000  # text beyond this is cut before tokenizing (the model sees at most max_position tokens)
@@ -80,7 +80,7 @@ def _section_learned(kind: str):
 
 
 def _encode_fallback(model, tokenizer, a: str, b: str | None):
-    """Same result shape as inspect_pair, for when bertcore.inference is not available."""
+    """Same result shape as inspect_pair, for when bertcore.analysis.inference is not available."""
     import torch
 
     max_len = model.config.max_position_embeddings
@@ -125,7 +125,7 @@ def _section_sentence():
     model, tok = am.model, am.tokenizer
     try:
         try:
-            from bertcore.inference import inspect_pair
+            from bertcore.analysis.inference import inspect_pair
         except ImportError:
             tokens, embs, truncated = _encode_fallback(model, tok, a, b.strip() or None)
         else:
@@ -148,9 +148,7 @@ def _section_sentence():
 
 def render() -> None:
     from bertcore.errors import BertcoreError
-    from explorer import state
 
-    state.ensure_app_frame()
     st.title("Positional encoding")
     st.markdown(INTRO)
     st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right),\qquad "
@@ -163,5 +161,4 @@ def render() -> None:
         st.error(str(e))
 
 
-if __name__ == "__main__":
-    render()
+render()

@@ -56,7 +56,7 @@ def _unknown_hint(tok, text):
 
 def _fill_mask_column(am, text, top_k):
     from bertcore.errors import BertcoreError
-    from bertcore.inference import fill_mask
+    from bertcore.analysis.inference import fill_mask
     from explorer.figures_inspect import fill_mask_figure
 
     st.markdown(f"**{am.label}**")
@@ -125,7 +125,7 @@ def _fill_mask_section(state, models):
 
 def _nsp_section(models):
     from bertcore.errors import BertcoreError
-    from bertcore.inference import nsp_probability
+    from bertcore.analysis.inference import nsp_probability
     from explorer.figures_inspect import nsp_figure
 
     st.subheader("Next-sentence prediction")
@@ -157,14 +157,13 @@ def _nsp_section(models):
 def render():
     from explorer import state
 
-    state.ensure_app_frame()
     active = state.get_active()
     st.title("Predict")
     st.markdown(
         "BERT is pre-trained on two tasks, and their heads can be asked directly. **Fill-mask**: the MLM "
         "head turns the final hidden state at each [MASK] into a probability for every vocabulary word "
-        "(`bertcore.inference.fill_mask`). **Next sentence**: the NSP head says how likely B really "
-        "followed A (`bertcore.inference.nsp_probability`).")
+        "(`bertcore.analysis.inference.fill_mask`). **Next sentence**: the NSP head says how likely B really "
+        "followed A (`bertcore.analysis.inference.nsp_probability`).")
     st.latex(r"P(w \mid \text{context}) = \mathrm{softmax}\big(W_{\text{emb}}\,"
              r"\mathrm{LN}(\mathrm{gelu}(W h_{\text{[MASK]}}))+b\big)_w")
     if active.kind == "untrained":
@@ -176,5 +175,4 @@ def render():
     _nsp_section(models)
 
 
-if __name__ == "__main__":
-    render()
+render()

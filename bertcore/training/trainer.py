@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .config import BertConfig, TrainConfig, check_compatible
+from bertcore.config import BertConfig, TrainConfig, check_compatible
 
 HISTORY_COLUMNS = [
     "step", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s",
@@ -47,7 +47,7 @@ _THREADS_STATE = {"active": 0, "baseline": None}
 
 def init_model(config: BertConfig, seed: int = 0):
     """A fresh ``BertForPreTraining(config)`` whose init depends only on ``seed`` (global RNG untouched)."""
-    from .model import BertForPreTraining
+    from bertcore.model import BertForPreTraining
 
     with _INIT_LOCK, torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -80,10 +80,10 @@ class Trainer:
     """
 
     def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus, tokenizer=None, model=None):
-        from .pretraining import MaskingRates, PretrainingData
+        from bertcore.data.pretraining import MaskingRates, PretrainingData
 
         if tokenizer is None:
-            from .tokenization import WordTokenizer
+            from bertcore.data.tokenization import WordTokenizer
 
             tokenizer = WordTokenizer.build(corpus.texts())
         if model is not None:
@@ -91,7 +91,7 @@ class Trainer:
         elif model_config.vocab_size != tokenizer.vocab_size:
             model_config = model_config.replace(vocab_size=tokenizer.vocab_size)
         if model_config.vocab_size != tokenizer.vocab_size:
-            from .errors import ConfigError
+            from bertcore.errors import ConfigError
 
             raise ConfigError(
                 f"the model has vocab_size={model_config.vocab_size} but the tokenizer has {tokenizer.vocab_size} "
@@ -319,7 +319,7 @@ class Trainer:
 
     def _make_probe(self):
         """The first held-out pair with its true B (falls back to the first corpus pair)."""
-        from .inference import encode_pair
+        from bertcore.analysis.inference import encode_pair
 
         pairs = self.corpus.pairs
         held = getattr(self.data, "splits", {}).get("held_out")

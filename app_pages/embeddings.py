@@ -2,16 +2,16 @@
 import numpy as np
 import streamlit as st
 
-DEFAULT_SENTENCES = "\n".join([
-    "The horse eats the hay near the barn.",
-    "Those horses eat the hay near the barn.",
-    "The cow eats the grass in the field.",
-    "The cows eat the grass in the field.",
-    "Ben reads a book in the library.",
-    "He walks to the school.",
-    "The boat sails across the bay.",
-    "The boats sail across the bay.",
-])
+DEFAULT_SENTENCES = (
+    "The horse eats the hay near the barn.\n"
+    "Those horses eat the hay near the barn.\n"
+    "The cow eats the grass in the field.\n"
+    "The cows eat the grass in the field.\n"
+    "Ben reads a book in the library.\n"
+    "He walks to the school.\n"
+    "The boat sails across the bay.\n"
+    "The boats sail across the bay."
+)
 MAX_SENTENCES = 40
 SENTENCE_MAX_TOKENS = 64
 SPECIAL = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
@@ -93,7 +93,7 @@ def _token_table(am, sentences, tokens_in_sentences):
 
 def _collect_hidden(am, sentences):
     from bertcore.errors import BertcoreError
-    from bertcore.inference import inspect_pair
+    from bertcore.analysis.inference import inspect_pair
 
     rows = []  # (sentence index, position, token, hidden [L+1, D])
     problems, truncated = [], []
@@ -157,13 +157,12 @@ def _hidden_states(am, sentences):
 def render():
     from explorer import state
 
-    state.ensure_app_frame()
     active = state.get_active()
     st.title("Embeddings")
     st.markdown(
         "Vectors with hundreds of dimensions can be looked at through their two directions of largest "
         "variance: principal component analysis, here a plain SVD of the centred vectors. The hidden "
-        "states come from `bertcore.inference.inspect_pair`; the PCA is "
+        "states come from `bertcore.analysis.inference.inspect_pair`; the PCA is "
         "`explorer.figures_inspect.pca` (numpy only).")
     st.latex(r"X - \bar{X} = U \Sigma V^\top,\qquad \text{coordinates} = (X-\bar{X})\,V_{[:, :2]}")
     if active.kind == "untrained":
@@ -190,5 +189,4 @@ def render():
         _hidden_states(active, lines)
 
 
-if __name__ == "__main__":
-    render()
+render()

@@ -9,7 +9,7 @@ LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 3e-2, 1e-1, 1.0, 10
 
 def _corpus_choice():
     """(corpus, tokenizer or None, label) for the chosen corpus; the built-in one shares its tokenizer."""
-    from bertcore.corpus import tutorial_corpus
+    from bertcore.data.corpus import tutorial_corpus
 
     options = ["built-in grammar", "tutorial two-liner"]
     uploaded = st.session_state.get("corpus")
@@ -24,7 +24,7 @@ def _corpus_choice():
     cache = st.session_state.setdefault("train_tok_cache", {})
     key = (choice, id(corpus))
     if key not in cache:
-        from bertcore.tokenization import WordTokenizer
+        from bertcore.data.tokenization import WordTokenizer
 
         cache.clear()
         cache[key] = WordTokenizer.build(corpus.texts())
@@ -170,7 +170,7 @@ def _downloads_and_upload(active) -> None:
             st.download_button("Download history (.csv)", hist.to_csv(index=False).encode(), file_name="history.csv",
                                mime="text/csv", key="train_dl_csv", on_click="ignore")
         st.caption("The zip holds config.json, model.safetensors, the vocabulary and history.csv "
-                   "(`bertcore.checkpoint.save_checkpoint`).")
+                   "(`bertcore.io.checkpoint.save_checkpoint`).")
     with c2:
         up = st.file_uploader("Upload a checkpoint (.zip)", type=["zip"], key="train_upload")
         if up is not None and st.button("Load uploaded checkpoint", key="train_load_upload"):
@@ -187,17 +187,16 @@ def _downloads_and_upload(active) -> None:
                 st.rerun()
         st.caption(f"Extracted safely into this session's temp dir: no `..`/absolute paths, at most "
                    f"{state.MAX_UPLOAD_UNCOMPRESSED // 2**20} MB unpacked, and no pickle files (.bin/.pt/.pkl) — "
-                   "weights load only from safetensors (`bertcore.checkpoint.load_checkpoint`).")
+                   "weights load only from safetensors (`bertcore.io.checkpoint.load_checkpoint`).")
 
 
 def render() -> None:
-    state.ensure_app_frame()
     from bertcore.config import PRESETS
 
     st.title("Train a tiny BERT")
     st.markdown(
         "Pick a model size, the variant switches of the seed designs and the training settings, then press Start: "
-        "`bertcore.trainer.Trainer` pretrains on MLM + NSP in a background thread while the charts update live. "
+        "`bertcore.training.trainer.Trainer` pretrains on MLM + NSP in a background thread while the charts update live. "
         "Held-out curves use fixed masks (`Trainer.evaluate`); the learning rate warms up linearly, then decays to 0."
     )
     st.latex(r"\eta_t = \eta_{\max}\cdot\min\!\left(\frac{t}{t_{\text{warm}}},\;"
@@ -246,5 +245,4 @@ def render() -> None:
         _downloads_and_upload(active)
 
 
-if __name__ == "__main__":
-    render()
+render()

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import torch
 
-from .errors import ConfigError, CorpusError, InputError
+from bertcore.errors import ConfigError, CorpusError, InputError
 
 IGNORE = -100
 _NONE, _MASK, _RANDOM, _KEEP = 0, 1, 2, 3

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .config import BertConfig
-from .functional import _activation, _dropout, sinusoidal_table  # noqa: F401 (sinusoidal_table re-exported)
+from bertcore.config import BertConfig
+from bertcore.model.functional import _activation, _dropout, sinusoidal_table  # noqa: F401 (sinusoidal_table re-exported)
 
 
 class BertEmbeddings(nn.Module):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .errors import InputError
+from bertcore.errors import InputError
 
 # Longer texts are cut before tokenizing (the model sees at most max_position_embeddings tokens anyway).
 MAX_TEXT_CHARS = 100_000

@@ -20,7 +20,7 @@ STEP_LINKS = [
 
 def _link(fname: str, label: str) -> None:
     if (PAGES_DIR / fname).exists():
-        st.page_link(f"pages/{fname}", label=label, icon=":material/arrow_forward:")
+        st.page_link(f"app_pages/{fname}", label=label, icon=":material/arrow_forward:")
 
 
 def model_card(model) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -37,7 +37,6 @@ def model_card(model) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def render() -> None:
-    state.ensure_app_frame()
     from explorer.figures_overview import pipeline_figure
 
     st.title("How BERT pretrains")
@@ -46,7 +45,7 @@ def render() -> None:
         "(`bertcore.model.BertEmbeddings`), refines all vectors together through a stack of self-attention encoder "
         "layers, and is trained on two tasks at once: guess the masked words (MLM) and tell whether B really "
         "follows A (NSP). Everything here is computed by `bertcore`: the model is `bertcore.model.BertForPreTraining`, "
-        "the training loop `bertcore.trainer.Trainer`, and the parameter counts `bertcore.model.count_parameters`."
+        "the training loop `bertcore.training.trainer.Trainer`, and the parameter counts `bertcore.model.count_parameters`."
     )
     st.latex(r"\mathcal{L} = \underbrace{-\frac{1}{|M|}\sum_{i\in M}\log p(x_i \mid \tilde{x})}_{\text{MLM}}"
              r" \; + \; \underbrace{-\log p(\text{IsNext} \mid \tilde{x})}_{\text{NSP}}")
@@ -87,5 +86,4 @@ def render() -> None:
                 st.metric("held-out MLM accuracy", f"{ev['eval_mlm_acc'].iloc[-1]:.3f}")
 
 
-if __name__ == "__main__":
-    render()
+render()

@@ -10,7 +10,7 @@ BERT learns from two self-made tasks. **Masked LM** (§3.1): 15% of the tokens a
 80% are replaced by `[MASK]`, 10% by a random token and 10% are kept, and the model must predict the
 original token at every selected position (the label is −100, i.e. ignored, everywhere else).
 **Next sentence prediction** (§3.2): half of the pairs keep their true sentence B (IsNext, label 0), the
-other half get a random B (NotNext, label 1). Everything here is computed by `bertcore.pretraining`
+other half get a random B (NotNext, label 1). Everything here is computed by `bertcore.data.pretraining`
 (`build_pair`, `mask_tokens`, `masking_stats`).
 """
 
@@ -31,7 +31,7 @@ def _random_index(n: int) -> None:
 
 def _corpus_and_tokenizer():
     """The corpus chosen on the Data & tokens page and its tokenizer (word-level built-in by default)."""
-    from bertcore.tokenization import WordTokenizer
+    from bertcore.data.tokenization import WordTokenizer
     from explorer import state
 
     corpus = st.session_state.get("corpus")
@@ -61,8 +61,8 @@ def _as_list(x) -> list[int]:
 
 @st.cache_data(show_spinner="Drawing masked examples…", max_entries=32)
 def _convergence(key: str, _corpus, _tokenizer, max_len: int, rates: tuple, seed: int) -> list[dict]:
-    from bertcore.corpus import Corpus
-    from bertcore.pretraining import MaskingRates, PretrainingData, masking_stats
+    from bertcore.data.corpus import Corpus
+    from bertcore.data.pretraining import MaskingRates, PretrainingData, masking_stats
 
     sub = Corpus(_corpus.name, list(_corpus.pairs[:STATS_PAIRS]), _corpus.description)
     data = PretrainingData(sub, _tokenizer, max_len, MaskingRates(*rates), 0.5, 0.0, seed)
@@ -111,7 +111,7 @@ def _pair_input(corpus):
 def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed: int):
     import torch
 
-    from bertcore import pretraining as P
+    from bertcore.data import pretraining as P
     from explorer import figures_learn as F
 
     rate, mask, rnd, _keep, _ = rates
@@ -182,9 +182,7 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
 
 def render() -> None:
     from bertcore.errors import BertcoreError
-    from explorer import state
 
-    state.ensure_app_frame()
     st.title("Masking & NSP")
     st.markdown(INTRO)
     st.latex(r"\mathcal{L} = -\sum_{i \in \text{selected}} \log p_\theta(x_i \mid \tilde{x})"
@@ -215,5 +213,4 @@ def render() -> None:
         st.error(str(e))
 
 
-if __name__ == "__main__":
-    render()
+render()

@@ -9,9 +9,9 @@ import streamlit as st
 INTRO = """
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
 sees them, a tokenizer cuts text into tokens from a fixed vocabulary and maps each to an id; anything not
-in the vocabulary becomes `[UNK]`. A **word-level** tokenizer (`bertcore.tokenization.WordTokenizer.build`)
+in the vocabulary becomes `[UNK]`. A **word-level** tokenizer (`bertcore.data.tokenization.WordTokenizer.build`)
 keeps whole words; **WordPiece** (`WordPieceTokenizer.train`, as in BERT) splits rare words into
-`##`-prefixed pieces so that almost nothing is unknown. Corpora come from `bertcore.corpus`
+`##`-prefixed pieces so that almost nothing is unknown. Corpora come from `bertcore.data.corpus`
 (`builtin_corpus`, `tutorial_corpus`, `load_corpus_file`).
 """
 
@@ -24,7 +24,7 @@ MAX_SHOW_PIECES = 100
 
 @st.cache_resource(show_spinner=False)
 def _tutorial():
-    from bertcore.corpus import tutorial_corpus
+    from bertcore.data.corpus import tutorial_corpus
 
     return tutorial_corpus()
 
@@ -49,7 +49,7 @@ def _memo(key: str, fn):
 
 
 def build_tokenizer(corpus, kind: str, vocab_size: int):
-    from bertcore.tokenization import WordPieceTokenizer, WordTokenizer
+    from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 
     if kind == "WordPiece":
         return WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab_size, min_frequency=1)
@@ -58,7 +58,7 @@ def build_tokenizer(corpus, kind: str, vocab_size: int):
 
 def corpus_stats(corpus, tokenizer) -> dict:
     """Tokens per pair, token counts by vocabulary entry, and word counts (basic_tokenize) of a corpus."""
-    from bertcore.tokenization import basic_tokenize
+    from bertcore.data.tokenization import basic_tokenize
 
     lengths, tok_counts, word_counts = [], Counter(), Counter()
     for a, b in corpus.pairs:
@@ -78,7 +78,7 @@ def corpus_stats(corpus, tokenizer) -> dict:
 
 def _pick_corpus():
     """The corpus picker. Returns (corpus, key); keeps the previous corpus when an upload is bad."""
-    from bertcore.corpus import load_corpus_file
+    from bertcore.data.corpus import load_corpus_file
     from explorer import state
 
     saved = st.session_state.get("dt_source_saved", SOURCES[0])
@@ -108,7 +108,7 @@ def _pick_corpus():
             st.session_state["dt_uploaded"] = (parsed[key], key)
         elif st.session_state.get("dt_uploaded") is None:
             st.info("Upload a .txt file: one `sentence A<TAB>sentence B` pair per line, or plain prose "
-                    "(max size: `bertcore.corpus.MAX_CORPUS_BYTES`, env BERTCORE_MAX_CORPUS_BYTES).")
+                    "(max size: `bertcore.data.corpus.MAX_CORPUS_BYTES`, env BERTCORE_MAX_CORPUS_BYTES).")
             return _previous_corpus()
         corpus, key = st.session_state["dt_uploaded"]
         if up is None:
@@ -216,7 +216,6 @@ def render() -> None:
     from explorer import figures_learn as F
     from explorer import state
 
-    state.ensure_app_frame()
     st.title("Data & tokens")
     st.markdown(INTRO)
     try:
@@ -253,5 +252,4 @@ def render() -> None:
         st.error(str(e))
 
 
-if __name__ == "__main__":
-    render()
+render()

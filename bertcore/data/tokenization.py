@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from .errors import TokenizerError
+from bertcore.errors import TokenizerError
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS

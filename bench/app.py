@@ -1,4 +1,4 @@
-"""The app part of ``python -m bertcore bench``: what a user of the explorer feels.
+"""The app part of ``python -m bench``: what a user of the explorer feels.
 
 * ``cold_start_s``: from ``streamlit run app.py`` to the first page's title drawn in headless chromium
   (the browser is launched before the clock starts).
@@ -8,7 +8,7 @@
   that does what the Train page's fragment does on every poll (``snapshot()`` + the four figures serialized
   to JSON), as a share of headless ``Trainer`` steps/s on the same config (defaults, 1 thread).
 
-It lives in ``explorer`` because it drives streamlit; ``bertcore.bench`` imports it only when available.
+It drives streamlit and chromium, so it lives in the bench package, outside the library.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def cold_start() -> dict:
     if not (ROOT / "app.py").exists():
         return {"skipped": "app.py not found next to bertcore/"}
-    from explorer.harness import CHROMIUM
+    from bench.harness import CHROMIUM
 
     if not Path(CHROMIUM).exists():
         return {"skipped": f"chromium not found at {CHROMIUM}"}
@@ -33,7 +33,7 @@ def cold_start() -> dict:
         from playwright.sync_api import sync_playwright
     except ImportError:
         return {"skipped": "playwright is not installed"}
-    from explorer.harness import CHROMIUM_ARGS, AppServer
+    from bench.harness import CHROMIUM_ARGS, AppServer
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -67,7 +67,7 @@ def attention_rerun(reps: int = 8) -> dict:
     try:
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
         at.run()
-        at.switch_page("pages/attention.py").run()
+        at.switch_page("app_pages/attention.py").run()
         boxes = [s for s in at.selectbox if s.label == "Layer"]
         if not boxes or len(boxes[0].options) < 2:
             return {"skipped": "the Attention page has no Layer selectbox with two layers"}
@@ -97,8 +97,8 @@ def in_app_training(seconds: float = 12.0) -> dict:
     import torch
 
     from bertcore.config import BertConfig, TrainConfig
-    from bertcore.corpus import builtin_corpus
-    from bertcore.trainer import Trainer
+    from bertcore.data.corpus import builtin_corpus
+    from bertcore.training.trainer import Trainer
 
     corpus = builtin_corpus()
     tc = TrainConfig(steps=100_000)

@@ -178,10 +178,9 @@ def _over_training(active, layer, head):
 
 def render():
     from bertcore.errors import BertcoreError
-    from bertcore.inference import inspect_pair
+    from bertcore.analysis.inference import inspect_pair
     from explorer import state
 
-    state.ensure_app_frame()
     active = state.get_active()
     model, tok = active.model, active.tokenizer
     L, H, max_pos = _model_dims(model)
@@ -191,7 +190,7 @@ def render():
         "Each of the model's heads mixes information between tokens: every token (a *query*) compares "
         "itself with every token (a *key*), and the softmax of those scores says how much of each "
         "token's value it takes in. Every row of a map below sums to 1. The weights are computed by "
-        "`bertcore.inference.inspect_pair` (the model's forward pass with `output_attentions=True`).")
+        "`bertcore.analysis.inference.inspect_pair` (the model's forward pass with `output_attentions=True`).")
     st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V")
     st.caption(f"Active model: **{active.label}**, {L} layers × {H} heads, up to {max_pos} tokens.")
     if active.kind == "untrained":
@@ -243,5 +242,4 @@ def render():
         _over_training(active, layer, head)
 
 
-if __name__ == "__main__":
-    render()
+render()

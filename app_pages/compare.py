@@ -22,7 +22,6 @@ def _attention_of(bundle):
 
 
 def render() -> None:
-    state.ensure_app_frame()
     from bertcore.config import BertConfig, TrainConfig
 
     from explorer import figures_train as ft
@@ -30,7 +29,7 @@ def render() -> None:
     st.title("Compare two designs")
     st.markdown(
         "Seed tutorials disagree on small design choices: post-LN (BERT) or pre-LN (codertimo, Annotated "
-        "Transformer), learned or sinusoidal positions, GELU or ReLU. Here two `bertcore.trainer.Trainer` runs "
+        "Transformer), learned or sinusoidal positions, GELU or ReLU. Here two `bertcore.training.trainer.Trainer` runs "
         "with the **same corpus, seed and data order** differ in one switch, trained one after the other in the "
         "background, so any gap in the curves comes from that switch."
     )
@@ -124,5 +123,4 @@ def render() -> None:
                     st.rerun()
 
 
-if __name__ == "__main__":
-    render()
+render()

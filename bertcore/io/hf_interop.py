@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from .config import BertConfig
-from .errors import CheckpointError, ConfigError
-from .model import BertForPreTraining
+from bertcore.config import BertConfig
+from bertcore.errors import CheckpointError, ConfigError
+from bertcore.model import BertForPreTraining
 
 _ACT_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -163,8 +163,8 @@ def _normalise_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def import_hf(hf_dir: str | Path, name: str | None = None):
     """Load a transformers BERT directory (BertForPreTraining, BertForMaskedLM or BertModel) as a ModelBundle."""
-    from .checkpoint import ModelBundle
-    from .tokenization import WordPieceTokenizer
+    from bertcore.io.checkpoint import ModelBundle
+    from bertcore.data.tokenization import WordPieceTokenizer
 
     d = Path(hf_dir).expanduser()
     if not d.is_dir():

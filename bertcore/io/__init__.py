@@ -1,0 +1,1 @@
+"""Checkpoints on disk (safetensors + JSON, never pickle) and transformers import/export."""
