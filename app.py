@@ -1,9 +1,5 @@
 """BERT explorer: `streamlit run app.py`. Routes the pages (st.navigation) and draws the shared sidebar."""
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported anywhere
-
-
+import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
 import streamlit as st
 
 from explorer import state

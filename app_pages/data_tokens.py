@@ -22,13 +22,6 @@ MAX_SHOW_TOKENS = 200  # tokens drawn in the figure; the rest are counted, not d
 MAX_SHOW_PIECES = 100
 
 
-@st.cache_resource(show_spinner=False)
-def _tutorial():
-    from bertcore.data.corpus import tutorial_corpus
-
-    return tutorial_corpus()
-
-
 @st.cache_resource(show_spinner="Building the tokenizer and counting tokens…", max_entries=16)
 def _shared(key: str, _fn):
     """Results for the built-in/tutorial corpora, shared by all sessions (read-only)."""
@@ -46,14 +39,6 @@ def _memo(key: str, fn):
         with st.spinner("Building the tokenizer and counting tokens…"):
             cache[key] = fn()
     return cache[key]
-
-
-def build_tokenizer(corpus, kind: str, vocab_size: int):
-    from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
-
-    if kind == "WordPiece":
-        return WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab_size, min_frequency=1)
-    return WordTokenizer.build(corpus.texts())
 
 
 def corpus_stats(corpus, tokenizer) -> dict:
@@ -77,45 +62,42 @@ def corpus_stats(corpus, tokenizer) -> dict:
 
 
 def _pick_corpus():
-    """The corpus picker. Returns (corpus, key); keeps the previous corpus when an upload is bad."""
+    """The corpus picker. Returns a CorpusChoice (word-level); keeps the previous corpus when an upload is bad."""
     from bertcore.data.corpus import load_corpus_file
-    from explorer import state
+    from explorer import corpus_state as cs
 
-    saved = st.session_state.get("dt_source_saved", SOURCES[0])
+    current = cs.active()
+    saved = SOURCES[2] if current.uploaded else SOURCES[1] if current.key == cs.TUTORIAL else SOURCES[0]
     source = st.radio("Corpus", SOURCES, index=SOURCES.index(saved), horizontal=True, key="dt_source")
-    st.session_state["dt_source_saved"] = source
     if source == SOURCES[0]:
-        corpus, key = state.shared_corpus_and_tokenizer()[0], "builtin"
-    elif source == SOURCES[1]:
-        corpus, key = _tutorial(), "tutorial"
-    else:
-        c1, c2 = st.columns([3, 1])
-        mode = c2.radio("file format", ["auto", "pairs", "prose"], key="dt_mode",
-                        help="pairs: one 'A<TAB>B' per line · prose: paragraphs split into sentences, "
-                             "consecutive sentences form pairs · auto: pairs if most lines hold a TAB")
-        up = c1.file_uploader("Upload a UTF-8 .txt corpus", type=["txt"], key="dt_upload")
-        if up is not None:
-            data = up.getvalue()
-            key = f"upload:{hashlib.sha1(data).hexdigest()[:16]}:{mode}"
-            parsed = st.session_state.setdefault("dt_parsed", {})
-            if key not in parsed:
-                if len(parsed) > 8:
-                    parsed.clear()
-                parsed[key] = _parse_upload(load_corpus_file, data, up.name, mode)
-            if isinstance(parsed[key], str):
-                st.error(f"Could not use this file: {parsed[key]}")
-                return _previous_corpus()
-            st.session_state["dt_uploaded"] = (parsed[key], key)
-        elif st.session_state.get("dt_uploaded") is None:
-            st.info("Upload a .txt file: one `sentence A<TAB>sentence B` pair per line, or plain prose "
-                    "(max size: `bertcore.data.corpus.MAX_CORPUS_BYTES`, env BERTCORE_MAX_CORPUS_BYTES).")
-            return _previous_corpus()
-        corpus, key = st.session_state["dt_uploaded"]
-        if up is None:
-            st.caption(f"Using the file uploaded earlier in this session, **{corpus.name}**.")
-    st.session_state["corpus"] = corpus
-    st.session_state["dt_corpus_key"] = key
-    return corpus, key
+        return cs.builtin_choice()
+    if source == SOURCES[1]:
+        return cs.tutorial_choice()
+    c1, c2 = st.columns([3, 1])
+    mode = c2.radio("file format", ["auto", "pairs", "prose"], key="dt_mode",
+                    help="pairs: one 'A<TAB>B' per line · prose: paragraphs split into sentences, "
+                         "consecutive sentences form pairs · auto: pairs if most lines hold a TAB")
+    up = c1.file_uploader("Upload a UTF-8 .txt corpus", type=["txt"], key="dt_upload")
+    if up is not None:
+        data = up.getvalue()
+        key = f"upload:{hashlib.sha1(data).hexdigest()[:16]}:{mode}"
+        parsed = st.session_state.setdefault("dt_parsed", {})
+        if key not in parsed:
+            if len(parsed) > 8:
+                parsed.clear()
+            parsed[key] = _parse_upload(load_corpus_file, data, up.name, mode)
+        if isinstance(parsed[key], str):
+            st.error(f"Could not use this file: {parsed[key]}")
+            return _previous_corpus(current)
+        cs.remember_upload(cs.CorpusChoice(parsed[key], key))
+    elif cs.uploaded() is None:
+        st.info("Upload a .txt file: one `sentence A<TAB>sentence B` pair per line, or plain prose "
+                "(max size: `bertcore.data.corpus.MAX_CORPUS_BYTES`, env BERTCORE_MAX_CORPUS_BYTES).")
+        return _previous_corpus(current)
+    choice = cs.uploaded()
+    if up is None:
+        st.caption(f"Using the file uploaded earlier in this session, **{choice.corpus.name}**.")
+    return choice
 
 
 def _parse_upload(load, data: bytes, name: str, mode: str):
@@ -128,15 +110,9 @@ def _parse_upload(load, data: bytes, name: str, mode: str):
         return str(e)
 
 
-def _previous_corpus():
-    from explorer import state
-
-    prev = st.session_state.get("corpus")
-    if prev is None:
-        st.caption("Meanwhile the built-in corpus is shown.")
-        return state.shared_corpus_and_tokenizer()[0], "builtin"
-    st.caption(f"Keeping the previous corpus **{prev.name}**.")
-    return prev, st.session_state.get("dt_corpus_key", "builtin")
+def _previous_corpus(current):
+    st.caption(f"Keeping the previous corpus **{current.corpus.name}**.")
+    return current
 
 
 def _vocab_table(tokenizer, counts: Counter) -> None:
@@ -219,21 +195,25 @@ def render() -> None:
     st.title("Data & tokens")
     st.markdown(INTRO)
     try:
-        corpus, ckey = _pick_corpus()
+        from explorer import corpus_state as cs
+
+        choice = _pick_corpus()
+        corpus = choice.corpus
         st.caption(f"**{corpus.name}**: {corpus.description}")
 
+        current = cs.active()
         c1, c2 = st.columns(2)
-        kind = c1.radio("Tokenizer", KINDS, horizontal=True, key="dt_kind")
-        vocab_size = c2.slider("WordPiece vocabulary size", 50, 4000, 400, step=50, key="dt_vocab_size",
-                               disabled=kind != "WordPiece",
+        kind = c1.radio("Tokenizer", KINDS, horizontal=True, key="dt_kind",
+                        index=1 if current.key == choice.key and current.kind == "wordpiece" else 0)
+        vocab_size = c2.slider("WordPiece vocabulary size", 50, 4000, int(current.vocab_size or 400), step=50,
+                               key="dt_vocab_size", disabled=kind != "WordPiece",
                                help="Target size including the 5 special tokens and the single characters.")
-        tkey = f"{ckey}|{kind}|{vocab_size if kind == 'WordPiece' else ''}"
-        if kind == "word-level" and ckey == "builtin":
-            tokenizer = state.shared_corpus_and_tokenizer()[1]
-        else:
-            tokenizer = _memo("tok|" + tkey, lambda: build_tokenizer(corpus, kind, vocab_size))
-        stats = _memo("stats|" + tkey, lambda: corpus_stats(corpus, tokenizer))
-        st.session_state["learn_tokenizer"] = (ckey, tokenizer)
+        wordpiece = kind == "WordPiece"
+        choice = cs.CorpusChoice(corpus, choice.key, "wordpiece" if wordpiece else "word",
+                                 vocab_size if wordpiece else None)
+        cs.set_active(choice)  # Masking & NSP and Train use this corpus and tokenizer
+        tokenizer = cs.tokenizer(choice)
+        stats = _memo(f"stats|{choice.key}|{choice.kind}|{choice.vocab_size}", lambda: corpus_stats(corpus, tokenizer))
 
         st.subheader("Corpus statistics")
         m = st.columns(4)

@@ -30,25 +30,11 @@ def _random_index(n: int) -> None:
 
 
 def _corpus_and_tokenizer():
-    """The corpus chosen on the Data & tokens page and its tokenizer (word-level built-in by default)."""
-    from bertcore.data.tokenization import WordTokenizer
-    from explorer import state
+    """The corpus and tokenizer chosen on the Data & tokens page (the built-in corpus, word-level, by default)."""
+    from explorer import corpus_state as cs
 
-    corpus = st.session_state.get("corpus")
-    ckey = st.session_state.get("dt_corpus_key", "builtin")
-    if corpus is None:
-        corpus, tok = state.shared_corpus_and_tokenizer()
-        return corpus, tok, "builtin"
-    chosen = st.session_state.get("learn_tokenizer")
-    if chosen is not None and chosen[0] == ckey:
-        return corpus, chosen[1], ckey
-    if ckey == "builtin":
-        return corpus, state.shared_corpus_and_tokenizer()[1], ckey
-    cache = st.session_state.setdefault("mn_tok_cache", {})
-    if ckey not in cache:
-        cache.clear()
-        cache[ckey] = WordTokenizer.build(corpus.texts())
-    return corpus, cache[ckey], ckey
+    choice = cs.active()
+    return choice.corpus, cs.tokenizer(choice), f"{choice.key}|{choice.kind}|{choice.vocab_size}"
 
 
 def _as_list(x) -> list[int]:

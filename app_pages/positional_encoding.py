@@ -79,34 +79,8 @@ def _section_learned(kind: str):
     st.plotly_chart(fig, key="pe_learned_chart")
 
 
-def _encode_fallback(model, tokenizer, a: str, b: str | None):
-    """Same result shape as inspect_pair, for when bertcore.analysis.inference is not available."""
-    import torch
-
-    max_len = model.config.max_position_embeddings
-    ta = tokenizer.tokenize(a)
-    tb = tokenizer.tokenize(b) if b else None
-    budget = max_len - (3 if tb is not None else 2)
-    n_a, n_b = len(ta), len(tb or [])
-    truncated = n_a + n_b > budget
-    while n_a + n_b > budget:
-        if n_a >= n_b:
-            n_a -= 1
-        else:
-            n_b -= 1
-    tokens = ["[CLS]"] + ta[:n_a] + ["[SEP]"]
-    seg = [0] * len(tokens)
-    if tb is not None:
-        tokens += tb[:n_b] + ["[SEP]"]
-        seg += [1] * (n_b + 1)
-    ids = torch.tensor([tokenizer.convert_tokens_to_ids(tokens)])
-    with torch.no_grad():
-        out = model(ids, torch.tensor([seg]), output_embeddings=True)
-    embs = {k: v[0].detach().float().numpy() for k, v in out.embeddings.items()}
-    return tokens, embs, truncated
-
-
 def _section_sentence():
+    from bertcore.analysis.inference import inspect_pair
     from bertcore.errors import BertcoreError
     from explorer import figures_learn as F
     from explorer import state
@@ -124,13 +98,8 @@ def _section_sentence():
         a, b = a[:MAX_CHARS], b[:MAX_CHARS]
     model, tok = am.model, am.tokenizer
     try:
-        try:
-            from bertcore.analysis.inference import inspect_pair
-        except ImportError:
-            tokens, embs, truncated = _encode_fallback(model, tok, a, b.strip() or None)
-        else:
-            ins = inspect_pair(model, tok, a, b if b.strip() else None)
-            tokens, embs, truncated = list(ins.tokens), dict(ins.embeddings), bool(ins.truncated)
+        ins = inspect_pair(model, tok, a, b if b.strip() else None)
+        tokens, embs, truncated = list(ins.tokens), dict(ins.embeddings), bool(ins.truncated)
     except BertcoreError as e:
         st.error(str(e))
         return

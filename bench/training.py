@@ -21,8 +21,7 @@ import platform
 import statistics
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the app and bertcore/__init__ do
-
+import bertcore  # noqa: F401, E402 - sets OMP_WAIT_POLICY before torch is imported
 import torch  # noqa: E402
 
 CONFIGS = {  # name: (vocab, hidden, layers, heads, ffn, seq, batch) as in issue 4

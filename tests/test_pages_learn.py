@@ -152,7 +152,7 @@ def test_data_renders_stats(dt):
     assert dt.title[0].value == "Data & tokens"
     bars = chart(dt, "dt_len_chart")["data"][0]
     assert arr(bars["y"]).sum() == 24000  # one count per pair of the built-in corpus
-    assert dt.session_state["corpus"].name.startswith("builtin")
+    assert dt.session_state["bx_corpus_choice"].corpus.name.startswith("builtin")
     assert has_chart(dt, "dt_top_chart") and has_chart(dt, "dt_tokens_chart")
     metrics = {m.label: m.value for m in dt.metric}
     assert metrics["sentence pairs"] == "24,000"
@@ -205,7 +205,7 @@ def test_data_uploads(dt):
     good = "".join(f"sentence {i} of a.\tsentence {i} of b.\r\n" for i in range(30)).encode()
     dt.file_uploader(key="dt_upload").set_value(("mine.txt", good, "text/plain")).run()
     no_exception(dt)
-    assert dt.session_state["corpus"].name == "mine.txt"
+    assert dt.session_state["bx_corpus_choice"].corpus.name == "mine.txt"
     assert arr(chart(dt, "dt_len_chart")["data"][0]["y"]).sum() == 30
     bad_files = {
         "empty": b"",
@@ -220,13 +220,13 @@ def test_data_uploads(dt):
         dt.file_uploader(key="dt_upload").set_value((f"{name}.txt", data, "text/plain")).run()
         no_exception(dt)
         assert dt.error, name
-        assert dt.session_state["corpus"].name == "mine.txt", name  # the previous corpus is kept
+        assert dt.session_state["bx_corpus_choice"].corpus.name == "mine.txt", name  # the previous corpus is kept
     dt.radio(key="dt_mode").set_value("auto")
     dt.radio(key="dt_source").set_value("tutorial two-liner").run()
-    assert dt.session_state["corpus"].name == "tutorial"
+    assert dt.session_state["bx_corpus_choice"].corpus.name == "tutorial"
     assert arr(chart(dt, "dt_len_chart")["data"][0]["y"]).sum() == 2
     dt.radio(key="dt_source").set_value("built-in").run()
-    assert dt.session_state["corpus"].name.startswith("builtin")
+    assert dt.session_state["bx_corpus_choice"].corpus.name.startswith("builtin")
 
 
 # ----------------------------------------------------------------------------- Masking & NSP

@@ -240,7 +240,7 @@ def test_corpus_uploads_get_specific_messages(monkeypatch):
     crlf = b"the cat eats.\tit is full.\r\nthe dog runs.\tit is fast.\r\nthe sun sets.\tit is late.\r\n"
     at.file_uploader(key="dt_upload").set_value(("crlf.txt", crlf, "text/plain")).run()
     assert not at.exception and not at.error
-    pairs = at.session_state["corpus"].pairs
+    pairs = at.session_state["bx_corpus_choice"].corpus.pairs
     assert pairs[0] == ("the cat eats.", "it is full.") and not any("\r" in a + b for a, b in pairs)
     for name, (data, mode, needle) in CORPUS_FILES.items():
         at.radio(key="dt_mode").set_value(mode)
@@ -248,7 +248,7 @@ def test_corpus_uploads_get_specific_messages(monkeypatch):
         assert not at.exception, (name, [e.message for e in at.exception])
         errs = [e.value for e in at.error]
         assert any(needle in e for e in errs), (name, errs)
-        assert at.session_state["corpus"].name == "crlf.txt", name  # the previous good corpus is kept
+        assert at.session_state["bx_corpus_choice"].corpus.name == "crlf.txt", name  # the previous good corpus is kept
 
 
 # ------------------------------------------------------------------ hyperparameters at every extreme

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from bertcore.data.pretraining import build_pair
 from bertcore.errors import InputError
 
 # Longer texts are cut before tokenizing (the model sees at most max_position_embeddings tokens anyway).
@@ -63,22 +64,6 @@ def clean_text(text, what: str = "the text") -> tuple[str, bool]:
     return text, cut
 
 
-def _truncate_longest_first(a: list, b: list, budget: int) -> tuple[list, list]:
-    """Drop tokens from the end of the longer sequence until both fit (ties: from B, as BERT's create_pretraining_data)."""
-    la, lb = len(a), len(b)
-    excess = la + lb - max(0, budget)
-    if excess <= 0:
-        return a, b
-    if abs(la - lb) >= excess:
-        la, lb = (la - excess, lb) if la > lb else (la, lb - excess)
-    else:
-        excess -= abs(la - lb)
-        la = lb = min(la, lb)
-        lb -= (excess + 1) // 2
-        la -= excess // 2
-    return a[:la], b[:lb]
-
-
 def encode_pair(tokenizer, a: str, b: str | None = None, max_len: int | None = None):
     """``[CLS] A [SEP] B [SEP]`` (or ``[CLS] A [SEP]``) ids and segment ids (BERT §3.2 input), truncated.
 
@@ -95,18 +80,10 @@ def encode_pair(tokenizer, a: str, b: str | None = None, max_len: int | None = N
         raise InputError("the text gave no tokens; type some words")
     if b is not None and not b_ids:
         raise InputError("sentence B gave no tokens; type some words")
-    n_special = 3 if b is not None else 2
-    truncated = cut_a or cut_b
-    if max_len is not None and len(a_ids) + len(b_ids) + n_special > max_len:
-        a_ids, b_ids = _truncate_longest_first(a_ids, b_ids, int(max_len) - n_special)
-        truncated = True
-    cls, sep = tokenizer.cls_id, tokenizer.sep_id
-    ids = [cls] + a_ids + [sep]
-    types = [0] * len(ids)
-    if b is not None:
-        ids += b_ids + [sep]
-        types += [1] * (len(b_ids) + 1)
-    return ids, types, truncated
+    full = len(a_ids) + len(b_ids) + (3 if b is not None else 2)
+    limit = full if max_len is None else int(max_len)
+    ids, types = build_pair(tokenizer, a_ids, b_ids if b is not None else None, limit)
+    return ids, types, cut_a or cut_b or len(ids) < full
 
 
 @contextlib.contextmanager

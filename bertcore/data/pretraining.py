@@ -81,8 +81,9 @@ class Example:
 
 # ------------------------------------------------------------------ pair building
 def build_pair(tokenizer, a_ids, b_ids, max_len: int) -> tuple[list[int], list[int]]:
-    """``[CLS] A [SEP] B [SEP]`` (or ``[CLS] A [SEP]`` when ``b_ids`` is None) with segment ids,
-    truncated longest-first to ``max_len`` tokens."""
+    """``[CLS] A [SEP] B [SEP]`` (or ``[CLS] A [SEP]`` when ``b_ids`` is None) with segment ids (BERT §3.2 input),
+    truncated longest-first to ``max_len`` tokens. The one pair encoder: the training data, inference
+    (``bertcore.analysis.inference.encode_pair``) and every page build their inputs with it."""
     return _build(tokenizer.cls_id, tokenizer.sep_id, a_ids, b_ids, max_len)
 
 
@@ -92,11 +93,16 @@ def _build(cls_id: int, sep_id: int, a_ids, b_ids, max_len: int) -> tuple[list[i
     if budget < 0:
         raise ConfigError(f"max_len={max_len} cannot hold the {n_special} special tokens; use max_len >= {n_special + 2}")
     la, lb = len(a_ids), (0 if b_ids is None else len(b_ids))
-    while la + lb > budget:  # longest-first: trim the longer side (B on ties), from the end
+    excess = la + lb - budget
+    if excess > 0:  # longest-first: trim the longer side from the end; once equal, alternate starting with B
+        gap = min(excess, abs(la - lb))
         if la > lb:
-            la -= 1
+            la -= gap
         else:
-            lb -= 1
+            lb -= gap
+        rest = excess - gap
+        lb -= (rest + 1) // 2
+        la -= rest // 2
     ids = [cls_id, *a_ids[:la], sep_id]
     types = [0] * (la + 2)
     if b_ids is not None:

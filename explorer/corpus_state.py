@@ -1,0 +1,111 @@
+"""The session's corpus and tokenizer: one small API, one cache, used by every page.
+
+Data & tokens chooses the corpus (built-in, the tutorial two-liner or an upload) and the tokenizer (word-level or
+WordPiece with a vocabulary size); Masking & NSP and Train read the same choice. Pages never touch these
+session keys directly.
+
+* Built-in and tutorial corpora and their tokenizers are shared read-only by all sessions (``st.cache_resource``).
+* An uploaded corpus and the tokenizers built from it belong to this session (``st.session_state``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+BUILTIN, TUTORIAL = "builtin", "tutorial"
+KINDS = ("word", "wordpiece")
+_K_CHOICE = "bx_corpus_choice"  # the active CorpusChoice
+_K_TOKENIZERS = "bx_upload_tokenizers"  # (corpus key, kind, vocab size) -> tokenizer, uploads only
+_UPLOAD_CACHE_SIZE = 8
+
+
+@dataclass(frozen=True)
+class CorpusChoice:
+    """A corpus with the key that identifies its content, and the tokenizer chosen for it."""
+
+    corpus: Any
+    key: str  # "builtin" | "tutorial" | "upload:<sha1>:<mode>"
+    kind: str = "word"  # "word" | "wordpiece"
+    vocab_size: int | None = None  # WordPiece only
+
+    @property
+    def uploaded(self) -> bool:
+        return self.key.startswith("upload:")
+
+
+@st.cache_resource(show_spinner=False)
+def _tutorial_corpus():
+    from bertcore.data.corpus import tutorial_corpus
+
+    return tutorial_corpus()
+
+
+@st.cache_resource(show_spinner="Building the tokenizer…", max_entries=16)
+def _shared_tokenizer(key: str, kind: str, vocab_size: int | None):
+    """Tokenizers of the built-in and tutorial corpora, shared by all sessions (read-only)."""
+    corpus = builtin_choice().corpus if key == BUILTIN else _tutorial_corpus()
+    return build_tokenizer(corpus, kind, vocab_size)
+
+
+def build_tokenizer(corpus, kind: str, vocab_size: int | None = None):
+    """Word-level vocabulary of the corpus, or a WordPiece vocabulary of ``vocab_size`` trained on it."""
+    from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+
+    if kind == "wordpiece":
+        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(vocab_size or 1000), min_frequency=1)
+    return WordTokenizer.build(corpus.texts())
+
+
+def builtin_choice() -> CorpusChoice:
+    from explorer import state
+
+    return CorpusChoice(state.shared_corpus_and_tokenizer()[0], BUILTIN)
+
+
+def tutorial_choice() -> CorpusChoice:
+    return CorpusChoice(_tutorial_corpus(), TUTORIAL)
+
+
+def active() -> CorpusChoice:
+    """The corpus and tokenizer choice of this session (the built-in corpus, word-level, by default)."""
+    choice = st.session_state.get(_K_CHOICE)
+    return choice if isinstance(choice, CorpusChoice) else builtin_choice()
+
+
+def set_active(choice: CorpusChoice) -> None:
+    if choice.kind not in KINDS:
+        raise ValueError(f"tokenizer kind must be one of {KINDS}, got {choice.kind!r}")
+    st.session_state[_K_CHOICE] = choice
+
+
+def uploaded() -> CorpusChoice | None:
+    """The corpus this session uploaded last (kept while the user looks at other corpora)."""
+    choice = st.session_state.get(_K_CHOICE + "_upload")
+    return choice if isinstance(choice, CorpusChoice) else None
+
+
+def remember_upload(choice: CorpusChoice) -> None:
+    st.session_state[_K_CHOICE + "_upload"] = choice
+
+
+def tokenizer(choice: CorpusChoice | None = None):
+    """The tokenizer of ``choice`` (default: the active one), built once: shared for the built-in and tutorial
+    corpora, per session for uploads."""
+    choice = active() if choice is None else choice
+    vocab = choice.vocab_size if choice.kind == "wordpiece" else None
+    if choice.key == BUILTIN and choice.kind == "word":
+        from explorer import state
+
+        return state.shared_corpus_and_tokenizer()[1]
+    if not choice.uploaded:
+        return _shared_tokenizer(choice.key, choice.kind, vocab)
+    cache = st.session_state.setdefault(_K_TOKENIZERS, {})
+    k = (choice.key, choice.kind, vocab)
+    if k not in cache:
+        if len(cache) >= _UPLOAD_CACHE_SIZE:
+            cache.clear()
+        with st.spinner("Building the tokenizer…"):
+            cache[k] = build_tokenizer(choice.corpus, choice.kind, vocab)
+    return cache[k]
