@@ -190,7 +190,6 @@ def _try_text(tokenizer, default: str) -> None:
 def render() -> None:
     from bertcore.errors import BertcoreError
     from explorer import figures_learn as F
-    from explorer import state
 
     st.title("Data & tokens")
     st.markdown(INTRO)
