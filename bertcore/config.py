@@ -266,22 +266,8 @@ def check_compatible(model: BertConfig, train: TrainConfig) -> None:
         )
 
 
-# name -> (BertConfig overrides, TrainConfig overrides). Each mirrors one seed design (shared/seeds/README.md).
-PRESETS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "original BERT (tiny)": ({}, {}),
-    "BERT-pytorch (codertimo)": (
-        dict(position_embedding="sinusoidal", norm_placement="pre", hidden_act="gelu_tanh",
-             mlm_head="linear", nsp_head="first_token", layer_norm_eps=1e-6),
-        {},
-    ),
-    "blog BertModel": (dict(position_embedding="learned", norm_placement="post", nsp_head="pooler"), {}),
-    "Annotated Transformer": (
-        dict(position_embedding="sinusoidal", norm_placement="pre", hidden_act="relu", mlm_head="linear",
-             nsp_head="first_token", layer_norm_eps=1e-6),
-        {},
-    ),
-    "d2l": (dict(position_embedding="learned", norm_placement="post", hidden_act="relu", nsp_head="pooler"), {}),
-}
+# name -> (BertConfig overrides, TrainConfig overrides) at the tiny size; preset(name, size) for the seed sizes.
+from bertcore.presets import PRESET_SIZES, PRESETS, preset  # noqa: E402,F401 (re-exported)
 
 
 def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
@@ -332,14 +318,16 @@ def estimate(model: BertConfig, train: TrainConfig | None = None) -> dict[str, A
     (per layer ~ B*T*(8*D + 2*F) floats plus B*H*T*T for attention probabilities).
     """
     d, f, v, L = model.hidden_size, model.intermediate_size, model.vocab_size, model.num_hidden_layers
-    emb = v * d + model.type_vocab_size * d + 2 * d
+    emb = v * d + model.type_vocab_size * d + (2 * d if model.embedding_layer_norm else 0)
     if model.position_embedding == "learned":
         emb += model.max_position_embeddings * d
     layer = 4 * (d * d + d) + 2 * d + (d * f + f) + (f * d + d) + 2 * d
-    encoder = L * layer + (2 * d if model.norm_placement == "pre" else 0)
+    encoder = L * layer + (2 * d if model.final_layer_norm else 0)
     pooler = d * d + d if model.nsp_head == "pooler" else 0
     if model.mlm_head == "transform":
         mlm = d * d + d + 2 * d + v  # transform + LayerNorm + decoder bias (decoder weight tied)
+    elif model.mlm_head == "mlp":
+        mlm = d * d + d + 2 * d + d * v + v  # the same transform + an untied decoder
     else:
         mlm = d * v + v
     nsp = 2 * d + 2
