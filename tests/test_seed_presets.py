@@ -6,6 +6,7 @@ and attention probabilities to 1e-5. Inputs are in each seed's own convention (e
 1/2 with 0 for padding and its padding mask (x > 0); d2l's valid_lens).
 """
 import math
+import re
 
 import pytest
 import torch
@@ -256,3 +257,41 @@ def test_ffn_dropout_sits_inside_the_ffn_only_where_the_seed_has_it():
             assert inter.dropout.p == 0.1 and zeros.any()
         else:
             assert inter.dropout is None and torch.equal(inter(x), inter.act(inter.dense(x)))
+
+
+# which config fields each formula depends on (the mlm head shows the activation unless it is one Linear)
+_FORMULA_FIELDS = {
+    "embeddings": lambda c: (c.embedding_scale, c.embedding_layer_norm, c.position_embedding, c.type_vocab_size > 0,
+                             c.segment_ids),
+    "attention": lambda c: (c.attention_padding_mask,),
+    "sublayer": lambda c: (c.norm_placement, c.final_layer_norm, c.ffn_dropout, c.hidden_act),
+    "layer_norm": lambda c: (c.layer_norm_style, c.layer_norm_eps),
+    "mlm": lambda c: (c.mlm_head, c.hidden_act if c.mlm_head != "linear" else None),
+    "nsp": lambda c: (c.nsp_head,),
+}
+
+
+def test_formulas_differ_exactly_where_the_preset_models_differ():
+    from bertcore.model.formulas import formulas
+
+    cfgs = _configs("tiny")
+    rendered = {n: formulas(c) for n, c in cfgs.items()}
+    names = list(cfgs)
+    for key, fields in _FORMULA_FIELDS.items():
+        for i, a in enumerate(names):
+            tex = rendered[a][key]
+            lefts = len(re.findall(r"\\left[(\[.]", tex))
+            assert tex.count("{") == tex.count("}") and lefts == tex.count(r"\right"), (a, key)
+            for b in names[i + 1:]:
+                same_model = fields(cfgs[a]) == fields(cfgs[b])
+                assert (rendered[a][key] == rendered[b][key]) == same_model, (key, a, b)
+    bert, cod, ann = rendered["original BERT (tiny)"], rendered["BERT-pytorch (codertimo)"], \
+        rendered["Annotated Transformer"]
+    assert r"\sqrt{\sigma^2 + \epsilon}" in bert["layer_norm"] and r"10^{-12}" in bert["layer_norm"]
+    assert r"{s + \epsilon}" in cod["layer_norm"] and r"\tfrac{1}{d-1}" in cod["layer_norm"]
+    assert r"\mathrm{LN}\big(x + " in bert["sublayer"] and r"F(\mathrm{LN}(x))" in cod["sublayer"]
+    assert r"x + \mathrm{LN}\big(" in rendered["blog BertModel"]["sublayer"]
+    assert r"\sqrt{d}\," in ann["embeddings"] and "S[s_t]" not in ann["embeddings"]
+    assert r"\mathrm{LN}(E_" in bert["embeddings"] and r"\mathrm{LN}(E_" not in cod["embeddings"]
+    assert r"\{1, 2\}" in cod["embeddings"] and r"\mathrm{IsNext}, \mathrm{NotNext}" in bert["nsp"]
+    assert r"W_2\,\mathrm{LN}\big(\mathrm{ReLU}" in rendered["d2l"]["mlm"] and "tied" in bert["mlm"]
