@@ -17,9 +17,12 @@ from bertcore.errors import ConfigError
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 POSITION_EMBEDDINGS = ("learned", "sinusoidal")
-NORM_PLACEMENTS = ("post", "pre")
-MLM_HEADS = ("transform", "linear")
+NORM_PLACEMENTS = ("post", "pre", "sublayer_output")
+MLM_HEADS = ("transform", "linear", "mlp")
 NSP_HEADS = ("pooler", "first_token")
+LAYER_NORM_STYLES = ("variance", "unbiased_std")
+INITS = ("bert", "pytorch", "xavier_uniform")
+SEGMENT_IDS = ("0/1", "1/2")
 
 
 class _JsonMixin:
@@ -60,6 +63,11 @@ def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
         raise ConfigError(f"{name}={value!r} is not valid; choose one of {', '.join(choices)}")
 
 
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{name}={value!r} must be true or false")
+
+
 def _check_range(name: str, value: Any, lo: float, hi: float, kind: type = float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
         raise ConfigError(f"{name}={value!r} must be a {'whole number' if kind is int else 'number'} in [{lo}, {hi}]")
@@ -81,7 +89,8 @@ class BertConfig(_JsonMixin):
     intermediate_size: int = 256
     # Rows of the position table: the longest input the model can ever see.
     max_position_embeddings: int = 64
-    # Segment (A/B) embeddings; 2 for sentence pairs.
+    # Segment (A/B) embedding rows; 2 for sentence pairs, 3 with segment_ids="1/2", 0 = no segment embedding
+    # (the Annotated Transformer's embeddings have none).
     type_vocab_size: int = 2
     # Dropout after embeddings, attention output and FFN output (0.1 in BERT).
     hidden_dropout_prob: float = 0.1
@@ -97,9 +106,31 @@ class BertConfig(_JsonMixin):
     pad_token_id: int = 0
     # learned = a trained table (BERT, d2l, blog); sinusoidal = fixed Vaswani §3.5 table (codertimo, Annotated).
     position_embedding: str = "learned"
-    # post = LayerNorm(x + sublayer(x)) as in BERT; pre = x + sublayer(LayerNorm(x)) (codertimo, Annotated).
+    # post = LN(x + Drop(F(x))) as in BERT and d2l; pre = x + Drop(F(LN(x))) (codertimo, Annotated);
+    # sublayer_output = x + LN(Drop(F(x))), the norm on the sublayer output only (the blog's Add_Norm).
     norm_placement: str = "post"
-    # transform = dense+act+LayerNorm then decoder tied to word embeddings (BERT); linear = one untied Linear (codertimo).
+    # A LayerNorm after the last block. None = only for pre-norm (the Annotated Transformer has one,
+    # BERT-pytorch has none).
+    final_layer_norm: bool | None = None
+    # variance = (x - mean) / sqrt(biased var + eps), nn.LayerNorm (BERT, d2l, blog);
+    # unbiased_std = (x - mean) / (unbiased std + eps), the seeds' own LayerNorm (codertimo, Annotated).
+    layer_norm_style: str = "variance"
+    # Multiply the token embeddings by sqrt(hidden_size) before adding positions (Vaswani §3.4, Annotated).
+    embedding_scale: bool = False
+    # LayerNorm on the embedding sum (BERT, blog); codertimo, Annotated and d2l have none.
+    embedding_layer_norm: bool = True
+    # Dropout inside the FFN, after the activation (codertimo, Annotated): W2 Drop(act(W1 x)).
+    ffn_dropout: bool = False
+    # Mask padded keys out of attention (BERT, codertimo, Annotated, d2l); the blog attends to padding.
+    attention_padding_mask: bool = True
+    # "0/1": segment A = 0, B = 1 (BERT, d2l). "1/2": A = 1, B = 2, padding = 0 with a zero, untrained row 0
+    # (BERT-pytorch); needs type_vocab_size=3. The API always takes 0/1 token_type_ids; the model maps them.
+    segment_ids: str = "0/1"
+    # bert = normal(0, initializer_range) (BERT); pytorch = torch's module defaults (codertimo, blog, d2l);
+    # xavier_uniform = Glorot-uniform on every matrix over torch's defaults (Annotated).
+    init: str = "bert"
+    # transform = dense+act+LayerNorm then decoder tied to word embeddings (BERT); linear = one untied Linear
+    # (codertimo, blog); mlp = the same transform with an untied decoder (d2l's MaskLM: Linear, ReLU, LN, Linear).
     mlm_head: str = "transform"
     # pooler = tanh(dense(h_CLS)) then classifier (BERT, d2l); first_token = classifier on h_CLS directly (codertimo).
     nsp_head: str = "pooler"
@@ -114,7 +145,7 @@ class BertConfig(_JsonMixin):
         _check_range("num_attention_heads", self.num_attention_heads, 1, 64, int)
         _check_range("intermediate_size", self.intermediate_size, 1, 16384, int)
         _check_range("max_position_embeddings", self.max_position_embeddings, 4, 8192, int)
-        _check_range("type_vocab_size", self.type_vocab_size, 1, 16, int)
+        _check_range("type_vocab_size", self.type_vocab_size, 0, 16, int)
         _check_range("hidden_dropout_prob", self.hidden_dropout_prob, 0.0, 0.9)
         _check_range("attention_probs_dropout_prob", self.attention_probs_dropout_prob, 0.0, 0.9)
         _check_range("layer_norm_eps", self.layer_norm_eps, 1e-15, 1e-2)
@@ -125,6 +156,19 @@ class BertConfig(_JsonMixin):
         _check_choice("norm_placement", self.norm_placement, NORM_PLACEMENTS)
         _check_choice("mlm_head", self.mlm_head, MLM_HEADS)
         _check_choice("nsp_head", self.nsp_head, NSP_HEADS)
+        _check_choice("layer_norm_style", self.layer_norm_style, LAYER_NORM_STYLES)
+        _check_choice("init", self.init, INITS)
+        _check_choice("segment_ids", self.segment_ids, SEGMENT_IDS)
+        if self.final_layer_norm is None:
+            self.final_layer_norm = self.norm_placement == "pre"
+        for name in ("final_layer_norm", "embedding_scale", "embedding_layer_norm", "ffn_dropout",
+                     "attention_padding_mask"):
+            _check_bool(name, getattr(self, name))
+        if self.segment_ids == "1/2" and self.type_vocab_size != 3:
+            raise ConfigError(
+                f"segment_ids=1/2 needs type_vocab_size=3 (rows: padding, A, B), not {self.type_vocab_size}; "
+                "set type_vocab_size=3 or use segment_ids=0/1"
+            )
         if self.hidden_size % self.num_attention_heads:
             ok = [h for h in range(1, min(self.hidden_size, 64) + 1) if self.hidden_size % h == 0]
             raise ConfigError(
@@ -222,22 +266,8 @@ def check_compatible(model: BertConfig, train: TrainConfig) -> None:
         )
 
 
-# name -> (BertConfig overrides, TrainConfig overrides). Each mirrors one seed design (shared/seeds/README.md).
-PRESETS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
-    "original BERT (tiny)": ({}, {}),
-    "BERT-pytorch (codertimo)": (
-        dict(position_embedding="sinusoidal", norm_placement="pre", hidden_act="gelu_tanh",
-             mlm_head="linear", nsp_head="first_token", layer_norm_eps=1e-6),
-        {},
-    ),
-    "blog BertModel": (dict(position_embedding="learned", norm_placement="post", nsp_head="pooler"), {}),
-    "Annotated Transformer": (
-        dict(position_embedding="sinusoidal", norm_placement="pre", hidden_act="relu", mlm_head="linear",
-             nsp_head="first_token", layer_norm_eps=1e-6),
-        {},
-    ),
-    "d2l": (dict(position_embedding="learned", norm_placement="post", hidden_act="relu", nsp_head="pooler"), {}),
-}
+# name -> (BertConfig overrides, TrainConfig overrides) at the tiny size; preset(name, size) for the seed sizes.
+from bertcore.presets import PRESET_SIZES, PRESETS, preset  # noqa: E402,F401 (re-exported)
 
 
 def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
@@ -252,6 +282,13 @@ def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
             return int(v)
         if t == "float":
             return float(raw)
+        if t in ("bool", "bool | None"):
+            low = raw.strip().lower()
+            if low in ("none", "auto") and t == "bool | None":
+                return None
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ConfigError(f"{key}={raw!r} must be true or false")
+            return low in ("true", "1", "yes")
     except ValueError:
         raise ConfigError(f"{key}={raw!r} must be a {'whole number' if t == 'int' else 'number'}") from None
     return raw
@@ -281,14 +318,16 @@ def estimate(model: BertConfig, train: TrainConfig | None = None) -> dict[str, A
     (per layer ~ B*T*(8*D + 2*F) floats plus B*H*T*T for attention probabilities).
     """
     d, f, v, L = model.hidden_size, model.intermediate_size, model.vocab_size, model.num_hidden_layers
-    emb = v * d + model.type_vocab_size * d + 2 * d
+    emb = v * d + model.type_vocab_size * d + (2 * d if model.embedding_layer_norm else 0)
     if model.position_embedding == "learned":
         emb += model.max_position_embeddings * d
     layer = 4 * (d * d + d) + 2 * d + (d * f + f) + (f * d + d) + 2 * d
-    encoder = L * layer + (2 * d if model.norm_placement == "pre" else 0)
+    encoder = L * layer + (2 * d if model.final_layer_norm else 0)
     pooler = d * d + d if model.nsp_head == "pooler" else 0
     if model.mlm_head == "transform":
         mlm = d * d + d + 2 * d + v  # transform + LayerNorm + decoder bias (decoder weight tied)
+    elif model.mlm_head == "mlp":
+        mlm = d * d + d + 2 * d + d * v + v  # the same transform + an untied decoder
     else:
         mlm = d * v + v
     nsp = 2 * d + 2

@@ -6,17 +6,11 @@ embedding parts, the hidden state after each layer and the attention probabiliti
 
 Parameter names follow HF transformers' ``modeling_bert`` (``bert.embeddings.word_embeddings``,
 ``bert.encoder.layer.0.attention.self.query``, ``cls.predictions.transform`` ...) so importing
-and exporting HF weights is a plain copy. Variant switches (see ``BertConfig``) reproduce the
-seed designs: sinusoidal positions (Vaswani §3.5), pre-norm blocks, a linear MLM head and an NSP
-classifier on the first token.
-
-Attention runs through ``F.scaled_dot_product_attention`` unless the probabilities are asked for
-(or attention dropout must draw from a private generator); then an explicit softmax path runs.
-The two agree to 1e-5 (tests/test_model.py).
+and exporting HF weights is a plain copy. The encoder modules live in ``layers.py``; the variant
+switches of ``BertConfig`` reproduce the seed designs (see ``bertcore/presets.py``).
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -24,186 +18,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcore.config import BertConfig
-from bertcore.model.functional import _activation, _dropout, sinusoidal_table  # noqa: F401 (sinusoidal_table re-exported)
-
-
-class BertEmbeddings(nn.Module):
-    """Token + position + segment embeddings, summed, then LayerNorm and dropout (BERT §3, Fig. 2)."""
-
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.config = config
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        if config.position_embedding == "learned":
-            self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
-        else:  # fixed table, not trained and not saved: it is a function of the config
-            self.register_buffer(
-                "sinusoidal", sinusoidal_table(config.max_position_embeddings, config.hidden_size), persistent=False
-            )
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-
-    def position_table(self) -> Tensor:
-        """(max_position_embeddings, D): the learned weights or the sinusoidal table."""
-        if self.config.position_embedding == "learned":
-            return self.position_embeddings.weight
-        return self.sinusoidal
-
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, gen, parts: dict | None) -> Tensor:
-        T = input_ids.shape[1]
-        tok = self.word_embeddings(input_ids)  # (B, T, D)
-        pos = self.position_table()[:T].unsqueeze(0)  # (1, T, D)
-        seg = self.token_type_embeddings(token_type_ids)  # (B, T, D)
-        x = tok + pos + seg
-        normed = self.LayerNorm(x)
-        if parts is not None:
-            parts.update(token=tok, position=pos.expand_as(tok), segment=seg, sum=x, normed=normed)
-        return _dropout(normed, self.config.hidden_dropout_prob, self.training, gen)
-
-
-class BertSelfAttention(nn.Module):
-    """Multi-head scaled dot-product attention: softmax(Q K^T / sqrt(d_k)) V (Vaswani §3.2.1-3.2.2)."""
-
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        d = config.hidden_size
-        self.n_heads = config.num_attention_heads
-        self.head_dim = config.head_dim
-        self.p_drop = config.attention_probs_dropout_prob
-        self.query = nn.Linear(d, d)
-        self.key = nn.Linear(d, d)
-        self.value = nn.Linear(d, d)
-
-    def forward(self, x: Tensor, bool_mask: Tensor | None, add_mask: Tensor | None, gen, want_probs: bool):
-        B, T, D = x.shape
-        # One fused projection instead of three small matmuls (same weights, HF names kept).
-        w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3D, D)
-        b = torch.cat([self.query.bias, self.key.bias, self.value.bias])
-        qkv = F.linear(x, w, b).view(B, T, 3, self.n_heads, self.head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, H, T, Dh)
-        drop = self.p_drop if self.training else 0.0
-        if not want_probs and not (drop and gen is not None):
-            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bool_mask, dropout_p=drop)
-            probs = None
-        else:
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))  # (B, H, T, T)
-            if add_mask is not None:
-                scores = scores + add_mask
-            probs = scores.softmax(dim=-1)  # (B, H, T, T), rows sum to 1
-            ctx = _dropout(probs, drop, self.training, gen) @ v  # (B, H, T, Dh)
-        return ctx.transpose(1, 2).reshape(B, T, D), probs
-
-    def forward_queries(self, xq: Tensor, x: Tensor, bool_mask, add_mask, gen) -> Tensor:
-        """Attention output only for the query rows ``xq`` (B, M, D); keys and values from all of ``x`` (B, T, D)."""
-        B, T, D = x.shape
-        M = xq.shape[1]
-        q = self.query(xq).view(B, M, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, M, Dh)
-        w = torch.cat([self.key.weight, self.value.weight])  # (2D, D)
-        b = torch.cat([self.key.bias, self.value.bias])
-        k, v = F.linear(x, w, b).view(B, T, 2, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-        drop = self.p_drop if self.training else 0.0
-        if not (drop and gen is not None):
-            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=bool_mask, dropout_p=drop)
-        else:
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))  # (B, H, M, T)
-            if add_mask is not None:
-                scores = scores + add_mask
-            ctx = _dropout(scores.softmax(dim=-1), drop, self.training, gen) @ v
-        return ctx.transpose(1, 2).reshape(B, M, D)
-
-
-class BertSelfOutput(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-
-
-class BertAttention(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.self = BertSelfAttention(config)
-        self.output = BertSelfOutput(config)
-
-
-class BertIntermediate(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-
-
-class BertOutput(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.dense = nn.Linear(config.intermediate_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-
-
-class BertLayer(nn.Module):
-    """One encoder block: self-attention and a position-wise FFN, each in a residual connection.
-
-    post-norm (BERT):  x = LN(x + Drop(Attn(x)));  x = LN(x + Drop(FFN(x)))
-    pre-norm (seeds):  x = x + Drop(Attn(LN(x))); x = x + Drop(FFN(LN(x)))
-    In pre-norm the two LayerNorms keep their HF names (attention.output.LayerNorm, output.LayerNorm).
-    """
-
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.config = config
-        self.attention = BertAttention(config)
-        self.intermediate = BertIntermediate(config)
-        self.output = BertOutput(config)
-        self.act = _activation(config.hidden_act)
-
-    def _ffn(self, x: Tensor) -> Tensor:
-        return self.output.dense(self.act(self.intermediate.dense(x)))  # (B, T, D)
-
-    def forward(self, x, bool_mask, add_mask, gen, want_probs):
-        p = self.config.hidden_dropout_prob
-        attn_ln, ffn_ln = self.attention.output.LayerNorm, self.output.LayerNorm
-        if self.config.norm_placement == "post":
-            ctx, probs = self.attention.self(x, bool_mask, add_mask, gen, want_probs)
-            x = attn_ln(x + _dropout(self.attention.output.dense(ctx), p, self.training, gen))
-            x = ffn_ln(x + _dropout(self._ffn(x), p, self.training, gen))
-        else:
-            ctx, probs = self.attention.self(attn_ln(x), bool_mask, add_mask, gen, want_probs)
-            x = x + _dropout(self.attention.output.dense(ctx), p, self.training, gen)
-            x = x + _dropout(self._ffn(ffn_ln(x)), p, self.training, gen)
-        return x, probs
-
-    def forward_rows(self, x, slots, valid, bool_mask, add_mask, gen) -> Tensor:
-        """This block's output only at the positions ``slots`` (B, M) where ``valid`` (B, M): (N, D) rows.
-
-        Every position still serves as a key/value, so the rows equal those of ``forward`` (same math);
-        the query projection, attention output, FFN and LayerNorms run for N rows instead of B*T.
-        """
-        p = self.config.hidden_dropout_prob
-        attn_ln, ffn_ln = self.attention.output.LayerNorm, self.output.LayerNorm
-        idx = slots[..., None].expand(-1, -1, x.shape[-1])
-        if self.config.norm_placement == "post":
-            ctx = self.attention.self.forward_queries(x.gather(1, idx), x, bool_mask, add_mask, gen)[valid]
-            h = attn_ln(x.gather(1, idx)[valid] + _dropout(self.attention.output.dense(ctx), p, self.training, gen))
-            return ffn_ln(h + _dropout(self._ffn(h), p, self.training, gen))
-        xn = attn_ln(x)
-        ctx = self.attention.self.forward_queries(xn.gather(1, idx), xn, bool_mask, add_mask, gen)[valid]
-        h = x.gather(1, idx)[valid] + _dropout(self.attention.output.dense(ctx), p, self.training, gen)
-        return h + _dropout(self._ffn(ffn_ln(h)), p, self.training, gen)
-
-
-class BertEncoder(nn.Module):
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
-        if config.norm_placement == "pre":  # a pre-norm stack needs one last LayerNorm on its output
-            self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+from bertcore.model.functional import _activation, sinusoidal_table  # noqa: F401 (sinusoidal_table re-exported)
+from bertcore.model.layers import BertEmbeddings, BertEncoder, Dropout, UnbiasedStdLayerNorm, layer_norm
 
 
 class BertPooler(nn.Module):
-    """tanh(W h_[CLS] + b): the sentence-level representation fed to NSP (BERT §3.2)."""
+    """tanh(W h_[CLS] + b): the sentence-level representation fed to NSP (BERT §3.2; d2l's ``hidden``)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, cls_h: Tensor) -> Tensor:
+        return torch.tanh(self.dense(cls_h))  # (B, D)
 
 
 class BertModel(nn.Module):
@@ -215,33 +42,55 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config) if config.nsp_head == "pooler" else None
 
 
-class PredictionHeadTransform(nn.Module):
+class BertPredictionHeadTransform(nn.Module):
+    """LN(act(W h + b)): the MLM head's transform (BERT; d2l's MaskLM MLP up to its last Linear)."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.act = _activation(config.hidden_act)
+        self.LayerNorm = layer_norm(config)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.LayerNorm(self.act(self.dense(h)))
 
 
-class MLMPredictions(nn.Module):
-    """MLM head (BERT §3.1). transform: LN(act(W h)) then the word-embedding matrix transposed + bias.
-    linear: one untied Linear(hidden, vocab), as in BERT-pytorch."""
+class BertLMPredictionHead(nn.Module):
+    """MLM head (BERT §3.1), by ``config.mlm_head``:
+    transform: E LN(act(W h)) + b, the decoder tied to the word embeddings E (BERT);
+    linear: W h + b, one untied Linear (BERT-pytorch, the blog);
+    mlp: W2 LN(act(W1 h)) + b2, untied (d2l's MaskLM)."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
         super().__init__()
         self.kind = config.mlm_head
+        if self.kind in ("transform", "mlp"):
+            self.transform = BertPredictionHeadTransform(config)
         if self.kind == "transform":
-            self.transform = PredictionHeadTransform(config)
             self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+            self._tied = [word_embeddings]  # a list, so the shared weight is not registered (or saved) twice
         else:
             self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
-        self.act = _activation(config.hidden_act)
+
+    def forward(self, h: Tensor) -> Tensor:
+        """(..., D) -> (..., V) logits."""
+        if self.kind == "linear":
+            return self.decoder(h)
+        h = self.transform(h)
+        if self.kind == "mlp":
+            return self.decoder(h)
+        return F.linear(h, self._tied[0].weight, self.bias)
 
 
-class PreTrainingHeads(nn.Module):
-    def __init__(self, config: BertConfig):
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig, word_embeddings: nn.Embedding):
         super().__init__()
-        self.predictions = MLMPredictions(config)
+        self.predictions = BertLMPredictionHead(config, word_embeddings)
         self.seq_relationship = nn.Linear(config.hidden_size, 2)  # index 0 = IsNext, 1 = NotNext (HF convention)
+
+    def forward(self, sequence_output: Tensor | None, pooled_output: Tensor) -> tuple[Tensor | None, Tensor]:
+        mlm = self.predictions(sequence_output) if sequence_output is not None else None
+        return mlm, self.seq_relationship(pooled_output)
 
 
 @dataclass
@@ -268,13 +117,24 @@ class BertForPreTraining(nn.Module):
         super().__init__()
         self.config = config
         self.bert = BertModel(config)
-        self.cls = PreTrainingHeads(config)
+        self.cls = BertPreTrainingHeads(config, self.bert.embeddings.word_embeddings)
         self.has_mlm_head = True
         self.has_nsp_head = True
         self.dropout_generator: torch.Generator | None = None
-        self.apply(self._init_weights)
+        self._init_all()
 
-    def _init_weights(self, m: nn.Module) -> None:
+    def _init_all(self) -> None:
+        """bert: normal(0, initializer_range), zero biases, unit LayerNorms (BERT's TF code); pytorch: the
+        modules' own defaults; xavier_uniform: Glorot-uniform on every matrix (Annotated Transformer)."""
+        kind = self.config.init
+        if kind == "bert":
+            self.apply(self._init_bert)
+        elif kind == "xavier_uniform":
+            for p in self.parameters():
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
+
+    def _init_bert(self, m: nn.Module) -> None:
         std = self.config.initializer_range
         if isinstance(m, nn.Linear):
             nn.init.normal_(m.weight, 0.0, std)
@@ -285,66 +145,44 @@ class BertForPreTraining(nn.Module):
             if m.padding_idx is not None:
                 with torch.no_grad():
                     m.weight[m.padding_idx].zero_()
-        elif isinstance(m, nn.LayerNorm):
+        elif isinstance(m, (nn.LayerNorm, UnbiasedStdLayerNorm)):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
 
     def set_dropout_generator(self, gen: torch.Generator | None) -> None:
         """Draw all dropout masks from ``gen`` (per-trainer determinism, even across threads)."""
         self.dropout_generator = gen
+        for m in self.modules():
+            if isinstance(m, Dropout):
+                m.generator = gen
 
-    def _forward_loss_rows(self, x, mlm_labels, nsp_labels, bool_mask, add_mask, gen, parts) -> PreTrainingOutput:
-        """Training / evaluation path (``mlm_labels`` given, no attentions or hidden states requested).
+    def _check_head_mask(self, head_mask: Tensor | None) -> Tensor | None:
+        """(H,) or (L, H) -> (L, H) float; None stays None."""
+        if head_mask is None:
+            return None
+        L, H = self.config.num_hidden_layers, self.config.num_attention_heads
+        head_mask = torch.as_tensor(head_mask, dtype=torch.float32)
+        if head_mask.shape == (H,):
+            head_mask = head_mask.expand(L, H)
+        if head_mask.shape != (L, H):
+            raise ValueError(f"head_mask has shape {tuple(head_mask.shape)}; give ({L}, {H}) (layers, heads) or ({H},)")
+        return head_mask
 
-        The losses read the last layer only at [CLS] (NSP) and at the selected positions (MLM), so the last
-        block runs its query projection, attention output, FFN and LayerNorms on those rows only (keys and
-        values still come from every position). Same math as the full path; measured 1.13x (tiny), 1.27x
-        (small) and 1.17x (base4) more training steps/s on 2 cores.
-        """
-        cfg = self.config
-        layers = self.bert.encoder.layer
-        for layer in layers[:-1]:
-            x, _ = layer(x, bool_mask, add_mask, gen, False)
-        B, T, _ = x.shape
-        sel = mlm_labels != -100  # (B, T)
-        need = sel.clone()
-        need[:, 0] = True  # [CLS], for NSP
+    @staticmethod
+    def _loss_rows(selected: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The rows the losses read: [CLS] (NSP) and the selected positions (MLM) of each sequence.
+
+        Returns slots (B, M) with the needed positions first, in position order (slot 0 = [CLS]),
+        valid (B, M) and counts (B,)."""
+        B, T = selected.shape
+        need = selected.clone()
+        need[:, 0] = True
         counts = need.sum(1)  # (B,)
         M = int(counts.max())
-        # needed positions first, in position order; slot 0 of every row is position 0 ([CLS])
         key = (~need).to(torch.int64) * T + torch.arange(T)
         slots = key.argsort(dim=1)[:, :M]  # (B, M)
         valid = torch.arange(M)[None, :] < counts[:, None]  # (B, M)
-        h = layers[-1].forward_rows(x, slots, valid, bool_mask, add_mask, gen)  # (N, D), row-major (b, pos)
-        if cfg.norm_placement == "pre":
-            h = self.bert.encoder.LayerNorm(h)
-        rb = torch.arange(B)[:, None].expand(B, M)[valid]
-        rp = slots[valid]
-        cls_h = h[torch.cumsum(counts, 0) - counts]  # (B, D): slot 0 of each sequence
-        if self.bert.pooler is not None:
-            cls_h = torch.tanh(self.bert.pooler.dense(cls_h))
-        out = PreTrainingOutput(nsp_logits=self.cls.seq_relationship(cls_h))
-        is_mlm = sel[rb, rp]
-        positions = (rb[is_mlm], rp[is_mlm])  # same order as sel.nonzero(): by sequence, then position
-        logits = self.mlm_logits_from(h[is_mlm])  # (N_selected, V)
-        targets = mlm_labels[positions]
-        out.mlm_loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
-        out.mlm_logits, out.mlm_positions = logits, positions
-        if nsp_labels is not None:
-            out.nsp_loss = F.cross_entropy(out.nsp_logits, nsp_labels)
-        losses = [v for v in (out.mlm_loss, out.nsp_loss) if v is not None]
-        out.loss = sum(losses)
-        out.embeddings = parts
-        return out
-
-    def mlm_logits_from(self, h: Tensor) -> Tensor:
-        """Apply the MLM head to hidden states (..., D) -> (..., V)."""
-        pred = self.cls.predictions
-        if pred.kind == "linear":
-            return pred.decoder(h)
-        t = pred.transform
-        h = t.LayerNorm(pred.act(t.dense(h)))
-        return F.linear(h, self.bert.embeddings.word_embeddings.weight, pred.bias)  # decoder tied to embeddings
+        return slots, valid, counts
 
     def forward(
         self,
@@ -356,7 +194,13 @@ class BertForPreTraining(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         output_embeddings: bool = False,
+        head_mask: Tensor | None = None,
     ) -> PreTrainingOutput:
+        """input_ids, token_type_ids (0/1), attention_mask: (B, T). With ``mlm_labels`` (B, T; -100 = not
+        selected) ``mlm_logits`` holds only the selected rows (N, V), and unless attentions or hidden states
+        are asked for, the last layer runs only at [CLS] and those rows (same numbers, less work).
+        ``head_mask``: float (L, H) or (H,) for every layer; each head's attention probabilities are multiplied
+        by its entry, so 0 removes that head's context vector (head ablation, Michel et al. 2019; HF semantics)."""
         cfg = self.config
         B, T = input_ids.shape
         if T > cfg.max_position_embeddings:
@@ -365,47 +209,41 @@ class BertForPreTraining(nn.Module):
             )
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        gen = self.dropout_generator if self.training else None
-        bool_mask = add_mask = None
-        if attention_mask is not None and not bool(attention_mask.all()):
-            keep = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T): padded keys get no attention
-            bool_mask = keep
-            add_mask = torch.zeros(keep.shape, dtype=torch.float32).masked_fill(~keep, torch.finfo(torch.float32).min)
+        mask = None
+        if attention_mask is not None and cfg.attention_padding_mask and not bool(attention_mask.all()):
+            mask = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T): padded keys get no attention
+        head_mask = self._check_head_mask(head_mask)
         parts: dict | None = {} if output_embeddings else None
-        x = self.bert.embeddings(input_ids, token_type_ids, gen, parts)  # (B, T, D)
-        if mlm_labels is not None and not output_attentions and not output_hidden_states:
-            return self._forward_loss_rows(x, mlm_labels, nsp_labels, bool_mask, add_mask, gen, parts)
-        hidden = [x] if output_hidden_states else None
-        attns = [] if output_attentions else None
-        for layer in self.bert.encoder.layer:
-            x, probs = layer(x, bool_mask, add_mask, gen, output_attentions)
-            if hidden is not None:
-                hidden.append(x)
-            if attns is not None:
-                attns.append(probs)
-        if cfg.norm_placement == "pre":
-            x = self.bert.encoder.LayerNorm(x)
-            if hidden is not None:
-                hidden[-1] = x
+        x = self.bert.embeddings(input_ids, token_type_ids, attention_mask, parts)  # (B, T, D)
 
-        cls_h = x[:, 0]  # (B, D): the [CLS] position
-        if self.bert.pooler is not None:
-            cls_h = torch.tanh(self.bert.pooler.dense(cls_h))
-        nsp_logits = self.cls.seq_relationship(cls_h)  # (B, 2)
+        selected = mlm_labels != -100 if mlm_labels is not None else None  # (B, T)
+        rows = None
+        if selected is not None and not output_attentions and not output_hidden_states:
+            slots, valid, counts = self._loss_rows(selected)
+            rows = (slots, valid)
+        h, hidden, attns = self.bert.encoder(x, mask, head_mask, output_attentions, output_hidden_states, rows)
+        if rows is None:  # h: (B, T, D)
+            cls_h = h[:, 0]
+            positions = selected.nonzero(as_tuple=True) if selected is not None else None
+            seq_out = h[positions] if positions is not None else (h if self.has_mlm_head else None)
+        else:  # h: (N, D), row-major (sequence, slot)
+            cls_h = h[torch.cumsum(counts, 0) - counts]  # slot 0 of each sequence
+            rb = torch.arange(B)[:, None].expand_as(slots)[valid]
+            rp = slots[valid]
+            is_mlm = selected[rb, rp]
+            positions = (rb[is_mlm], rp[is_mlm])  # same order as selected.nonzero(): by sequence, then position
+            seq_out = h[is_mlm]
+        pooled = self.bert.pooler(cls_h) if self.bert.pooler is not None else cls_h  # (B, D)
+        # Without MLM weights (e.g. all-MiniLM-L6-v2) logits would be random, and for a 30522-word vocabulary
+        # most of an inspect call, so they are not computed.
+        mlm_logits, nsp_logits = self.cls(seq_out, pooled)  # (B, T, V) or (N, V); (B, 2)
 
-        out = PreTrainingOutput(nsp_logits=nsp_logits)
-        if mlm_labels is not None:
-            sel = mlm_labels != -100  # (B, T)
-            positions = sel.nonzero(as_tuple=True)
-            logits = self.mlm_logits_from(x[positions])  # (N, V): only the selected positions (BERT §3.1)
+        out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits)
+        if selected is not None:
             targets = mlm_labels[positions]
-            out.mlm_loss = F.cross_entropy(logits, targets) if targets.numel() else logits.sum() * 0.0
-            out.mlm_logits, out.mlm_positions = logits, positions
-        elif self.has_mlm_head:
-            out.mlm_logits = self.mlm_logits_from(x)  # (B, T, V)
-        # else None: an imported model without MLM weights (e.g. all-MiniLM-L6-v2) would only give random
-        # logits, and for its 30522-word vocabulary they were ~80% of an inspect call (20 ms of 25 ms).
-        if nsp_labels is not None:
+            out.mlm_loss = F.cross_entropy(mlm_logits, targets) if targets.numel() else mlm_logits.sum() * 0.0
+            out.mlm_positions = positions
+        if nsp_labels is not None:  # cross-entropy over both labels: -log p(y | x), y in {IsNext, NotNext}
             out.nsp_loss = F.cross_entropy(nsp_logits, nsp_labels)
         losses = [v for v in (out.mlm_loss, out.nsp_loss) if v is not None]
         if losses:
@@ -414,6 +252,10 @@ class BertForPreTraining(nn.Module):
         out.hidden_states = tuple(hidden) if hidden is not None else None
         out.embeddings = parts
         return out
+
+    def mlm_logits_from(self, h: Tensor) -> Tensor:
+        """Apply the MLM head to hidden states (..., D) -> (..., V)."""
+        return self.cls.predictions(h)
 
 
 def count_parameters(model: BertForPreTraining) -> dict[str, int]:

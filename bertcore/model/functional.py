@@ -60,3 +60,14 @@ def _activation(name: str):
     if name == "gelu_tanh":
         return lambda x: F.gelu(x, approximate="tanh")  # 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
     return F.relu
+
+
+def layer_norm_unbiased_std(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    """The seeds' LayerNorm (BERT-pytorch, Annotated Transformer): a * (x - mean) / (std + eps) + b.
+
+    Unlike ``nn.LayerNorm`` (Ba et al. 2016: (x - mean) / sqrt(var + eps) with the biased variance), ``std`` is
+    the unbiased (n - 1) standard deviation and eps is added outside the square root.
+    """
+    mean = x.mean(-1, keepdim=True)
+    std = x.std(-1, keepdim=True)  # unbiased: divides by D - 1
+    return weight * (x - mean) / (std + eps) + bias

@@ -1,0 +1,133 @@
+"""Named presets: one per seed design (/work/shared/seeds, README.md there), each in two sizes.
+
+``preset(name, size)`` returns ``(BertConfig overrides, TrainConfig overrides)``. ``size="seed"`` is the seed's
+own model size, ``size="tiny"`` the same design at the size that trains on the built-in corpus in about a minute.
+``PRESETS[name]`` is the tiny pair (what the Train page offers). Each preset sets every design switch of
+``BertConfig`` explicitly, so two presets differ exactly where their seeds do; tests/test_seed_presets.py
+rebuilds each seed's model from the seed's own equations and checks bertcore's forward against it.
+
+Where a seed leaves something out, the preset fills it with BERT's choice and says so in ``PRESET_NOTES``.
+Where a seed has a known defect, the preset keeps the fix: NSP is a cross-entropy over both labels
+(BERT-pytorch's NLLLoss(ignore_index=0) dropped every NotNext example), a random "next" sentence is never the
+true one, and learned positions are sliced to the input's length (the blog's embedding needed inputs padded to
+the full table).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+# The design switches, by seed. Sizes are added by SIZES below.
+_DESIGNS: dict[str, dict[str, Any]] = {
+    "original BERT (tiny)": dict(  # Devlin et al. 2019 / HF transformers' modeling_bert
+        position_embedding="learned", norm_placement="post", final_layer_norm=False, layer_norm_style="variance",
+        layer_norm_eps=1e-12, embedding_scale=False, embedding_layer_norm=True, hidden_act="gelu", ffn_dropout=False,
+        attention_padding_mask=True, segment_ids="0/1", type_vocab_size=2, init="bert", mlm_head="transform",
+        nsp_head="pooler", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    "BERT-pytorch (codertimo)": dict(  # seeds 000 and 003
+        position_embedding="sinusoidal", norm_placement="pre", final_layer_norm=False,
+        layer_norm_style="unbiased_std", layer_norm_eps=1e-6, embedding_scale=False, embedding_layer_norm=False,
+        hidden_act="gelu_tanh", ffn_dropout=True, attention_padding_mask=True, segment_ids="1/2", type_vocab_size=3,
+        init="pytorch", mlm_head="linear", nsp_head="first_token", hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1),
+    "blog BertModel": dict(  # seed 001
+        position_embedding="learned", norm_placement="sublayer_output", final_layer_norm=False,
+        layer_norm_style="variance", layer_norm_eps=1e-5, embedding_scale=False, embedding_layer_norm=True,
+        hidden_act="gelu", ffn_dropout=False, attention_padding_mask=False, segment_ids="0/1", type_vocab_size=2,
+        init="pytorch", mlm_head="linear", nsp_head="pooler", hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1),
+    "Annotated Transformer": dict(  # seed 002: its encoder and embeddings under BERT's two heads
+        position_embedding="sinusoidal", norm_placement="pre", final_layer_norm=True,
+        layer_norm_style="unbiased_std", layer_norm_eps=1e-6, embedding_scale=True, embedding_layer_norm=False,
+        hidden_act="relu", ffn_dropout=True, attention_padding_mask=True, segment_ids="0/1", type_vocab_size=0,
+        init="xavier_uniform", mlm_head="linear", nsp_head="first_token", hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1),
+    "d2l": dict(  # seed 004
+        position_embedding="learned", norm_placement="post", final_layer_norm=False, layer_norm_style="variance",
+        layer_norm_eps=1e-5, embedding_scale=False, embedding_layer_norm=False, hidden_act="relu", ffn_dropout=False,
+        attention_padding_mask=True, segment_ids="0/1", type_vocab_size=2, init="pytorch", mlm_head="mlp",
+        nsp_head="pooler", hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2),
+}
+
+_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+             max_position_embeddings=64)
+_BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                  max_position_embeddings=512)
+
+# name -> size -> (model sizes, train overrides). Vocabulary sizes always come from the tokenizer.
+SIZES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
+    "original BERT (tiny)": {
+        "tiny": (_TINY, {}),
+        # BERT-base (§3, §A.2): 110M parameters with the 30522-word vocabulary; lr 1e-4, sequences of 128
+        "seed": (_BERT_BASE, dict(lr=1e-4, max_seq_len=128, batch_size=32, warmup_steps=1000)),
+    },
+    "BERT-pytorch (codertimo)": {
+        "tiny": (_TINY, {}),
+        # hidden 768, 12 layers, 12 heads, FFN 4 x hidden, PositionalEmbedding(max_len=512); seq_len 20 (seed 003)
+        "seed": (dict(_BERT_BASE), dict(lr=1e-4, max_seq_len=20, batch_size=64, warmup_steps=1000)),
+    },
+    "blog BertModel": {
+        "tiny": (_TINY, {}),
+        # the seed's config dict shows no values; its keys are BERT's, so BERT-base is assumed
+        "seed": (_BERT_BASE, dict(lr=1e-4, max_seq_len=128, batch_size=32, warmup_steps=1000)),
+    },
+    "Annotated Transformer": {
+        "tiny": (_TINY, {}),
+        # make_model: N=6, d_model=512, d_ff=2048, h=8, dropout 0.1, PositionalEncoding(max_len=5000)
+        "seed": (dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
+                      max_position_embeddings=5000), dict(lr=1e-4, max_seq_len=128, batch_size=32, warmup_steps=1000)),
+    },
+    "d2l": {
+        "tiny": (_TINY, {}),
+        # num_hiddens=768, ffn_num_hiddens=1024, num_heads=4, num_layers=2, dropout=0.2, max_len=1000
+        "seed": (dict(hidden_size=768, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024,
+                      max_position_embeddings=1000), dict(lr=1e-4, max_seq_len=64, batch_size=64, warmup_steps=100)),
+    },
+}
+
+SEED_FILES = {"original BERT (tiny)": None, "BERT-pytorch (codertimo)": ("000", "003"), "blog BertModel": ("001",),
+              "Annotated Transformer": ("002",), "d2l": ("004",)}
+
+PRESET_NOTES: dict[str, list[str]] = {
+    "original BERT (tiny)": ["matches HF transformers' BertForPreTraining (tests/test_model.py)"],
+    "BERT-pytorch (codertimo)": [
+        "segment ids 1/2 with 0 for padding; token_type_ids stay 0/1 at the API and are mapped inside the model",
+        "MLM and NSP heads return logits; the seed's LogSoftmax + NLLLoss is the same loss as cross-entropy",
+        "NSP loss counts both labels (the seed's NLLLoss(ignore_index=0) dropped every NotNext example)",
+        "the dropout BERT-pytorch's TransformerBlock applies after each block is not in the seeds and not here",
+        "the seed's vocabulary (<pad> <unk> <eos> <sos> <mask>, case kept, by frequency) is reproduced by "
+        "bertcore.data.pretraining.seed_vocab / seed003_example; training uses the project's tokenizer",
+    ],
+    "blog BertModel": [
+        "Multi_Head_Att, Feed_Forward and BertPooler are not shown in the seed: BERT's (Q/K/V/O projections, "
+        "Linear-GELU-Linear, tanh pooler) are assumed; Add_Norm is taken as a LayerNorm of the sublayer output",
+        "sizes are not shown in the seed: BERT-base is assumed for size=seed",
+        "positions are sliced to the input length (the seed indexed the full table, so inputs had to be padded "
+        "to max_position_embeddings)",
+    ],
+    "Annotated Transformer": [
+        "the notebook stops before BERT's heads: the MLM head is its Generator (one Linear, log-softmax) and NSP "
+        "reads the first position, as in BERT-pytorch",
+        "no segment embeddings: the seed's Embeddings are lut(x) * sqrt(d_model) + PE",
+    ],
+    "d2l": [
+        "d2l reads pos_embedding.data, so its position table never trains; here it trains (BERT §3)",
+        "d2l has no dropout on the embedding sum; this preset keeps BERT's (the only dropout site not switchable)",
+    ],
+}
+
+PRESET_SIZES = ("tiny", "seed")
+
+
+def preset(name: str, size: str = "tiny") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(BertConfig overrides, TrainConfig overrides) of preset ``name`` at ``size`` ("tiny" or "seed").
+
+    Raises KeyError with the valid names; the CLI and the pages turn it into a message."""
+    if name not in _DESIGNS:
+        raise KeyError(f"unknown preset {name!r}; choose one of: {', '.join(_DESIGNS)}")
+    if size not in PRESET_SIZES:
+        raise KeyError(f"unknown preset size {size!r}; choose one of: {', '.join(PRESET_SIZES)}")
+    dims, train = SIZES[name][size]
+    return {**_DESIGNS[name], **dims}, dict(train)
+
+
+PRESETS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {n: preset(n, "tiny") for n in _DESIGNS}

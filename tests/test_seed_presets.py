@@ -1,0 +1,297 @@
+"""Issue 12, truth to the seeds: each seed preset equals its seed's model, rebuilt here from the seed's equations.
+
+Every reference below is plain torch written from the seed text (shared/seeds/000-004), not from bertcore's
+modules. It reads the same weights (by bertcore's parameter names) and must give the same MLM and NSP outputs
+and attention probabilities to 1e-5. Inputs are in each seed's own convention (e.g. codertimo's segment labels
+1/2 with 0 for padding and its padding mask (x > 0); d2l's valid_lens).
+"""
+import math
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from bertcore.config import PRESETS, BertConfig, estimate, preset
+from bertcore.model import BertForPreTraining, count_parameters
+
+V, T = 50, 16
+DIMS = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48)
+
+
+def _model(name, **kw):
+    torch.manual_seed(0)
+    cfg = BertConfig(**{**PRESETS[name][0], **DIMS, **kw})
+    m = BertForPreTraining(cfg).eval()
+    with torch.no_grad():  # LayerNorm gains and biases away from 1 / 0, so a misplaced norm shows
+        for k, p in m.named_parameters():
+            if "LayerNorm" in k:
+                p.add_(0.3 * torch.randn_like(p))
+    return m, {k: v.detach() for k, v in m.state_dict().items()}
+
+
+def _batch(seed=0):
+    """ids (B, T) with [CLS]=2 first, lengths 16, 11, 7; A/B split; 0 = padding."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, V, (3, T), generator=g)
+    lens = torch.tensor([T, 11, 7])
+    real = torch.arange(T)[None, :] < lens[:, None]
+    ids[:, 0] = 2
+    ids[~real] = 0
+    b_start = (lens // 2)[:, None]
+    tt = ((torch.arange(T)[None, :] >= b_start) & real).long()  # 0/1, the API's convention
+    return ids, tt, real.long(), lens
+
+
+def _linear(x, W, name):
+    return F.linear(x, W[name + ".weight"], W[name + ".bias"])
+
+
+def _seed_ln(x, W, name, eps):
+    """BERT-pytorch / Annotated Transformer LayerNorm: a_2 * (x - mean) / (std + eps) + b_2, torch's std (unbiased)."""
+    mean = x.mean(-1, keepdim=True)
+    std = x.std(-1, keepdim=True)
+    return W[name + ".weight"] * (x - mean) / (std + eps) + W[name + ".bias"]
+
+
+def _nn_ln(x, W, name, eps):
+    return F.layer_norm(x, x.shape[-1:], W[name + ".weight"], W[name + ".bias"], eps)
+
+
+def _mha(x, W, pre, h, mask=None, fill=-1e9):
+    """Q, K, V linears, view(B, -1, h, d_k).transpose(1, 2), softmax(QK^T / sqrt(d_k)) with masked_fill(mask == 0,
+    fill), concat, output linear (seed 000's MultiHeadedAttention; d2l's is the same computation)."""
+    B = x.shape[0]
+    q, k, v = [_linear(x, W, f"{pre}.attention.self.{n}").view(B, -1, h, x.shape[-1] // h).transpose(1, 2)
+               for n in ("query", "key", "value")]
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, fill)
+    p = F.softmax(scores, dim=-1)
+    out = torch.matmul(p, v).transpose(1, 2).contiguous().view(B, -1, x.shape[-1])
+    return _linear(out, W, f"{pre}.attention.output.dense"), p
+
+
+def _seed_pe(max_len, d):
+    """PositionalEmbedding as seeds 000/002/003 write it (log-space div_term)."""
+    pe = torch.zeros(max_len, d).float()
+    position = torch.arange(0, max_len).float().unsqueeze(1)
+    div_term = torch.exp(torch.arange(0, d, 2).float() * -(math.log(10000.0) / d))
+    pe[:, 0::2] = torch.sin(position * div_term)
+    pe[:, 1::2] = torch.cos(position * div_term)
+    return pe
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * torch.pow(x, 3))))
+
+
+def _compare(ours, mlm_ref, nsp_ref, attn_ref, log_softmax):
+    mlm, nsp = ours.mlm_logits, ours.nsp_logits
+    if log_softmax:  # the seed's heads end in LogSoftmax
+        mlm, nsp = mlm.log_softmax(-1), nsp.log_softmax(-1)
+    assert torch.allclose(mlm, mlm_ref, atol=1e-5), (mlm - mlm_ref).abs().max()
+    assert torch.allclose(nsp, nsp_ref, atol=1e-5)
+    assert len(ours.attentions) == len(attn_ref)
+    for a, b in zip(ours.attentions, attn_ref):
+        assert torch.allclose(a, b, atol=1e-5)
+
+
+def test_codertimo_preset_equals_bert_pytorch():
+    m, W = _model("BERT-pytorch (codertimo)")
+    ids, tt, am, lens = _batch()
+    # seed 003: segment_label 1 for A (with <sos>, <eos>), 2 for B, 0 for padding; mask = (x > 0)
+    seg = torch.where(am.bool(), tt + 1, torch.zeros_like(tt))
+    mask = (ids > 0).unsqueeze(1).repeat(1, ids.size(1), 1).unsqueeze(1)
+    x = W["bert.embeddings.word_embeddings.weight"][ids] + _seed_pe(512, 32)[:T] \
+        + W["bert.embeddings.token_type_embeddings.weight"][seg]
+    attns = []
+    for i in range(2):
+        pre = f"bert.encoder.layer.{i}"
+        a, p = _mha(_seed_ln(x, W, f"{pre}.attention.output.LayerNorm", 1e-6), W, pre, 4, mask)
+        x = x + a  # SublayerConnection: x + dropout(sublayer(norm(x)))
+        h = _seed_ln(x, W, f"{pre}.output.LayerNorm", 1e-6)
+        x = x + _linear(_gelu_tanh(_linear(h, W, f"{pre}.intermediate.dense")), W, f"{pre}.output.dense")
+        attns.append(p)
+    nsp = F.log_softmax(_linear(x[:, 0], W, "cls.seq_relationship"), dim=-1)
+    mlm = F.log_softmax(_linear(x, W, "cls.predictions.decoder"), dim=-1)
+    with torch.no_grad():
+        ours = m(ids, tt, am, output_attentions=True)
+    _compare(ours, mlm, nsp, attns, log_softmax=True)
+    assert W["bert.embeddings.token_type_embeddings.weight"].shape == (3, 32)
+    assert torch.all(W["bert.embeddings.token_type_embeddings.weight"][0] == 0)  # padding_idx=0
+
+
+def test_blog_preset_equals_blog_bertmodel():
+    m, W = _model("blog BertModel", max_position_embeddings=T)  # the blog needs inputs as long as the table
+    ids, tt, am, lens = _batch()
+    pos_idx = torch.arange(0, W["bert.embeddings.position_embeddings.weight"].shape[0]).repeat(ids.shape[0], 1)
+    emb = W["bert.embeddings.word_embeddings.weight"][ids] + W["bert.embeddings.position_embeddings.weight"][pos_idx] \
+        + W["bert.embeddings.token_type_embeddings.weight"][tt]
+    x = _nn_ln(emb, W, "bert.embeddings.LayerNorm", 1e-5)
+    attns = []
+    for i in range(2):
+        pre = f"bert.encoder.layer.{i}"
+        a, p = _mha(x, W, pre, 4)  # no padding mask
+        add_norm1_out = x + _nn_ln(a, W, f"{pre}.attention.output.LayerNorm", 1e-5)
+        ff = _linear(F.gelu(_linear(add_norm1_out, W, f"{pre}.intermediate.dense")), W, f"{pre}.output.dense")
+        x = add_norm1_out + _nn_ln(ff, W, f"{pre}.output.LayerNorm", 1e-5)
+        attns.append(p)
+    pooled = torch.tanh(_linear(x[:, 0], W, "bert.pooler.dense"))
+    with torch.no_grad():
+        ours = m(ids, tt, am, output_attentions=True)
+    _compare(ours, _linear(x, W, "cls.predictions.decoder"), _linear(pooled, W, "cls.seq_relationship"), attns,
+             log_softmax=False)
+
+
+def test_annotated_preset_equals_annotated_transformer_encoder():
+    m, W = _model("Annotated Transformer")
+    ids, tt, am, lens = _batch()
+    src_mask = (ids != 0).unsqueeze(-2).unsqueeze(1)  # (B, 1, 1, T): make_std_mask's src part, then unsqueeze(1)
+    x = W["bert.embeddings.word_embeddings.weight"][ids] * math.sqrt(32) + _seed_pe(5000, 32)[:T]
+    attns = []
+    for i in range(2):
+        pre = f"bert.encoder.layer.{i}"
+        a, p = _mha(_seed_ln(x, W, f"{pre}.attention.output.LayerNorm", 1e-6), W, pre, 4, src_mask)
+        x = x + a
+        h = _seed_ln(x, W, f"{pre}.output.LayerNorm", 1e-6)
+        x = x + _linear(F.relu(_linear(h, W, f"{pre}.intermediate.dense")), W, f"{pre}.output.dense")
+        attns.append(p)
+    x = _seed_ln(x, W, "bert.encoder.LayerNorm", 1e-6)  # Encoder: return self.norm(x)
+    mlm = F.log_softmax(_linear(x, W, "cls.predictions.decoder"), dim=-1)  # Generator
+    nsp = F.log_softmax(_linear(x[:, 0], W, "cls.seq_relationship"), dim=-1)
+    with torch.no_grad():
+        ours = m(ids, tt, am, output_attentions=True)
+    _compare(ours, mlm, nsp, attns, log_softmax=True)
+    assert not any("token_type" in k for k in W)  # the seed's embeddings have no segment part
+
+
+def test_d2l_preset_equals_d2l_bertmodel():
+    m, W = _model("d2l")
+    ids, tt, am, valid_lens = _batch()
+    pred_positions = torch.tensor([[1, 3, 5], [2, 4, 9], [1, 2, 6]])
+    X = W["bert.embeddings.word_embeddings.weight"][ids] + W["bert.embeddings.token_type_embeddings.weight"][tt]
+    X = X + W["bert.embeddings.position_embeddings.weight"][None, :T]
+    key_ok = (torch.arange(T)[None, :] < valid_lens[:, None])[:, None, None, :]  # masked_softmax by valid_lens
+    attns = []
+    for i in range(2):
+        pre = f"bert.encoder.layer.{i}"
+        a, p = _mha(X, W, pre, 4, key_ok, fill=-1e6)
+        Y = _nn_ln(a + X, W, f"{pre}.attention.output.LayerNorm", 1e-5)  # AddNorm: ln(dropout(Y) + X)
+        ffn = _linear(F.relu(_linear(Y, W, f"{pre}.intermediate.dense")), W, f"{pre}.output.dense")
+        X = _nn_ln(ffn + Y, W, f"{pre}.output.LayerNorm", 1e-5)
+        attns.append(p)
+    batch_idx = torch.repeat_interleave(torch.arange(3), 3)
+    masked_X = X[batch_idx, pred_positions.reshape(-1)]
+    h = _nn_ln(F.relu(_linear(masked_X, W, "cls.predictions.transform.dense")), W,
+               "cls.predictions.transform.LayerNorm", 1e-5)
+    mlm = _linear(h, W, "cls.predictions.decoder")  # MaskLM: Linear, ReLU, LayerNorm, Linear
+    nsp = _linear(torch.tanh(_linear(X[:, 0], W, "bert.pooler.dense")), W, "cls.seq_relationship")
+    labels = torch.full_like(ids, -100)
+    for b in range(3):
+        labels[b, pred_positions[b]] = ids[b, pred_positions[b]]
+    with torch.no_grad():
+        ours = m(ids, tt, am, mlm_labels=labels, output_attentions=True)
+        fast = m(ids, tt, am, mlm_labels=labels)  # the training path (last layer at the selected rows only)
+    _compare(ours, mlm, nsp, attns, log_softmax=False)
+    assert torch.allclose(fast.mlm_logits, mlm, atol=1e-5) and torch.allclose(fast.nsp_logits, nsp, atol=1e-5)
+
+
+def _configs(size):
+    return {n: BertConfig(vocab_size=30522 if size == "seed" else 300, **preset(n, size)[0]) for n in PRESETS}
+
+
+@pytest.mark.parametrize("size", ["tiny", "seed"])
+def test_presets_are_pairwise_different_and_seed_sizes_are_the_seeds(size):
+    cfgs = _configs(size)
+    dicts = [c.to_dict() for c in cfgs.values()]
+    assert all(dicts[i] != dicts[j] for i in range(5) for j in range(i + 1, 5))
+    if size == "seed":
+        assert 109e6 < estimate(cfgs["original BERT (tiny)"])["params"] < 111e6  # BERT-base: 110M
+        a = cfgs["Annotated Transformer"]
+        assert (a.hidden_size, a.num_hidden_layers, a.num_attention_heads, a.intermediate_size) == (512, 6, 8, 2048)
+        d = cfgs["d2l"]
+        assert (d.hidden_size, d.num_hidden_layers, d.num_attention_heads, d.intermediate_size,
+                d.hidden_dropout_prob) == (768, 2, 4, 1024, 0.2)
+
+
+def test_inits_follow_the_seeds():
+    """bert: normal(0, 0.02); pytorch: nn.Embedding N(0, 1), nn.Linear U(+-1/sqrt(fan_in));
+    xavier_uniform: every matrix within +-sqrt(6 / (fan_in + fan_out)) with that uniform's std."""
+    models = {n: BertForPreTraining(c) for n, c in _configs("tiny").items()}
+    w = models["original BERT (tiny)"].bert.encoder.layer[0].intermediate.dense.weight
+    assert abs(w.std().item() - 0.02) < 0.002
+    e = models["d2l"].bert.embeddings.word_embeddings.weight[1:]
+    assert abs(e.std().item() - 1.0) < 0.05
+    lin = models["BERT-pytorch (codertimo)"].bert.encoder.layer[0].intermediate.dense.weight  # (256, 64)
+    assert lin.abs().max() <= 1 / math.sqrt(64) and lin.abs().max() > 0.9 / math.sqrt(64)
+    xa = models["Annotated Transformer"].bert.encoder.layer[0].intermediate.dense.weight
+    bound = math.sqrt(6 / (64 + 256))
+    assert xa.abs().max() <= bound and abs(xa.std().item() - bound / math.sqrt(3)) < 0.01
+
+
+def test_param_estimate_matches_every_preset():
+    for n, c in _configs("tiny").items():
+        assert estimate(c)["params"] == count_parameters(BertForPreTraining(c))["total"], n
+
+
+def test_nsp_loss_counts_both_labels():
+    """The fix kept from BERT-pytorch's defect: its NLLLoss(ignore_index=0) skipped every NotNext (label 0)."""
+    m, _ = _model("BERT-pytorch (codertimo)")
+    ids, tt, am, _ = _batch()
+    labels = torch.tensor([0, 1, 0])
+    with torch.no_grad():
+        out = m(ids, tt, am, nsp_labels=labels)
+    logp = out.nsp_logits.log_softmax(-1)
+    assert torch.allclose(out.nsp_loss, -(logp[torch.arange(3), labels]).mean(), atol=1e-6)
+
+
+def test_ffn_dropout_sits_inside_the_ffn_only_where_the_seed_has_it():
+    """W2 Drop(act(W1 x)) in BERT-pytorch and the Annotated Transformer (invisible in eval mode, so checked here)."""
+    for n, c in _configs("tiny").items():
+        m = BertForPreTraining(c)
+        inter = m.bert.encoder.layer[0].intermediate.train()
+        x = torch.randn(4, 64)
+        if n in ("BERT-pytorch (codertimo)", "Annotated Transformer"):
+            zeros = (inter(x) == 0) & (F.gelu(inter.dense(x)) != 0)
+            assert inter.dropout.p == 0.1 and zeros.any()
+        else:
+            assert inter.dropout is None and torch.equal(inter(x), inter.act(inter.dense(x)))
+
+
+# which config fields each formula depends on (the mlm head shows the activation unless it is one Linear)
+_FORMULA_FIELDS = {
+    "embeddings": lambda c: (c.embedding_scale, c.embedding_layer_norm, c.position_embedding, c.type_vocab_size > 0,
+                             c.segment_ids),
+    "attention": lambda c: (c.attention_padding_mask,),
+    "sublayer": lambda c: (c.norm_placement, c.final_layer_norm, c.ffn_dropout, c.hidden_act),
+    "layer_norm": lambda c: (c.layer_norm_style, c.layer_norm_eps),
+    "mlm": lambda c: (c.mlm_head, c.hidden_act if c.mlm_head != "linear" else None),
+    "nsp": lambda c: (c.nsp_head,),
+}
+
+
+def test_formulas_differ_exactly_where_the_preset_models_differ():
+    from bertcore.model.formulas import formulas
+
+    cfgs = _configs("tiny")
+    rendered = {n: formulas(c) for n, c in cfgs.items()}
+    names = list(cfgs)
+    for key, fields in _FORMULA_FIELDS.items():
+        for i, a in enumerate(names):
+            tex = rendered[a][key]
+            lefts = len(re.findall(r"\\left[(\[.]", tex))
+            assert tex.count("{") == tex.count("}") and lefts == tex.count(r"\right"), (a, key)
+            for b in names[i + 1:]:
+                same_model = fields(cfgs[a]) == fields(cfgs[b])
+                assert (rendered[a][key] == rendered[b][key]) == same_model, (key, a, b)
+    bert, cod, ann = rendered["original BERT (tiny)"], rendered["BERT-pytorch (codertimo)"], \
+        rendered["Annotated Transformer"]
+    assert r"\sqrt{\sigma^2 + \epsilon}" in bert["layer_norm"] and r"10^{-12}" in bert["layer_norm"]
+    assert r"{s + \epsilon}" in cod["layer_norm"] and r"\tfrac{1}{d-1}" in cod["layer_norm"]
+    assert r"\mathrm{LN}\big(x + " in bert["sublayer"] and r"F(\mathrm{LN}(x))" in cod["sublayer"]
+    assert r"x + \mathrm{LN}\big(" in rendered["blog BertModel"]["sublayer"]
+    assert r"\sqrt{d}\," in ann["embeddings"] and "S[s_t]" not in ann["embeddings"]
+    assert r"\mathrm{LN}(E_" in bert["embeddings"] and r"\mathrm{LN}(E_" not in cod["embeddings"]
+    assert r"\{1, 2\}" in cod["embeddings"] and r"\mathrm{IsNext}, \mathrm{NotNext}" in bert["nsp"]
+    assert r"W_2\,\mathrm{LN}\big(\mathrm{ReLU}" in rendered["d2l"]["mlm"] and "tied" in bert["mlm"]
