@@ -348,3 +348,18 @@ def test_fixed_padding_and_expected_selection_rate_on_the_tutorial_corpus():
     assert "at least one" in masking_rule() and "max(1, round(n x 0.15))" in masking_rule()
     with pytest.raises(Exception, match="fixed_length"):
         PretrainingData(corpus, WordTokenizer.build(corpus.texts()), max_seq_len=20, fixed_length=10)
+
+
+def test_cli_presets_json_lists_five_pairwise_different_configs(capsys):
+    import json
+
+    from bertcore.cli import main
+
+    assert main(["presets", "--json", "--size", "tiny"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["name"] for p in out] == list(PRESETS)
+    bert = [json.dumps(p["bert"], sort_keys=True) for p in out]
+    assert len(set(bert)) == 5 and all(BertConfig(**p["bert"]) for p in out)
+    with pytest.raises(SystemExit) as e:
+        main(["presets", "--size", "huge"])
+    assert e.value.code == 2
