@@ -6,6 +6,7 @@
     python -m bertcore nsp     DIR "sentence A" "sentence B" [--json]
     python -m bertcore inspect DIR "sentence A" ["sentence B"] [--json]
     python -m bertcore mask    [--corpus ...] [--draws N] [--seed N] [--json]
+    python -m bertcore presets [--size tiny|seed] [--json]
     python -m bertcore export-hf DIR OUT_DIR
     python -m bertcore import-hf HF_DIR OUT_DIR
 
@@ -79,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                    help="any BertConfig/TrainConfig field, e.g. --set hidden_size=64 --set lr=1e-3 (repeatable)")
     t.add_argument("--tokenizer", choices=("word", "wordpiece"), default="word", help="vocabulary kind")
-    t.add_argument("--preset", help="start from a named preset (see bertcore.config.PRESETS)")
+    t.add_argument("--preset", help="start from a named preset (see `python -m bertcore presets`)")
+    t.add_argument("--size", choices=("tiny", "seed"), default="tiny",
+                   help="with --preset: tiny (trains in about a minute) or the seed's own model size")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
 
     f = sub.add_parser("fill-mask", help="predict the tokens at each [MASK]")
@@ -108,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="TrainConfig fields such as mlm_probability=0.2")
     m.add_argument("--json", action="store_true")
 
+    r = sub.add_parser("presets", help="list the seed presets with their full model and training configs")
+    r.add_argument("--size", choices=("tiny", "seed"), help="only this size (default: both)")
+    r.add_argument("--json", action="store_true")
+
     e = sub.add_parser("export-hf", help="write a transformers BertForPreTraining directory")
     e.add_argument("dir", metavar="DIR")
     e.add_argument("out", metavar="OUT_DIR")
@@ -127,13 +134,13 @@ def _overrides(pairs) -> dict:
 
 
 def _configs(args):
-    from bertcore.config import PRESETS, BertConfig, TrainConfig, split_overrides
+    from bertcore.config import PRESETS, BertConfig, TrainConfig, preset, split_overrides
 
     bert_kw, train_kw = {}, {}
     if args.preset is not None:
         if args.preset not in PRESETS:
             raise CliError(f"unknown preset {args.preset!r}; choose one of: {', '.join(PRESETS)}")
-        bert_kw, train_kw = dict(PRESETS[args.preset][0]), dict(PRESETS[args.preset][1])
+        bert_kw, train_kw = preset(args.preset, getattr(args, "size", "tiny"))
     b, t = split_overrides(_overrides(args.overrides))
     bert_kw.update(b)
     train_kw.update(t)
@@ -328,8 +335,34 @@ def cmd_import_hf(args) -> int:
     return 0
 
 
+def cmd_presets(args) -> int:
+    """Each preset's full BertConfig (vocab_size comes from the tokenizer at training time) and TrainConfig."""
+    from bertcore.config import BertConfig, TrainConfig, estimate
+    from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS, SEED_FILES, preset
+
+    out = []
+    for name in PRESETS:
+        for size in [args.size] if args.size else PRESET_SIZES:
+            b, t = preset(name, size)
+            bert, train = BertConfig(**b), TrainConfig(**t)
+            out.append({"name": name, "size": size, "seeds": SEED_FILES[name], "bert": bert.to_dict(),
+                        "train": train.to_dict(), "params_at_vocab_size": estimate(bert)["params"],
+                        "notes": PRESET_NOTES[name]})
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    default = BertConfig().to_dict()
+    for p in out:
+        diff = {k: v for k, v in p["bert"].items() if default[k] != v}
+        seeds = ", ".join(p["seeds"]) if p["seeds"] else "BERT paper / HF transformers"
+        print(f"{p['name']} [{p['size']}] (seeds: {seeds}; {p['params_at_vocab_size']:,} parameters at "
+              f"vocab_size={p['bert']['vocab_size']})")
+        print("  " + (", ".join(f"{k}={v}" for k, v in diff.items()) or "the BertConfig defaults"))
+    return 0
+
+
 COMMANDS = {"train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp, "inspect": cmd_inspect,
-            "mask": cmd_mask, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf}
+            "mask": cmd_mask, "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf}
 
 
 def _fail(msg: str) -> int:

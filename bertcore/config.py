@@ -274,6 +274,13 @@ def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     t = field_type if isinstance(field_type, str) else getattr(field_type, "__name__", str(field_type))
+    if t in ("bool", "bool | None"):
+        low = raw.strip().lower()
+        if low in ("none", "auto") and t == "bool | None":
+            return None
+        if low not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"{key}={raw!r} must be true or false")
+        return low in ("true", "1", "yes")
     try:
         if t == "int":
             v = float(raw)
@@ -282,13 +289,6 @@ def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
             return int(v)
         if t == "float":
             return float(raw)
-        if t in ("bool", "bool | None"):
-            low = raw.strip().lower()
-            if low in ("none", "auto") and t == "bool | None":
-                return None
-            if low not in ("true", "false", "1", "0", "yes", "no"):
-                raise ConfigError(f"{key}={raw!r} must be true or false")
-            return low in ("true", "1", "yes")
     except ValueError:
         raise ConfigError(f"{key}={raw!r} must be a {'whole number' if t == 'int' else 'number'}") from None
     return raw

@@ -69,3 +69,27 @@ def test_presets_build_valid_configs():
     codertimo = BertConfig(**PRESETS["BERT-pytorch (codertimo)"][0])
     assert (codertimo.position_embedding, codertimo.norm_placement, codertimo.hidden_act) == (
         "sinusoidal", "pre", "gelu_tanh")
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(segment_ids="1/2"), r"segment_ids=1/2 needs type_vocab_size=3"),
+    (dict(layer_norm_style="rms"), r"layer_norm_style='rms' is not valid; choose one of variance, unbiased_std"),
+    (dict(init="kaiming"), r"init='kaiming' is not valid; choose one of bert, pytorch, xavier_uniform"),
+    (dict(norm_placement="middle"), r"choose one of post, pre, sublayer_output"),
+    (dict(mlm_head="tied"), r"choose one of transform, linear, mlp"),
+    (dict(embedding_scale="yes"), r"embedding_scale='yes' must be true or false"),
+    (dict(type_vocab_size=-1), r"type_vocab_size=-1 is out of range"),
+])
+def test_seed_switches_are_validated_with_the_fix(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        BertConfig(**kw)
+
+
+def test_seed_switches_parse_from_key_value_overrides():
+    bert_kw, _ = split_overrides({"embedding_scale": "true", "final_layer_norm": "auto", "ffn_dropout": "0",
+                                  "type_vocab_size": "3", "segment_ids": "1/2"})
+    c = BertConfig(**bert_kw)
+    assert c.embedding_scale is True and c.ffn_dropout is False and c.final_layer_norm is False
+    assert BertConfig(norm_placement="pre").final_layer_norm is True  # auto: pre-norm stacks get a final LN
+    with pytest.raises(ConfigError, match="ffn_dropout='maybe' must be true or false"):
+        split_overrides({"ffn_dropout": "maybe"})

@@ -119,10 +119,15 @@ def test_export_loads_in_transformers_with_identical_logits(tmp_path, pe):
     assert torch.allclose(o2.mlm_logits, o.mlm_logits, atol=1e-6)
 
 
-def test_export_refuses_variants_hf_cannot_hold(tmp_path):
+@pytest.mark.parametrize("name,match", [("BERT-pytorch (codertimo)", "norm_placement=pre"),
+                                        ("blog BertModel", "attention_padding_mask=false"),
+                                        ("Annotated Transformer", "embedding_scale"), ("d2l", "mlm_head=mlp")])
+def test_export_refuses_variants_hf_cannot_hold(tmp_path, name, match):
+    from bertcore.config import PRESETS
+
     tok = WordTokenizer.build(["the dog runs"])
-    m = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, norm_placement="pre", **SIZES))
-    with pytest.raises(ConfigError, match="norm_placement=pre"):
+    m = BertForPreTraining(BertConfig(**{**PRESETS[name][0], "vocab_size": tok.vocab_size, **SIZES}))
+    with pytest.raises(ConfigError, match=match):
         export_hf(ModelBundle(model=m, tokenizer=tok, history=None, name="x", source="t"), tmp_path / "o")
 
 

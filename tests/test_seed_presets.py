@@ -295,3 +295,71 @@ def test_formulas_differ_exactly_where_the_preset_models_differ():
     assert r"\mathrm{LN}(E_" in bert["embeddings"] and r"\mathrm{LN}(E_" not in cod["embeddings"]
     assert r"\{1, 2\}" in cod["embeddings"] and r"\mathrm{IsNext}, \mathrm{NotNext}" in bert["nsp"]
     assert r"W_2\,\mathrm{LN}\big(\mathrm{ReLU}" in rendered["d2l"]["mlm"] and "tied" in bert["mlm"]
+
+
+def test_seed003_worked_example_ids():
+    """The ids printed in seed 003: vocabulary, masked input, target, segment labels, padding to 20, mask (x > 0)."""
+    from bertcore.data.bert_pytorch import seed003_example
+
+    e = seed003_example()
+    assert e["vocab"] == {"<pad>": 0, "<unk>": 1, "<eos>": 2, "<sos>": 3, "<mask>": 4, "the": 5, "I": 6, "Welcome": 7,
+                          "all": 8, "can": 9, "here": 10, "jungle": 11, "night": 12, "stay": 13, "to": 14}
+    assert e["a_ids"] == [7, 14, 5] and e["b_ids"] == [5, 11]
+    assert e["bert_input"] == [3, 4, 14, 5, 2, 5, 10, 2] + [0] * 12
+    assert e["bert_label"] == [0, 7, 0, 0, 0, 0, 11, 0] + [0] * 12
+    assert e["segment_label"] == [1, 1, 1, 1, 1, 2, 2, 2] + [0] * 12
+    assert e["mask"] == [1] * 8 + [0] * 12
+
+
+def test_codertimo_model_looks_up_the_seed_segment_labels():
+    """0/1 token types + padding mask in, the seed's 1/2/0 segment labels looked up (data helper and model agree)."""
+    from bertcore.data.bert_pytorch import seed003_example
+    from bertcore.data.pretraining import segment_labels
+
+    e = seed003_example()
+    seg = torch.tensor([e["segment_label"]])
+    am = torch.tensor([e["mask"]])
+    tt = (seg == 2).long()
+    assert torch.equal(segment_labels(tt, am), seg)
+    m, W = _model("BERT-pytorch (codertimo)")
+    assert torch.equal(m.bert.embeddings.segment_ids(tt, am), seg)
+    ids = torch.tensor([e["bert_input"]]).clamp(max=V - 1)
+    with torch.no_grad():
+        parts = {}
+        m.bert.embeddings(ids, tt, am, parts)
+    assert torch.equal(parts["segment"][0], W["bert.embeddings.token_type_embeddings.weight"][seg[0]])
+
+
+def test_fixed_padding_and_expected_selection_rate_on_the_tutorial_corpus():
+    from bertcore.data.corpus import tutorial_corpus
+    from bertcore.data.pretraining import (PretrainingData, expected_selection_rate, masking_rule, masking_stats)
+    from bertcore.data.tokenization import WordTokenizer
+
+    corpus = tutorial_corpus()
+    data = PretrainingData(corpus, WordTokenizer.build(corpus.texts()), max_seq_len=20, fixed_length=20)
+    b = data.sample_batch(8, torch.Generator().manual_seed(0))
+    assert b["input_ids"].shape == (8, 20) and int(b["attention_mask"].sum(1).max()) < 20
+    # maskable tokens per sequence: A + B words, for the true B or the other pair's B (both NSP outcomes)
+    lens = [len(a.split()) + len(bb.split()) for a, _ in corpus.pairs for _, bb in corpus.pairs]
+    expected = expected_selection_rate(lens, 0.15)
+    assert expected > 0.16  # 1 of 5-6 tokens: the at-least-one rule, not 15%
+    measured = masking_stats(data, draws=4000, seed=1)["selected_rate"]
+    assert abs(measured - expected) < 0.01
+    assert "at least one" in masking_rule() and "max(1, round(n x 0.15))" in masking_rule()
+    with pytest.raises(Exception, match="fixed_length"):
+        PretrainingData(corpus, WordTokenizer.build(corpus.texts()), max_seq_len=20, fixed_length=10)
+
+
+def test_cli_presets_json_lists_five_pairwise_different_configs(capsys):
+    import json
+
+    from bertcore.cli import main
+
+    assert main(["presets", "--json", "--size", "tiny"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["name"] for p in out] == list(PRESETS)
+    bert = [json.dumps(p["bert"], sort_keys=True) for p in out]
+    assert len(set(bert)) == 5 and all(BertConfig(**p["bert"]) for p in out)
+    with pytest.raises(SystemExit) as e:
+        main(["presets", "--size", "huge"])
+    assert e.value.code == 2

@@ -111,7 +111,40 @@ def _build(cls_id: int, sep_id: int, a_ids, b_ids, max_len: int) -> tuple[list[i
     return ids, types
 
 
+def segment_labels(token_type_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """BERT-pytorch's segment labels: 1 for A, 2 for B, 0 for padding, from 0/1 token types and the padding mask."""
+    return (token_type_ids + 1) * attention_mask.to(token_type_ids.dtype)
+
+
 # ------------------------------------------------------------------ masking
+def masking_rule(rates: "MaskingRates | None" = None) -> str:
+    """The selection rule ``mask_tokens`` follows, in words, for the Masking page."""
+    r = rates or MaskingRates()
+    p = r.mlm_probability
+    return (f"Each non-special token is selected by a Bernoulli draw; a sequence with n such tokens gets at least one. "
+            f"So that the expected count stays n x {p:g}, the per-token rate q solves n q + (1 - q)^n = n x {p:g} "
+            f"when n x {p:g} >= 1; when n x {p:g} < 1 exactly one token is selected, so short sequences are selected "
+            f"at 1/n > {p:.0%} (BERT's create_pretraining_data.py also selects max(1, round(n x {p:g})) tokens). "
+            f"Of the selected: {r.mask_token_frac:.0%} -> [MASK], {r.random_token_frac:.0%} -> a random token, "
+            f"{r.keep_frac:.0%} kept (BERT §3.1).")
+
+
+def expected_selected(n: int, p: float) -> float:
+    """Expected number of selected tokens in a sequence with ``n`` maskable tokens at rate ``p`` (the rule above)."""
+    if n <= 0:
+        return 0.0
+    q = _select_prob(n, p)
+    return 1.0 if q == 0.0 else n * q + (1 - q) ** n
+
+
+def expected_selection_rate(lengths, p: float) -> float:
+    """Expected share of maskable tokens selected over sequences with ``lengths`` maskable tokens each:
+    sum of expected counts / sum of lengths. On short sequences this exceeds ``p`` (the at-least-one rule)."""
+    lengths = [int(n) for n in lengths]
+    total = sum(lengths)
+    return sum(expected_selected(n, p) for n in lengths) / total if total else math.nan
+
+
 @lru_cache(maxsize=4096)
 def _select_prob(n: int, p: float) -> float:
     """q with n*q + (1-q)^n = n*p: the Bernoulli rate that, with the at-least-one fallback, selects n*p
@@ -203,7 +236,8 @@ class PretrainingData:
     """A corpus tokenized once, split into train / held-out pairs, sampled into MLM+NSP batches."""
 
     def __init__(self, corpus, tokenizer, max_seq_len: int = 48, rates: MaskingRates | None = None,
-                 nsp_positive_prob: float = 0.5, held_out_frac: float = 0.1, seed: int = 0):
+                 nsp_positive_prob: float = 0.5, held_out_frac: float = 0.1, seed: int = 0,
+                 fixed_length: int | None = None):
         if len(corpus.pairs) < 2:
             raise CorpusError(f"corpus {corpus.name!r} has {len(corpus.pairs)} pair(s); NSP needs at least 2 so a "
                               "NotNext example can take its B from a different pair")
@@ -213,6 +247,10 @@ class PretrainingData:
             raise ConfigError(f"held_out_frac={held_out_frac!r} must be in [0, 1)")
         if max_seq_len < 5:
             raise ConfigError(f"max_seq_len={max_seq_len} is too short for [CLS] A [SEP] B [SEP]; use at least 5")
+        if fixed_length is not None and not (isinstance(fixed_length, int) and fixed_length >= max_seq_len):
+            raise ConfigError(f"fixed_length={fixed_length!r} must be a whole number >= max_seq_len={max_seq_len} "
+                              "(every batch is padded to it); raise it or leave it unset for dynamic padding")
+        self.fixed_length = fixed_length
         self.corpus, self.tokenizer, self.max_seq_len = corpus, tokenizer, int(max_seq_len)
         self.rates = rates or MaskingRates()
         self.nsp_positive_prob = float(nsp_positive_prob)
@@ -274,7 +312,7 @@ class PretrainingData:
             r, t = _build(self._cls, self._sep, self.a_ids[i], self.b_ids[i if pos else j], self.max_seq_len)
             rows.append(r)
             types.append(t)
-        out = _pad(rows, types, self._pad)
+        out = _pad(rows, types, self._pad, self.fixed_length)
         ids = out["input_ids"]
         masked, labels, acts = _mask_batch(ids, ~self._special[ids], self.rates, generator, self._pool, self._mask)
         out["input_ids"], out["mlm_labels"] = masked, labels
@@ -331,8 +369,9 @@ class PretrainingData:
         return float(counts.max()) / total if total else 0.0
 
 
-def _pad(rows: list[list[int]], types: list[list[int]], pad_id: int) -> dict:
-    width = max(len(r) for r in rows)
+def _pad(rows: list[list[int]], types: list[list[int]], pad_id: int, width: int | None = None) -> dict:
+    """Pad to the longest row (dynamic padding) or to ``width`` (fixed padding, BERT-pytorch's seq_len)."""
+    width = max(len(r) for r in rows) if width is None else width
     ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
     tt = torch.tensor([t + [0] * (width - len(t)) for t in types], dtype=torch.long)
     lengths = torch.tensor([len(r) for r in rows])

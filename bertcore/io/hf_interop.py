@@ -42,18 +42,29 @@ def packaged_minilm_dir() -> Path | None:
 def export_hf(bundle, out_dir: str | Path) -> Path:
     """Write a directory that ``BertForPreTraining.from_pretrained`` and ``AutoTokenizer.from_pretrained`` load.
 
-    Sinusoidal positions are written as the (equivalent) learned table. Pre-norm blocks, the linear
-    MLM head and the first-token NSP head have no HF BERT counterpart and are refused with the fix.
+    Sinusoidal positions are written as the (equivalent) learned table. The seed variants HF BERT cannot hold
+    (pre-norm or sublayer-output norm, the seeds' LayerNorm, other MLM/NSP heads, embedding scale, no padding
+    mask, 1/2 segment ids ...) are refused with the fix. FFN dropout only changes training and is exported.
     """
     model: BertForPreTraining = bundle.model
     cfg = model.config
     problems = []
     if cfg.norm_placement != "post":
-        problems.append("norm_placement=pre (HF BERT is post-norm)")
+        problems.append(f"norm_placement={cfg.norm_placement} (HF BERT is post-norm)")
+    if cfg.final_layer_norm:
+        problems.append("final_layer_norm=true (HF BERT has no LayerNorm after the last block)")
     if cfg.mlm_head != "transform":
-        problems.append("mlm_head=linear (HF BERT uses the transform head)")
+        problems.append(f"mlm_head={cfg.mlm_head} (HF BERT uses the transform head tied to the embeddings)")
     if cfg.nsp_head != "pooler":
         problems.append("nsp_head=first_token (HF BERT uses the tanh pooler)")
+    if cfg.layer_norm_style != "variance":
+        problems.append(f"layer_norm_style={cfg.layer_norm_style} (HF BERT uses nn.LayerNorm)")
+    if cfg.embedding_scale or not cfg.embedding_layer_norm:
+        problems.append("embedding_scale / embedding_layer_norm (HF BERT: unscaled sum, then LayerNorm)")
+    if not cfg.attention_padding_mask:
+        problems.append("attention_padding_mask=false (HF BERT masks padded keys)")
+    if cfg.segment_ids != "0/1" or cfg.type_vocab_size == 0:
+        problems.append(f"segment_ids={cfg.segment_ids}, type_vocab_size={cfg.type_vocab_size} (HF BERT: 0/1 types)")
     if problems:
         raise ConfigError("cannot export to HF BERT: " + "; ".join(problems)
                           + ". Train with the 'original BERT (tiny)' settings to export.")
