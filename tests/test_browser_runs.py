@@ -186,7 +186,7 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
         expect(sidebar).to_contain_text("Active model:", timeout=LOAD)
         sidebar.get_by_text(re.compile(r"Runs in this workspace \(1\)")).click()
         expect(sidebar).to_contain_text(f"stopped at step {run['steps_done']}/200", timeout=LOAD)
-        sidebar.locator(".st-key-sb_run_use button").click()
+        sidebar.locator(".st-key-sb_run_use button").first.click()
         expect(sidebar).to_contain_text(f"Active model: {NAME}", timeout=LOAD)
         assert page.locator('[data-testid="stException"]').count() == 0
         p = subprocess.run([sys.executable, "-m", "bertcore", "fill-mask", str(run["dir"]), "the [MASK] eats .",
@@ -194,9 +194,9 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert p.returncode == 0, p.stderr
         assert json.loads(p.stdout)["masks"][0]["candidates"]
-        if not sidebar.locator(".st-key-sb_run_resume button").is_visible():
+        if not sidebar.locator(".st-key-sb_run_resume button").first.is_visible():
             sidebar.get_by_text(re.compile(r"Runs in this workspace \(1\)")).click()
-        sidebar.locator(".st-key-sb_run_resume button").click()
+        sidebar.locator(".st-key-sb_run_resume button").first.click()
         wait_for(lambda: ws_runs(second, ws)[0]["status"] == "finished", timeout=600, what="the resumed run")
         done = ws_runs(second, ws)[0]
         assert done["steps_done"] == 200 and done["id"] == run["id"]
