@@ -312,13 +312,13 @@ class BertForPreTraining(nn.Module):
         counts = need.sum(1)  # (B,)
         M = int(counts.max())
         # needed positions first, in position order; slot 0 of every row is position 0 ([CLS])
-        key = (~need).to(torch.int64) * T + torch.arange(T)
+        key = (~need).to(torch.int64) * T + torch.arange(T, device=x.device)
         slots = key.argsort(dim=1)[:, :M]  # (B, M)
-        valid = torch.arange(M)[None, :] < counts[:, None]  # (B, M)
+        valid = torch.arange(M, device=x.device)[None, :] < counts[:, None]  # (B, M)
         h = layers[-1].forward_rows(x, slots, valid, bool_mask, add_mask, gen)  # (N, D), row-major (b, pos)
         if cfg.norm_placement == "pre":
             h = self.bert.encoder.LayerNorm(h)
-        rb = torch.arange(B)[:, None].expand(B, M)[valid]
+        rb = torch.arange(B, device=x.device)[:, None].expand(B, M)[valid]
         rp = slots[valid]
         cls_h = h[torch.cumsum(counts, 0) - counts]  # (B, D): slot 0 of each sequence
         if self.bert.pooler is not None:
@@ -370,7 +370,8 @@ class BertForPreTraining(nn.Module):
         if attention_mask is not None and not bool(attention_mask.all()):
             keep = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T): padded keys get no attention
             bool_mask = keep
-            add_mask = torch.zeros(keep.shape, dtype=torch.float32).masked_fill(~keep, torch.finfo(torch.float32).min)
+            add_mask = torch.zeros(keep.shape, dtype=torch.float32, device=keep.device)
+            add_mask = add_mask.masked_fill(~keep, torch.finfo(torch.float32).min)
         parts: dict | None = {} if output_embeddings else None
         x = self.bert.embeddings(input_ids, token_type_ids, gen, parts)  # (B, T, D)
         if mlm_labels is not None and not output_attentions and not output_hidden_states:
