@@ -111,3 +111,64 @@ class _Counting:
         batches = self._data.step_batches(step)
         self.tokens += sum(int(b["attention_mask"].sum()) for b in batches)
         return batches
+
+
+def _run(nproc: int, data_dir: str, batch: int, precision: str, warmup: int, blocks: int, block_steps: int) -> dict:
+    from bertcore.training import distributed
+
+    kw = {**TRAIN, "batch_size": batch, "steps": warmup + blocks * block_steps + 1}
+    res = distributed.spawn_local(train_worker, nproc, threads=1,
+                                  args=(data_dir, MODEL, kw, 1, precision, warmup, blocks, block_steps))
+    return res[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="fewer timed blocks (a smoke run)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--corpus", help="a text file to prepare instead of the prose found on this machine")
+    p.add_argument("--batch", type=int, default=32, help="sequences per process per step (default 32)")
+    args = p.parse_args(argv)
+    from bertcore.data.shards import prepare
+
+    blocks, block_steps, warmup = (2, 3, 2) if args.quick else (5, 8, 5)
+    load0 = os.getloadavg()
+    t_start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(args.corpus) if args.corpus else make_corpus(Path(tmp) / "prose.txt")
+        log(f"bench.scale: preparing {corpus} ({corpus.stat().st_size:,} bytes) ...")
+        t0 = time.perf_counter()
+        meta = prepare(corpus, Path(tmp) / "data", vocab_size=8000, quiet=True)
+        prep_s = time.perf_counter() - t0
+        data = str(Path(tmp) / "data")
+        r = {"command": "python -m bench.scale" + (" --quick" if args.quick else ""), "model": MODEL,
+             "train": {**TRAIN, "batch_size_per_process": args.batch}, "corpus_bytes": corpus.stat().st_size,
+             "tokens": sum(s["tokens"] for s in meta["shards"]), "prepare_s": prep_s,
+             "timing": f"median of {blocks} blocks x {block_steps} steps after {warmup} warm-up steps"}
+        runs = {}
+        for name, nproc, prec in (("1 process fp32", 1, "fp32"), ("2 processes fp32 (gloo)", 2, "fp32"),
+                                  ("1 process bf16 (CPU autocast)", 1, "bf16")):
+            log(f"bench.scale: {name} ...")
+            runs[name] = _run(nproc, data, args.batch, prec, warmup, blocks, block_steps)
+        one, two, bf = (runs[k]["tokens_per_s"] for k in runs)
+        r["runs"] = runs
+        r["ddp_speedup"] = two / one
+        r["bf16_vs_fp32"] = bf / one
+    r["loadavg"] = {"start": [round(x, 2) for x in load0], "end": [round(x, 2) for x in os.getloadavg()]}
+    r["cpus"] = os.cpu_count()
+    r["total_s"] = time.perf_counter() - t_start
+    if args.json:
+        print(json.dumps(r))
+        return 0
+    print(f"{r['command']}: {r['corpus_bytes']:,} bytes -> {r['tokens']:,} tokens (prepare {prep_s:.1f} s); "
+          f"model {MODEL}; {r['timing']}; load {r['loadavg']} on {r['cpus']} CPUs")
+    print("| run | tokens/s | global batch |\n|---|---|---|")
+    for k, v in runs.items():
+        print(f"| {k} | {v['tokens_per_s']:,.0f} | {v['global_batch']} |")
+    print(f"\n2 processes / 1 process: {r['ddp_speedup']:.2f}x (target >= 1.7x); bf16 / fp32 on CPU: "
+          f"{r['bf16_vs_fp32']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -57,11 +57,6 @@ def test_gradient_accumulation_matches_one_big_batch(data_dir):
     assert abs(half["mlm_loss"][5] - one["mlm_loss"][5]) > 1e-3
 
 
-def test_a_failing_rank_stops_the_launch_with_its_error(data_dir):
-    with pytest.raises(Exception, match="no prepared shards"):
-        distributed.spawn_local(train_worker, 2, args=(data_dir + "-missing", MODEL, train_kw(4)))
-
-
 def test_device_and_precision_checks():
     assert resolve_device("cpu") == "cpu"
     assert resolve_device("auto") == ("cuda:0" if torch.cuda.is_available() else "cpu")

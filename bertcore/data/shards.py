@@ -215,11 +215,15 @@ def _write_shards(out: Path, files: list[Path], tok, meta: dict, bar) -> None:
         n_tok = 0
 
     bar.set_description("tokenizing")
+    chunk = min(_ENCODE_CHUNK, max(1, meta["settings"]["shard_tokens"] // 64))  # small shards: check more often
+    n_pending = 0
     for fi, di, sents in iter_documents(files, bar):
         if done is not None and (fi, di) <= tuple(done):
             continue  # already in a shard written by an earlier, interrupted run
         pending.append(((fi, di), sents))
-        if sum(len(s) for _, s in pending) >= _ENCODE_CHUNK:
+        n_pending += len(sents)
+        if n_pending >= chunk:
+            n_pending = 0
             flush_docs()
             if n_tok >= meta["settings"]["shard_tokens"]:
                 cut()

@@ -16,6 +16,7 @@ sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT), or ``python -m 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -127,6 +128,7 @@ def launch(nproc: int, argv: list[str]) -> int:
                        rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{free_port()}", max_restarts=0,
                        monitor_interval=0.2)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)  # our own error line says it
     try:
         elastic_launch(cfg, sys.executable)("-m", "bertcore", *argv)
     except ChildFailedError as e:
