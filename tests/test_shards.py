@@ -173,9 +173,9 @@ def test_resume_continues_exactly_and_refuses_a_mismatch(data, tmp_path, capfd):
     (other / "c.txt").write_text(doc_text(1) + "\n\n" + doc_text(2) + "\n")
     prepare(other / "c.txt", other / "data", vocab_size=60, quiet=True)
     capfd.readouterr()
-    assert main(["train", "--resume", str(tmp_path / "part"), "--data", str(other / "data"), "--out", "x"]) == 2
+    assert main(["train", "--resume", str(tmp_path / "part"), "--data", str(other / "data")]) == 2
     assert "was trained on --data" in capfd.readouterr().err
-    assert main(["train", "--resume", str(tmp_path / "part"), "--set", "hidden_size=64", "--out", "x"]) == 2
+    assert main(["train", "--resume", str(tmp_path / "part"), "--set", "hidden_size=64"]) == 2
     assert "saved model and training settings" in capfd.readouterr().err
 
 
