@@ -150,7 +150,7 @@ def tiny(**kw):
 def test_resume_continues_exactly_and_refuses_a_mismatch(data, tmp_path, capfd):
     tc = TrainConfig(steps=12, batch_size=8, max_seq_len=40, eval_every=4, eval_size=16, snapshot_every=0, lr=3e-3,
                      warmup_steps=2, seed=4)
-    full = service.train(service.RunSpec(tiny(), tc, data=str(data)), tmp_path / "full")
+    full = service.train(service.RunSpec(tiny(), tc, data=str(data), name="full"), tmp_path / "full")
     stop = service.StopSignal()
 
     def stop_at_5(tr, row):
@@ -167,6 +167,13 @@ def test_resume_continues_exactly_and_refuses_a_mismatch(data, tmp_path, capfd):
     out = subprocess.run([sys.executable, "-m", "bertcore", "fill-mask", str(tmp_path / "full"), "d3 s1 [MASK] ."],
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     assert out.returncode == 0 and "[MASK] at position 3" in out.stdout, out.stderr
+    from streamlit.testing.v1 import AppTest  # ... and in the app, through the sidebar's folder box
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+    next(t for t in at.sidebar.text_input if t.key == "sb_hf_path").input(str(tmp_path / "full"))
+    next(b for b in at.sidebar.button if b.key == "sb_hf_import").click()
+    at.run()
+    assert not at.exception and "**Active model:** full" in [m.value for m in at.sidebar.markdown]
     # a mismatched --resume: another data folder
     other = tmp_path / "other"
     (other).mkdir()
