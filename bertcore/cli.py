@@ -2,6 +2,9 @@
 
     python -m bertcore train   [--out DIR] [--corpus builtin|tutorial|FILE] [--steps N] [--seed N] [--set KEY=VALUE ...]
     python -m bertcore train   --resume RUN_DIR
+    python -m bertcore prepare --corpus FILE|DIR --out DATA [--vocab-size N | --vocab vocab.txt]
+    python -m bertcore train   --data DATA [--device auto|cpu|cuda] [--precision fp32|bf16] [--grad-accum N]
+                               [--compile] [--nproc-per-node N]   (also under torchrun)
     python -m bertcore fill-mask DIR "text with [MASK]" [--top-k K] [--json]
     python -m bertcore nsp     DIR "sentence A" "sentence B" [--json]
     python -m bertcore inspect DIR "sentence A" ["sentence B"] [--json]
@@ -19,6 +22,9 @@ import argparse
 import json
 import os
 import sys
+
+from bertcore.cli_data import (add_data_args, add_prepare_parser, cmd_prepare, cmd_train_data, is_shard_run,
+                               refuse_data_options)
 
 EXIT_BAD_INPUT = 2
 MAX_DRAWS = 1_000_000
@@ -84,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--size", choices=("tiny", "seed"), default="tiny",
                    help="with --preset: tiny (trains in about a minute) or the seed's own model size")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_data_args(t)
+
+    add_prepare_parser(sub)
 
     f = sub.add_parser("fill-mask", help="predict the tokens at each [MASK]")
     f.add_argument("dir", metavar="DIR")
@@ -169,6 +178,9 @@ def _train_spec(args):
 
 
 def cmd_train(args) -> int:
+    if args.data is not None or (args.resume is not None and is_shard_run(args.resume)):
+        return cmd_train_data(args)
+    refuse_data_options(args)
     from tqdm import tqdm
 
     from bertcore.training import service
@@ -361,8 +373,9 @@ def cmd_presets(args) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp, "inspect": cmd_inspect,
-            "mask": cmd_mask, "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf}
+COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp,
+            "inspect": cmd_inspect, "mask": cmd_mask, "presets": cmd_presets, "export-hf": cmd_export_hf,
+            "import-hf": cmd_import_hf}
 
 
 def _fail(msg: str) -> int:
@@ -373,6 +386,7 @@ def _fail(msg: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     try:
         return COMMANDS[args.command](args)
     except (CliError, ValueError) as e:  # BertcoreError is a ValueError

@@ -144,8 +144,9 @@ def test_nan_loss_stops_and_keeps_last_good_weights(corpus):
 
     def poisoned(*a, **kw):
         out = real_forward(*a, **kw)
-        if out.loss is not None:
+        if out.loss is not None:  # the trainer sums the weighted MLM and NSP losses: poison both paths
             out.loss = out.loss * float("nan")
+            out.mlm_loss = out.mlm_loss * float("nan")
         return out
 
     t.model.forward = poisoned

@@ -184,12 +184,24 @@ def _mask_batch(ids: torch.Tensor, maskable: torch.Tensor, rates: MaskingRates, 
                 pool: torch.Tensor, mask_id: int):
     """Vectorized MLM masking of a [B, T] batch -> (masked ids, labels, action codes)."""
     b, t = ids.shape
-    counts = maskable.sum(1)
-    q = torch.tensor([_select_prob(n, float(rates.mlm_probability)) for n in counts.tolist()])
     u_sel = torch.rand((b, t), generator=generator)
     u_pick = torch.rand((b, t), generator=generator)
     u_act = torch.rand((b, t), generator=generator)
     rand_ids = pool[torch.randint(pool.numel(), (b, t), generator=generator)]
+    return apply_masking(ids, maskable, rates, u_sel, u_pick, u_act, rand_ids, mask_id)
+
+
+def apply_masking(ids: torch.Tensor, maskable: torch.Tensor, rates: MaskingRates, u_sel: torch.Tensor,
+                  u_pick: torch.Tensor, u_act: torch.Tensor, rand_ids: torch.Tensor, mask_id: int):
+    """MLM masking (BERT §3.1) of a [B, T] batch from given uniforms -> (masked ids, labels, action codes).
+
+    ``u_sel`` decides selection, ``u_pick`` the fallback position (at least one per sequence), ``u_act`` the
+    mask / random / keep action, and ``rand_ids`` the replacement of a "random" token; all [B, T]. Taking the
+    draws as arguments lets a sampler draw them per example (bertcore.data.shards), so an example's masks do
+    not depend on which batch, process or padding width it ends up in.
+    """
+    counts = maskable.sum(1)
+    q = torch.tensor([_select_prob(n, float(rates.mlm_probability)) for n in counts.tolist()])
     selected = (u_sel < q[:, None]) & maskable
     empty = (selected.sum(1) == 0) & (counts > 0)
     if bool(empty.any()):  # at least one per sequence: pick one maskable position uniformly

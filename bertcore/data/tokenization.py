@@ -329,14 +329,21 @@ class WordPieceTokenizer(_Base):
             raise TokenizerError(f"vocab_size={vocab_size!r} is too small; use at least {len(SPECIAL_TOKENS) + 1}")
         if not isinstance(min_frequency, int) or min_frequency < 0:
             raise TokenizerError(f"min_frequency={min_frequency!r} must be a whole number >= 0")
-        texts = list(texts)
-        if not any(t.strip() for t in texts):
-            raise TokenizerError("cannot train WordPiece on empty text; give a corpus with some words")
+        seen = [False]
+
+        def stream():  # texts may be a generator over a corpus too large to hold: never make it a list
+            for t in texts:
+                if t.strip():
+                    seen[0] = True
+                    yield t
+
         tk = _new_wordpiece_tokenizer(None, True)
         trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                             special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##",
                                             show_progress=False)
-        tk.train_from_iterator(texts, trainer=trainer)
+        tk.train_from_iterator(stream(), trainer=trainer)
+        if not seen[0]:
+            raise TokenizerError("cannot train WordPiece on empty text; give a corpus with some words")
         _finish(tk)
         return cls(tk)
 
@@ -367,6 +374,10 @@ class WordPieceTokenizer(_Base):
 
     def _encode(self, text: str) -> list[int]:
         return self._tk.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """``encode`` for many texts at once (the tokenizers library spreads them over its threads)."""
+        return [e.ids for e in self._tk.encode_batch(list(texts), add_special_tokens=False)]
 
     def word_pieces(self, text: str) -> list[tuple[str, list[str]]]:
         """Each word of ``text`` (after normalization) with the pieces WordPiece split it into."""

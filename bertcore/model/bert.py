@@ -179,9 +179,9 @@ class BertForPreTraining(nn.Module):
         need[:, 0] = True
         counts = need.sum(1)  # (B,)
         M = int(counts.max())
-        key = (~need).to(torch.int64) * T + torch.arange(T)
+        key = (~need).to(torch.int64) * T + torch.arange(T, device=selected.device)
         slots = key.argsort(dim=1)[:, :M]  # (B, M)
-        valid = torch.arange(M)[None, :] < counts[:, None]  # (B, M)
+        valid = torch.arange(M, device=selected.device)[None, :] < counts[:, None]  # (B, M)
         return slots, valid, counts
 
     def forward(
@@ -228,7 +228,7 @@ class BertForPreTraining(nn.Module):
             seq_out = h[positions] if positions is not None else (h if self.has_mlm_head else None)
         else:  # h: (N, D), row-major (sequence, slot)
             cls_h = h[torch.cumsum(counts, 0) - counts]  # slot 0 of each sequence
-            rb = torch.arange(B)[:, None].expand_as(slots)[valid]
+            rb = torch.arange(B, device=slots.device)[:, None].expand_as(slots)[valid]
             rp = slots[valid]
             is_mlm = selected[rb, rp]
             positions = (rb[is_mlm], rp[is_mlm])  # same order as selected.nonzero(): by sequence, then position

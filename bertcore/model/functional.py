@@ -46,7 +46,8 @@ def _keep_mask(x: Tensor, p: float, gen: torch.Generator) -> Tensor:
     """
     n = x.numel()
     # random_(-2**63, None) draws the full 64-bit range (plain random_() leaves the top bit 0).
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), None, generator=gen).view(torch.int16)[:n]
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=gen.device).random_(-(2**63), None, generator=gen)
+    bits = bits.view(torch.int16)[:n].to(x.device)
     k = min(65536, max(0, round(p * 65536)))  # dropped values: the k smallest of the 65536 int16 values
     if k >= 65536:
         return torch.zeros_like(x)

@@ -65,6 +65,8 @@ class RunSpec:
     name: str = ""
     init_from: str | Path | None = None
     source: str = "bertcore train"
+    data: str | Path | None = None  # a folder made by `bertcore prepare`: train from its shards, not `corpus`
+    runtime: Any = None  # bertcore.training.device.Runtime: device, bf16, grad_accum, DDP rank (default: CPU)
 
 
 class StopSignal(threading.Event):
@@ -212,12 +214,39 @@ def _drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: H
     return RunResult(run_dir, meta["status"], meta["reason"], trainer, _bundle(trainer, meta), interrupted)
 
 
+SHARDS_PREFIX = "shards:"  # corpus_spec of a run trained from prepared shards: "shards:/abs/DATA"
+
+
+def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=None):
+    """A Trainer over the shards in ``data_dir`` (bertcore.data.shards); this process's slice when distributed."""
+    from bertcore.data.pretraining import MaskingRates
+    from bertcore.data.shard_batches import ShardData
+    from bertcore.data.shards import ShardReader
+    from bertcore.training.device import Runtime
+    from bertcore.training.trainer import Trainer
+
+    rt = runtime if runtime is not None else Runtime()
+    reader = ShardReader.open(data_dir)
+    tok = reader.tokenizer()
+    if model is None:
+        bert = bert.replace(vocab_size=tok.vocab_size)
+    elif model.config.vocab_size != tok.vocab_size:
+        raise InputError(f"this run's model has a {model.config.vocab_size}-token vocabulary but {data_dir} has "
+                         f"{tok.vocab_size}; resume with the --data folder the run was trained on")
+    check_budget(bert, tc)
+    data = ShardData(reader, tok, tc.max_seq_len, MaskingRates.from_train_config(tc), tc.nsp_positive_prob,
+                     tc.held_out_frac, tc.seed, tc.batch_size, rt.grad_accum, rt.rank, rt.world_size)
+    return Trainer(bert, tc, data=data, runtime=rt, model=model)
+
+
 def prepare(spec: RunSpec):
     """Validate ``spec`` and build (trainer, corpus spec to record, corpus). Raises BertcoreError on bad input."""
     from bertcore.training.trainer import Trainer
 
     bert, tc = spec.model_config, spec.train_config
     check_compatible(bert, tc)
+    if spec.data is not None:
+        return _shard_trainer(spec.data, bert, tc, spec.runtime), SHARDS_PREFIX + str(Path(spec.data).resolve()), None
     corpus = _load_corpus(spec.corpus) if isinstance(spec.corpus, str) else spec.corpus
     corpus_spec = spec.corpus if isinstance(spec.corpus, str) else spec.corpus_spec
     model = None
@@ -244,6 +273,8 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
     hooks = hooks or Hooks()
     trainer, corpus_spec, corpus = prepare(spec)
     tc = spec.train_config
+    if not getattr(trainer.runtime, "is_main", True):  # a distributed run's other processes train, rank 0 writes
+        return _drive_quietly(trainer, stop, hooks)
     name = " ".join((spec.name or f"{spec.preset or 'custom'}, seed {tc.seed}").split())[:runs.MAX_NAME_LEN]
     if run_dir is None:
         d = runs.new_run_dir(parent if parent is not None else runs.cli_runs_dir(), name)
@@ -252,20 +283,35 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
         if d.exists() and not d.is_dir():
             raise InputError(f"{d} exists and is a file; give a directory path")
         d.mkdir(parents=True, exist_ok=True)
-    if corpus_spec is None or not _is_rebuildable(corpus_spec):
+    if corpus is not None and (corpus_spec is None or not _is_rebuildable(corpus_spec)):
         from bertcore.io.checkpoint import atomic_write
 
         atomic_write(d / CORPUS_FILE, "".join(f"{a}\t{b}\n" for a, b in corpus.pairs))
         corpus_spec = f"run:{CORPUS_FILE}"
     meta = {"format": 1, "name": name, "created": _now(), "status": "running", "reason": None, "steps_done": 0,
-            "total_steps": int(tc.steps), "seed": int(tc.seed), "preset": spec.preset, "corpus": corpus.name,
+            "total_steps": int(tc.steps), "seed": int(tc.seed), "preset": spec.preset,
+            "corpus": corpus.name if corpus is not None else f"shards {Path(spec.data).resolve().name}",
             "corpus_spec": corpus_spec, "tokenizer": getattr(trainer.tokenizer, "kind", "word"),
             "init_from": str(spec.init_from) if spec.init_from is not None else None, "source": spec.source,
             "metrics": None}
     return _drive(trainer, d, meta, stop, hooks)
 
 
-def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks | None = None) -> RunResult:
+def _drive_quietly(trainer, stop: StopSignal | None, hooks: Hooks) -> RunResult:
+    """``_drive`` for the processes of a distributed run other than rank 0: train, write nothing."""
+    def step_hook(tr, row):
+        if hooks.on_step is not None:
+            hooks.on_step(tr, row)
+        if stop is not None and stop.is_set():
+            tr.stop()
+
+    trainer.run(callback=step_hook)
+    return RunResult(Path(), "finished" if trainer.step_count >= trainer.config.steps else "stopped", trainer.error,
+                     trainer, None)
+
+
+def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks | None = None,
+           runtime=None) -> RunResult:
     """Continue a stopped run from its last checkpoint: same weights, AdamW moments, LR schedule position,
     data order and masking/dropout RNG streams, so the losses match an uninterrupted run."""
     from bertcore.io.checkpoint import load_checkpoint
@@ -288,11 +334,17 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks 
     if bundle.train_config is None:
         raise InputError(f"{d} has no train_config.json; this run cannot be resumed")
     tc = TrainConfig.from_dict(bundle.train_config)
-    corpus = _load_corpus(str(meta.get("corpus_spec") or ""), d, meta.get("corpus"))
     model = bundle.model.train()
-    trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model)
+    spec_str = str(meta.get("corpus_spec") or "")
+    if spec_str.startswith(SHARDS_PREFIX):
+        trainer = _shard_trainer(spec_str[len(SHARDS_PREFIX):], model.config, tc, runtime, model=model)
+    else:
+        corpus = _load_corpus(spec_str, d, meta.get("corpus"))
+        trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model)
     step = load_trainer_state(trainer, d / RESUME_FILE)
     _restore_records(trainer, bundle, d, step)
+    if not getattr(trainer.runtime, "is_main", True):
+        return _drive_quietly(trainer, stop, hooks or Hooks())
     return _drive(trainer, d, meta, stop, hooks or Hooks())
 
 

@@ -16,6 +16,7 @@ trainer drives a notebook, the CLI (``python -m bertcore train``) and the app's 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -77,12 +78,21 @@ class Trainer:
     ``tokenizer=None`` builds a word-level vocabulary from the corpus and sets ``vocab_size`` from it.
     ``model=None`` builds a fresh model seeded from ``train_config.seed``; a given ``model`` is trained in place
     (pass a copy to keep the original, e.g. a shared untrained model).
+
+    ``data`` replaces the in-memory corpus with another source of batches, e.g. ``ShardData`` over prepared
+    shards: it has ``tokenizer``, ``step_batches(step) -> [micro-batch, ...]``, ``fixed_eval_batches``,
+    ``unigram_baseline`` and ``probe_ids``. ``runtime`` (bertcore.training.device.Runtime) sets the device,
+    bf16 autocast, gradient accumulation, torch.compile and the process group of a distributed run.
     """
 
-    def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus, tokenizer=None, model=None):
+    def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus=None, tokenizer=None, model=None,
+                 data=None, runtime=None):
         from bertcore.data.pretraining import MaskingRates, PretrainingData
+        from bertcore.training.device import Runtime
 
-        if tokenizer is None:
+        if data is not None:
+            tokenizer = data.tokenizer
+        elif tokenizer is None:
             from bertcore.data.tokenization import WordTokenizer
 
             tokenizer = WordTokenizer.build(corpus.texts())
@@ -101,12 +111,17 @@ class Trainer:
         self.model_config, self.config, self.tokenizer, self.corpus = model_config, train_config, tokenizer, corpus
         tc = train_config
         rates = MaskingRates(tc.mlm_probability, tc.mask_token_frac, tc.random_token_frac)
-        self.data = PretrainingData(corpus, tokenizer, tc.max_seq_len, rates, tc.nsp_positive_prob,
-                                    tc.held_out_frac, tc.seed)
+        if data is None:
+            data = PretrainingData(corpus, tokenizer, tc.max_seq_len, rates, tc.nsp_positive_prob,
+                                   tc.held_out_frac, tc.seed)
+        self.data = data
+        self.runtime = rt = runtime if runtime is not None else Runtime()
+        self.device = rt.torch_device
         self.model = model if model is not None else init_model(model_config, tc.seed)
-        self.model.train()
+        self.model.to(self.device).train()
         self._gen = torch.Generator().manual_seed(tc.seed)  # data order + masking
-        self._dropout_gen = torch.Generator().manual_seed(tc.seed ^ 0x5EED_D20B)  # dropout masks
+        # dropout masks; each process of a distributed run draws its own (rank 0 matches a one-process run)
+        self._dropout_gen = torch.Generator(self.device).manual_seed((tc.seed ^ 0x5EED_D20B) + 7919 * rt.rank)
         self.deterministic_dropout = hasattr(self.model, "set_dropout_generator")
         if self.deterministic_dropout:
             self.model.set_dropout_generator(self._dropout_gen)
@@ -119,6 +134,11 @@ class Trainer:
         self._params = decay + no_decay
         groups = [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
         self.optimizer = torch.optim.AdamW(groups, lr=tc.lr, fused=True)  # one fused kernel on CPU: ~3% faster
+        from bertcore.training import distributed
+
+        self._forward = distributed.wrap(self.model, rt)  # DDP when several processes, else the model itself
+        if rt.compile:
+            self._forward = torch.compile(self._forward)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(tc.warmup_steps, tc.steps))
 
         self.step_count = 0
@@ -167,24 +187,17 @@ class Trainer:
             return dict(self._rows[-1]) if self._rows else {}
         tc, model = self.config, self.model
         t0 = time.perf_counter()
-        batch = self.data.sample_batch(tc.batch_size, self._gen, split="train")
         if not model.training:
             model.train()
-        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                    attention_mask=batch["attention_mask"], mlm_labels=batch["mlm_labels"],
-                    nsp_labels=batch["nsp_labels"])
         self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
+        stats = self._accumulate_gradients(self._next_batches())
         if tc.grad_clip > 0:
             gnorm = torch.nn.utils.clip_grad_norm_(self._params, tc.grad_clip, foreach=True)
         else:
             gnorm = torch.nn.utils.get_total_norm([p.grad for p in self._params if p.grad is not None], foreach=True)
         lr = self.optimizer.param_groups[0]["lr"]
-        with torch.no_grad():
-            mlm_ok, n_sel, nsp_ok = self._correct(out, batch)
-            stats = torch.stack([out.loss, out.mlm_loss, out.nsp_loss, gnorm.float(), mlm_ok, n_sel, nsp_ok,
-                                 batch["attention_mask"].sum()]).float().tolist()
-        loss, mlm_loss, nsp_loss, gn, mlm_ok, n_sel, nsp_ok, n_tok = stats
+        mlm_loss, nsp_loss, mlm_ok, n_sel, nsp_ok, n_ex, n_tok = stats
+        loss, gn = mlm_loss + nsp_loss, float(gnorm)
         step = self.step_count + 1
         finite = math.isfinite(loss) and math.isfinite(gn)
         if not finite or loss > self.divergence_threshold:
@@ -213,12 +226,12 @@ class Trainer:
         self.step_count = step
         row = {"step": step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
                "mlm_acc": mlm_ok / n_sel if n_sel else float("nan"),
-               "nsp_acc": nsp_ok / len(batch["nsp_labels"]), "lr": lr,
+               "nsp_acc": nsp_ok / n_ex, "lr": lr,
                "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9)}
         final = step >= tc.steps
-        if (tc.eval_every and step % tc.eval_every == 0) or final:
+        if ((tc.eval_every and step % tc.eval_every == 0) or final) and self.runtime.is_main:
             row.update(self.evaluate())
-        if tc.snapshot_every and step % tc.snapshot_every == 0:
+        if tc.snapshot_every and step % tc.snapshot_every == 0 and self.runtime.is_main:
             self._snapshot()
         self._append(row)
         if final:
@@ -264,13 +277,18 @@ class Trainer:
         model = self.model
         was_training = model.training
         model.eval()
-        tot = torch.zeros(5)
+        tot = torch.zeros(5, device=self.device)
         try:
             for b in self._eval_batches:
                 if len(b["nsp_labels"]) == 0:
                     continue
-                out = model(b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
-                            mlm_labels=b["mlm_labels"], nsp_labels=b["nsp_labels"])
+                from bertcore.training.device import to_device
+
+                b = to_device(b, self.device)
+                with self.runtime.autocast():
+                    out = model(b["input_ids"], token_type_ids=b["token_type_ids"],
+                                attention_mask=b["attention_mask"], mlm_labels=b["mlm_labels"],
+                                nsp_labels=b["nsp_labels"])
                 mlm_ok, n_sel, nsp_ok = self._correct(out, b)
                 nb = float(len(b["nsp_labels"]))
                 tot += torch.stack([torch.nan_to_num(out.mlm_loss.float()) * n_sel, mlm_ok, n_sel, out.nsp_loss.float() * nb,
@@ -284,6 +302,48 @@ class Trainer:
                 "eval_mlm_acc": mlm_ok / n_sel if n_sel else nan, "eval_nsp_acc": nsp_ok / n_ex if n_ex else nan}
 
     # ------------------------------------------------------------------ internals
+    def _next_batches(self) -> list[dict]:
+        """This process's micro-batches for the next optimizer step."""
+        if hasattr(self.data, "step_batches"):
+            return self.data.step_batches(self.step_count)
+        return [self.data.sample_batch(self.config.batch_size, self._gen, split="train")
+                for _ in range(self.runtime.grad_accum)]
+
+    def _accumulate_gradients(self, batches: list[dict]) -> list[float]:
+        """Forward + backward over the micro-batches; returns the global [mlm_loss, nsp_loss, mlm_ok, n_selected,
+        nsp_ok, n_examples, n_tokens] of the step.
+
+        Each micro-batch's mean losses are re-weighted by its share of the global masked tokens and examples
+        (x world_size, which DDP's gradient averaging divides out again), so the gradient is that of the MLM
+        mean over every masked token of the global batch plus the NSP mean over its examples (BERT §3.1, §3.2),
+        however the batch is split over processes and accumulation steps.
+        """
+        from bertcore.training import distributed
+        from bertcore.training.device import to_device
+
+        rt, dev = self.runtime, self.device
+        sizes = torch.tensor([[float((b["mlm_labels"] != -100).sum()), float(len(b["nsp_labels"]))] for b in batches])
+        totals = distributed.all_reduce_sum(sizes.sum(0).to(dev), rt).cpu()
+        n_sel_all, n_ex_all = max(float(totals[0]), 1.0), max(float(totals[1]), 1.0)
+        acc = torch.zeros(7, device=dev)
+        for i, (b, (n_sel, n_ex)) in enumerate(zip(batches, sizes.tolist())):
+            b = to_device(b, dev)
+            sync = rt.distributed and i < len(batches) - 1
+            with self._forward.no_sync() if sync else contextlib.nullcontext():  # all-reduce on the last only
+                with rt.autocast():
+                    out = self._forward(b["input_ids"], token_type_ids=b["token_type_ids"],
+                                        attention_mask=b["attention_mask"], mlm_labels=b["mlm_labels"],
+                                        nsp_labels=b["nsp_labels"])
+                loss = out.mlm_loss.float() * (n_sel / n_sel_all) + out.nsp_loss.float() * (n_ex / n_ex_all)
+                (loss * rt.world_size).backward()
+            with torch.no_grad():
+                mlm_ok, _, nsp_ok = self._correct(out, b)
+                acc += torch.stack([out.mlm_loss.float().detach() * n_sel, out.nsp_loss.float().detach() * n_ex,
+                                    mlm_ok, torch.tensor(n_sel, device=dev), nsp_ok, torch.tensor(n_ex, device=dev),
+                                    b["attention_mask"].sum().float()])
+        mlm_sum, nsp_sum, mlm_ok, n_sel, nsp_ok, n_ex, n_tok = distributed.all_reduce_sum(acc, rt).tolist()
+        return [mlm_sum / max(n_sel, 1.0), nsp_sum / max(n_ex, 1.0), mlm_ok, n_sel, nsp_ok, n_ex, n_tok]
+
     @staticmethod
     def _correct(out, batch):
         """(#correct masked predictions, #selected positions, #correct NSP predictions) as 0-d tensors."""
@@ -295,7 +355,7 @@ class Trainer:
             logits = logits[labels != -100]
         mlm_ok = (logits.argmax(-1) == targets).sum().float()
         nsp_ok = (out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().float()
-        return mlm_ok, torch.tensor(float(targets.numel())), nsp_ok
+        return mlm_ok, torch.tensor(float(targets.numel()), device=mlm_ok.device), nsp_ok
 
     @torch.no_grad()
     def _save_good(self) -> None:
@@ -321,6 +381,9 @@ class Trainer:
         """The first held-out pair with its true B (falls back to the first corpus pair)."""
         from bertcore.analysis.inference import encode_pair
 
+        if hasattr(self.data, "probe_ids"):
+            ids, types = self.data.probe_ids()
+            return torch.tensor([ids]), torch.tensor([types])
         pairs = self.corpus.pairs
         held = getattr(self.data, "splits", {}).get("held_out")
         pair = pairs[int(held[0]) if held is not None and len(held) else 0]
@@ -333,9 +396,9 @@ class Trainer:
         was_training = model.training
         model.eval()
         try:
-            ids, types = self._probe
+            ids, types = (t.to(self.device) for t in self._probe)
             out = model(ids, token_type_ids=types, attention_mask=torch.ones_like(ids), output_attentions=True)
-            att = torch.stack([a[0] for a in out.attentions]).float().numpy().astype(np.float32, copy=True)
+            att = torch.stack([a[0] for a in out.attentions]).float().cpu().numpy().astype(np.float32, copy=True)
         finally:
             model.train(was_training)
         self.snapshots.append(AttentionSnapshot(self.step_count, att))
