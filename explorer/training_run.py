@@ -132,6 +132,7 @@ class Job:
     model_config: Any
     train_config: Any
     label: str = "model"
+    probe: Any = "default"  # bertcore.analysis.probe.Probe, "default" (from the corpus) or None
 
 
 @dataclass
@@ -149,6 +150,8 @@ class RunSnapshot:
     labels: list
     message: str | None
     errors: list  # Trainer.error per job (NaN stop etc.)
+    probes: list = field(default_factory=list)  # Trainer.probe_history rows per job
+    baselines: list = field(default_factory=list)  # Trainer.unigram_baseline per job (None before it exists)
 
     @property
     def progress(self) -> float:
@@ -186,6 +189,9 @@ class TrainingRun:
         self._final_hist: list = [None for _ in self.jobs]
         self._errors: list = [None for _ in self.jobs]
         self.results: list = [None for _ in self.jobs]
+        self._probes: list[list[dict]] = [[] for _ in self.jobs]
+        self._baselines: list = [None for _ in self.jobs]
+        self.probe_objects: list = [None for _ in self.jobs]
         self._status = "idle"
         self._message: str | None = None
         self._job = 0
@@ -242,12 +248,13 @@ class TrainingRun:
             done = sum(len(r) for r in self._rows)
             status, message, errors = self._status, self._message, list(self._errors)
             end = self._finished if self._finished is not None else time.monotonic()
+            probes, baselines = [list(p) for p in self._probes], list(self._baselines)
         elapsed = max(0.0, end - self._started) if self._started else 0.0
         eta = None
         if done and status in ("running", "preparing"):
             eta = elapsed / done * max(0, total_steps - done)
         return RunSnapshot(status, self.running, job, step, steps, done, total_steps, elapsed, eta, hists,
-                           [j.label for j in self.jobs], message, errors)
+                           [j.label for j in self.jobs], message, errors, probes, baselines)
 
     # -- worker thread: never calls st.* --
     def _run(self) -> None:
@@ -262,9 +269,13 @@ class TrainingRun:
                     break
                 with self._lock:
                     self._job, self._status = i, "preparing"
-                trainer = Trainer(job.model_config, job.train_config, self.corpus, tokenizer=self.tokenizer)
+                trainer = Trainer(job.model_config, job.train_config, self.corpus, tokenizer=self.tokenizer,
+                                  probe=job.probe)
                 with self._lock:
                     self._status = "running"
+                    self._baselines[i] = trainer.unigram_baseline
+                    self.probe_objects[i] = trainer.probe
+                    self._probes[i] = list(trainer.probe_history)
                 steps = int(job.train_config.steps)
                 while not getattr(trainer, "done", False) and trainer.step_count < steps:
                     if self._stop.is_set():
@@ -277,6 +288,8 @@ class TrainingRun:
                     row = _clean_row(trainer.step())
                     with self._lock:
                         self._rows[i].append(row)
+                        if len(trainer.probe_history) != len(self._probes[i]):
+                            self._probes[i] = list(trainer.probe_history)
                     if getattr(trainer, "error", None):
                         break
                 if not getattr(trainer, "done", True) and hasattr(trainer, "finalize"):
@@ -308,6 +321,7 @@ class TrainingRun:
                              source=TRAINED_LABEL, snapshots=list(getattr(trainer, "snapshots", []) or []),
                              probe_tokens=list(getattr(trainer, "probe_tokens", []) or []))
         with self._lock:
+            self._probes[i] = list(getattr(trainer, "probe_history", []))
             self._final_hist[i] = hist.copy()
             self._errors[i] = getattr(trainer, "error", None)
             self.results[i] = bundle
