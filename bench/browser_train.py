@@ -72,7 +72,13 @@ _POINTS_JS = "() => { const d = document.getElementById('loss'); return d && d.d
 
 
 def _step(page) -> int:
-    txt = page.locator('[data-testid="stMain"] [data-testid="stProgress"]').first.inner_text(timeout=5000)
+    """The step counter of the Train page's progress bar (-1 while it is not drawn)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        txt = page.locator('[data-testid="stMain"] [data-testid="stProgress"]').first.inner_text(timeout=2000)
+    except PlaywrightTimeout:
+        return -1
     m = _STEP_RE.search(txt)
     return int(m.group(1)) if m else -1
 

@@ -101,8 +101,7 @@ def plural(noun: str) -> str:
     return noun + "s"
 
 
-CONNECTIVES = ["then", "later", "after that", "soon", "every day"] + [""] * 25
-LOC_SCALE = 0.4  # scales every place phrase's probability: shorter sentences, more examples per second
+CONNECTIVES = ["then", "later", "after that", "soon", "every day"] + [""] * 10
 PREPS = ["in", "at", "near", "behind", "under"]
 
 # topic -> lexicon. food/objects/readables are (word, countable) lists; topic_verbs are (lemma, object kind).
@@ -197,7 +196,7 @@ def _obj(rng: random.Random, noun: str, adjs=None) -> str:
 
 
 def _loc(rng: random.Random, lex: dict, p: float = 0.85) -> str:
-    if rng.random() >= p * LOC_SCALE:
+    if rng.random() >= p:
         return ""
     adj = f"{rng.choice(lex['adjs'])} "
     return f"{rng.choice(PREPS)} the {adj}{rng.choice(lex['places'])}"
