@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                    help="any BertConfig/TrainConfig field, e.g. --set hidden_size=64 --set lr=1e-3 (repeatable)")
     t.add_argument("--tokenizer", choices=("word", "wordpiece"), default="word", help="vocabulary kind")
+    t.add_argument("--vocab-size", type=_int_in(50, 250_000, "--vocab-size"),
+                   help="WordPiece vocabulary size (default: picked from the corpus, as the app does)")
     t.add_argument("--preset", help="start from a named preset (see bertcore.config.PRESETS)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -175,7 +177,12 @@ def cmd_train(args) -> int:
     if args.tokenizer == "wordpiece":
         from bertcore.data.tokenization import WordPieceTokenizer
 
-        tokenizer = WordPieceTokenizer.train(corpus.texts(), vocab_size=bert.vocab_size if vocab_given else 1000)
+        from bertcore.data.corpus import suggested_vocab_size
+
+        size = args.vocab_size or (bert.vocab_size if vocab_given else suggested_vocab_size(corpus))
+        tokenizer = WordPieceTokenizer.train(corpus.texts(), vocab_size=size)
+    elif args.vocab_size is not None:
+        raise CliError("--vocab-size only applies to --tokenizer wordpiece (a word-level vocabulary keeps every word)")
     import torch
     from tqdm import tqdm
 
@@ -209,6 +216,10 @@ def cmd_train(args) -> int:
                              snapshots=trainer.snapshots, probe_tokens=trainer.probe_tokens,
                              train_config=train.to_dict())
         save_checkpoint(bundle, out)
+    if getattr(trainer, "probe_history", None):
+        from bertcore.analysis.probe import write_probe_csv
+
+        write_probe_csv(trainer.probe_history, os.path.join(out, "probe.csv"))
     hist = trainer.history
     ev = hist.dropna(subset=["eval_mlm_acc"]) if len(hist) else hist
     if len(ev):

@@ -133,6 +133,7 @@ class Job:
     train_config: Any
     label: str = "model"
     probe: Any = "default"  # bertcore.analysis.probe.Probe, "default" (from the corpus) or None
+    model: Any = None  # a prepared initial model (Compare: same initial weights); None builds one from the seed
 
 
 @dataclass
@@ -270,7 +271,7 @@ class TrainingRun:
                 with self._lock:
                     self._job, self._status = i, "preparing"
                 trainer = Trainer(job.model_config, job.train_config, self.corpus, tokenizer=self.tokenizer,
-                                  probe=job.probe)
+                                  model=job.model, probe=job.probe)
                 with self._lock:
                     self._status = "running"
                     self._baselines[i] = trainer.unigram_baseline
