@@ -81,7 +81,8 @@ def render() -> None:
         cfg_a, cfg_b = base.replace(**kw_a), base.replace(**kw_b)
         problem = "choose two different values" if va == vb else None
         model_a, model_b, report = _same_init_models(cfg_a, cfg_b, seed) if not problem else (None, None, None)
-        jobs = [state.Job(cfg_a, tcfg, labels[0], None, model_a), state.Job(cfg_b, tcfg, labels[1], None, model_b)]
+        jobs = [state.Job(cfg_a, tcfg, labels[0], probe=None, model=model_a),
+                state.Job(cfg_b, tcfg, labels[1], probe=None, model=model_b)]
     except ConfigError as e:
         jobs, problem = [], str(e)
     if report is not None and not running:

@@ -1,4 +1,6 @@
 """Train: configure a tiny BERT, pretrain it live in the background, download or upload checkpoints."""
+from pathlib import Path
+
 import streamlit as st
 
 from explorer import state
@@ -169,14 +171,32 @@ def _summary(job) -> str:
             f"{t.batch_size}, lr {t.lr:g}, warmup {t.warmup_steps}, max len {t.max_seq_len}, seed {t.seed}")
 
 
+def _saved_history(active, hist) -> None:
+    """The active model's saved history and probe table (its run directory's history.csv and probe.csv)."""
+    from bertcore.analysis.probe import Probe, read_probe_csv
+    from explorer import livechart
+
+    run_dir = getattr(active.bundle, "run_dir", None)
+    rows = read_probe_csv(Path(run_dir) / "probe.csv") if run_dir else []
+    st.caption(f"History of the active model, “{active.label}”" + (f" (run folder `{run_dir}`)." if run_dir else "."))
+    train, evals = livechart.rows_from_history(hist)
+    probe = Probe(rows[0]["text"], rows[0]["pair_a"], rows[0]["pair_b"]) if rows else None
+    livechart.live_panel(f"saved-{active.label}-{len(hist)}", int(hist["step"].max()), train, evals,
+                         livechart.probe_rows(rows), None, livechart.probe_caption(probe), key="train_live")
+
+
 def _live(running: bool) -> None:
     from explorer import livechart
 
     @st.fragment(run_every=1.0 if running else None)
     def live():
         run = state.get_run()
-        if run is None:
-            st.info("No training yet in this session. Press **Start**.")
+        if run is None:  # e.g. after a reload: the active model's saved history (its run's history.csv)
+            hist = getattr(state.get_active().bundle, "history", None)
+            if hist is None or not len(hist):
+                st.info("No training yet in this workspace. Press **Start**.")
+                return
+            _saved_history(state.get_active(), hist)
             return
         s = run.snapshot()
         state.show_run_status(s)
@@ -274,7 +294,8 @@ def render() -> None:
 
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
     if b1.button("Start", key="train_start", type="primary", disabled=running or problem is not None):
-        err = state.start_run([state.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", probe)], corpus, tok)
+        err = state.start_run([state.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe)],
+                              corpus, tok)
         if err:
             st.error(err)
         else:
@@ -287,7 +308,7 @@ def render() -> None:
         if run is not None:
             run.stop()
             run.adopted = True
-        st.session_state.pop("bx_run", None)
+        state.forget_run()
         st.rerun()
     b4.caption("When training ends (or you press Stop), the model becomes the active model "
                f"“{state.TRAINED_LABEL}” for every page; the sidebar shows progress on other pages.")
