@@ -60,7 +60,7 @@ class RunSpec:
     corpus: Any = "builtin"
     corpus_spec: str | None = None
     tokenizer: Any = "word"
-    tokenizer_vocab_size: int = 1000  # for "wordpiece"
+    tokenizer_vocab_size: int | None = 1000  # for "wordpiece"; None: bertcore.data.corpus.suggested_vocab_size
     preset: str | None = None
     name: str = ""
     init_from: str | Path | None = None
@@ -121,7 +121,10 @@ def _tokenizer(spec: RunSpec, corpus):
     if spec.tokenizer == "word" or spec.tokenizer is None:
         return WordTokenizer.build(corpus.texts())
     if spec.tokenizer == "wordpiece":
-        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(spec.tokenizer_vocab_size))
+        from bertcore.data.corpus import suggested_vocab_size
+
+        size = spec.tokenizer_vocab_size or suggested_vocab_size(corpus)  # None: picked as the app picks it
+        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(size))
     if isinstance(spec.tokenizer, str):
         raise ConfigError(f"tokenizer {spec.tokenizer!r} is unknown; use 'word' or 'wordpiece'")
     return spec.tokenizer
