@@ -21,8 +21,17 @@ def _attention_of(bundle):
     return snaps[-1].attentions, list(getattr(bundle, "probe_tokens", []) or [])
 
 
+def _same_init_models(cfg_a, cfg_b, seed: int):
+    """(model A, model B, InitReport): both from ``seed``, then B takes A's weights wherever the shapes match."""
+    from bertcore.training.same_init import same_init
+    from bertcore.training.trainer import init_model
+
+    model_a, model_b = init_model(cfg_a, seed), init_model(cfg_b, seed)
+    return model_a, model_b, same_init(model_a, model_b)
+
+
 def render() -> None:
-    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.config import PRESETS, BertConfig, TrainConfig
 
     from explorer import figures_train as ft
 
@@ -30,39 +39,56 @@ def render() -> None:
     st.markdown(
         "Seed tutorials disagree on small design choices: post-LN (BERT) or pre-LN (codertimo, Annotated "
         "Transformer), learned or sinusoidal positions, GELU or ReLU. Here two `bertcore.training.trainer.Trainer` runs "
-        "with the **same corpus, seed and data order** differ in one switch, trained one after the other in the "
-        "background, so any gap in the curves comes from that switch."
+        "with the **same corpus, seed, data order and initial weights** (wherever the two designs have the same "
+        "tensors) differ in one switch or in a whole preset, trained one after the other in the background, so any "
+        "gap in the curves comes from the design."
     )
     st.latex(r"\text{post-LN: } x \leftarrow \mathrm{LN}(x + f(x)) \qquad \text{pre-LN: } x \leftarrow x + f(\mathrm{LN}(x))")
     state.get_active()
     run = state.get_run(_KEY)
     running = run is not None and run.running
 
-    c1, c2, c3 = st.columns(3)
-    switch = c1.selectbox("Switch to compare", list(SWITCHES), format_func=lambda k: SWITCHES[k][0],
-                          key="compare_switch", disabled=running)
-    label, values = SWITCHES[switch]
-    va = c2.selectbox("variant A", values, 0, key=f"compare_a_{switch}", disabled=running)
-    vb = c3.selectbox("variant B", values, 1, key=f"compare_b_{switch}", disabled=running)
+    mode = st.radio("Compare", ["one switch", "two presets"], horizontal=True, key="compare_mode", disabled=running)
     d1, d2, d3, d4 = st.columns(4)
     steps = d1.slider("steps each", 20, 2000, 300, 10, key="compare_steps", disabled=running)
     layers = d2.slider("layers", 1, 4, 2, key="compare_layers", disabled=running)
     lr = d3.select_slider("learning rate", [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3, key="compare_lr",
                           disabled=running, format_func=lambda x: f"{x:g}")
     seed = int(d4.number_input("seed", 0, 2**31 - 1, 0, key="compare_seed", disabled=running))
+    c1, c2, c3 = st.columns(3)
+    if mode == "one switch":
+        switch = c1.selectbox("Switch to compare", list(SWITCHES), format_func=lambda k: SWITCHES[k][0],
+                              key="compare_switch", disabled=running)
+        values = SWITCHES[switch][1]
+        va = c2.selectbox("variant A", values, 0, key=f"compare_a_{switch}", disabled=running)
+        vb = c3.selectbox("variant B", values, 1, key=f"compare_b_{switch}", disabled=running)
+        kw_a, kw_b, labels = {switch: va}, {switch: vb}, (f"A: {va}", f"B: {vb}")
+    else:
+        names = list(PRESETS)
+        pa = c1.selectbox("preset A", names, 0, key="compare_preset_a", disabled=running)
+        pb = c2.selectbox("preset B", names, 1, key="compare_preset_b", disabled=running)
+        va, vb = pa, pb
+        kw_a, kw_b, labels = dict(PRESETS[pa][0]), dict(PRESETS[pb][0]), (f"A: {pa}", f"B: {pb}")
 
     corpus, tok = state.shared_corpus_and_tokenizer()
     from bertcore.errors import ConfigError
 
+    report = None
     try:
         base = BertConfig(vocab_size=tok.vocab_size, num_hidden_layers=layers)
         tcfg = TrainConfig(steps=steps, lr=lr, seed=seed, eval_every=max(10, steps // 15),
                            snapshot_every=max(5, steps // 20))
-        jobs = [state.Job(base.replace(**{switch: va}), tcfg, f"A: {va}"),
-                state.Job(base.replace(**{switch: vb}), tcfg, f"B: {vb}")]
+        cfg_a, cfg_b = base.replace(**kw_a), base.replace(**kw_b)
         problem = "choose two different values" if va == vb else None
+        model_a, model_b, report = _same_init_models(cfg_a, cfg_b, seed) if not problem else (None, None, None)
+        jobs = [state.Job(cfg_a, tcfg, labels[0], probe=None, model=model_a),
+                state.Job(cfg_b, tcfg, labels[1], probe=None, model=model_b)]
     except ConfigError as e:
         jobs, problem = [], str(e)
+    if report is not None and not running:
+        (st.success if report.all_shared else st.info)(
+            f"Same start (`bertcore.training.same_init`): {report.summary()}. Same corpus, seed, batches, masks "
+            "and dropout masks for both.")
     if problem:
         st.warning(problem)
     b1, b2, _ = st.columns([1, 1, 4])

@@ -1,4 +1,6 @@
 """Train: configure a tiny BERT, pretrain it live in the background, download or upload checkpoints."""
+from pathlib import Path
+
 import streamlit as st
 
 from explorer import state
@@ -7,28 +9,67 @@ HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
 LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
 
 
-def _corpus_choice():
-    """(corpus, tokenizer or None, label) for the chosen corpus; the built-in one shares its tokenizer."""
-    from bertcore.data.corpus import tutorial_corpus
+def _corpus_choice(disabled: bool):
+    """(corpus, tokenizer, key) for the chosen corpus. The built-in one shares its word-level tokenizer; an upload
+    trains a WordPiece vocabulary by default (size picked by ``suggested_vocab_size``), or a word-level one."""
+    from bertcore.data.corpus import suggested_vocab_size, tutorial_corpus
 
     options = ["built-in grammar", "tutorial two-liner"]
-    uploaded = st.session_state.get("corpus")
-    if uploaded is not None and hasattr(uploaded, "pairs"):
+    up = st.session_state.get("dt_uploaded")  # (Corpus, key) set by the Data & tokens page
+    uploaded = up[0] if isinstance(up, tuple) and hasattr(up[0], "pairs") else None
+    if uploaded is not None:
         options.append(f"uploaded: {getattr(uploaded, 'name', 'corpus')}")
-    choice = st.radio("Corpus", options, key="train_corpus", horizontal=True,
+    choice = st.radio("Corpus", options, key="train_corpus", horizontal=True, disabled=disabled,
                       help="Upload your own corpus on the Data & tokens page; it then appears here.")
     if choice == options[0]:
         corpus, tok = state.shared_corpus_and_tokenizer()
-        return corpus, tok
+        return corpus, tok, "builtin"
     corpus = tutorial_corpus() if choice == options[1] else uploaded
+    kind, vocab = "word", 0
+    if choice != options[1]:
+        c1, c2 = st.columns(2)
+        kind = c1.radio("Tokenizer", ["wordpiece", "word"], key="train_tok_kind", horizontal=True, disabled=disabled,
+                        format_func={"wordpiece": "WordPiece", "word": "word-level"}.get,
+                        help="WordPiece splits rare words into ##pieces, so real prose has almost no [UNK].")
+        if kind == "wordpiece":
+            vocab = int(c2.number_input("WordPiece vocabulary size", 200, 30000, suggested_vocab_size(corpus), 100,
+                                        key=f"train_vocab_{id(corpus)}", disabled=disabled,
+                                        help="Picked from the corpus's distinct words; more costs speed."))
     cache = st.session_state.setdefault("train_tok_cache", {})
-    key = (choice, id(corpus))
+    key = (choice, id(corpus), kind, vocab)
     if key not in cache:
-        from bertcore.data.tokenization import WordTokenizer
+        from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 
+        with st.spinner("Building the vocabulary…"):
+            tok = (WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab) if kind == "wordpiece"
+                   else WordTokenizer.build(corpus.texts()))
         cache.clear()
-        cache[key] = WordTokenizer.build(corpus.texts())
-    return corpus, cache[key]
+        cache[key] = tok
+    return corpus, cache[key], f"{choice}|{kind}|{vocab}"
+
+
+def _probe_inputs(corpus, tok, ckey: str, disabled: bool):
+    """The live probe's three texts (defaults from the corpus); returns (Probe or None, problem or None)."""
+    from bertcore.analysis.probe import Probe, check_probe, default_probe
+    from bertcore.errors import BertcoreError
+
+    try:
+        d = default_probe(corpus, tok)
+    except BertcoreError:
+        d = Probe("the [MASK] is here .", "a", "b")
+    k = f"train_probe_{abs(hash(ckey)) % 10**8}_"
+    st.markdown("**Live probe** (`bertcore.analysis.probe`): asked at every evaluation")
+    c1, c2, c3 = st.columns([2, 2, 2])
+    probe = Probe(c1.text_input("sentence with one [MASK]", d.text, key=k + "text", disabled=disabled),
+                  c2.text_input("pair: sentence A", d.a, key=k + "a", disabled=disabled),
+                  c3.text_input("pair: sentence B (P(IsNext)?)", d.b, key=k + "b", disabled=disabled))
+    try:
+        unknown = check_probe(probe, tok)
+    except BertcoreError as e:
+        return None, f"the probe: {e}"
+    if unknown:
+        st.caption(f"Not in the vocabulary (they become [UNK]): {', '.join(unknown[:10])}")
+    return probe, None
 
 
 def _widgets(preset: str, disabled: bool, vocab_size: int):
@@ -122,10 +163,32 @@ def build_configs(bk: dict, tk: dict):
     return bcfg, tcfg, est, None
 
 
-def _live(running: bool) -> None:
-    from explorer import figures_train as ft
+def _summary(job) -> str:
+    """One line: the running job's model and training settings."""
+    b, t = job.model_config, job.train_config
+    return (f"{job.label}: {b.num_hidden_layers} layers × {b.num_attention_heads} heads, d {b.hidden_size}, FFN "
+            f"{b.intermediate_size}, {b.norm_placement}-LN, {b.position_embedding} positions · {t.steps} steps, batch "
+            f"{t.batch_size}, lr {t.lr:g}, warmup {t.warmup_steps}, max len {t.max_seq_len}, seed {t.seed}")
 
-    @st.fragment(run_every=1.0 if running else None)  # 0.5 s cost a third of the training speed
+
+def _saved_history(active, hist) -> None:
+    """The active model's saved history and probe table (its run directory's history.csv and probe.csv)."""
+    from bertcore.analysis.probe import Probe, read_probe_csv
+    from explorer import livechart
+
+    run_dir = getattr(active.bundle, "run_dir", None)
+    rows = read_probe_csv(Path(run_dir) / "probe.csv") if run_dir else []
+    st.caption(f"History of the active model, “{active.label}”" + (f" (run folder `{run_dir}`)." if run_dir else "."))
+    train, evals = livechart.rows_from_history(hist)
+    probe = Probe(rows[0]["text"], rows[0]["pair_a"], rows[0]["pair_b"]) if rows else None
+    livechart.live_panel(f"saved-{active.label}-{len(hist)}", int(hist["step"].max()), train, evals,
+                         livechart.probe_rows(rows), None, livechart.probe_caption(probe), key="train_live")
+
+
+def _live(running: bool) -> None:
+    from explorer import livechart
+
+    @st.fragment(run_every=1.0 if running else None)
     def live():
         run = state.get_run()
         if run is None:  # e.g. after a reload: the active model's saved history (its run's history.csv)
@@ -133,22 +196,23 @@ def _live(running: bool) -> None:
             if hist is None or not len(hist):
                 st.info("No training yet in this workspace. Press **Start**.")
                 return
-            st.caption(f"History of the active model, “{state.get_active().label}”.")
-            hist = ft.thin_history(hist)
-            c1, c2 = st.columns(2)
-            c1.plotly_chart(ft.loss_figure(hist), key="train_loss")
-            c2.plotly_chart(ft.accuracy_figure(hist), key="train_acc")
+            _saved_history(state.get_active(), hist)
             return
         s = run.snapshot()
         state.show_run_status(s)
-        hist = ft.thin_history(s.histories[0]) if s.histories else None
-        if hist is not None and len(hist):
-            c1, c2 = st.columns(2)
-            c1.plotly_chart(ft.loss_figure(hist), key="train_loss")
-            c2.plotly_chart(ft.accuracy_figure(hist), key="train_acc")
-            c3, c4 = st.columns(2)
-            c3.plotly_chart(ft.lr_figure(hist, height=240), key="train_lr")
-            c4.plotly_chart(ft.throughput_figure(hist, height=240), key="train_tps")
+        hist = s.histories[0] if s.histories else None
+        train, evals = livechart.rows_from_history(hist)
+        if train:
+            last = train[-1]
+            lr = hist["lr"].iloc[-1] if "lr" in hist else float("nan")
+            tps = hist["tokens_per_s"].tail(20).mean() if "tokens_per_s" in hist else float("nan")
+            st.caption(f"step {last[0]} · lr {lr:.2e} (warmup, then linear decay) · {tps:,.0f} tokens/s · "
+                       "faint lines: the training batch; bold: held-out batches with fixed masks (`Trainer.evaluate`)")
+        probe = run.probe_objects[0] if getattr(run, "probe_objects", None) else None
+        livechart.live_panel(f"{id(run):x}", run.jobs[0].train_config.steps, train, evals,
+                             livechart.probe_rows(s.probes[0] if s.probes else []),
+                             s.baselines[0] if s.baselines else None, livechart.probe_caption(probe),
+                             key="train_live")
         if running and not s.running:  # finished since the timer started: rerun so it stops
             state.adopt_finished_runs()
             st.rerun()
@@ -202,36 +266,36 @@ def render() -> None:
     from bertcore.config import PRESETS
 
     st.title("Train a tiny BERT")
-    st.markdown(
-        "Pick a model size, the variant switches of the seed designs and the training settings, then press Start: "
-        "`bertcore.training.trainer.Trainer` pretrains on MLM + NSP in a background thread while the charts update live. "
-        "Held-out curves use fixed masks (`Trainer.evaluate`); the learning rate warms up linearly, then decays to 0."
-    )
-    st.latex(r"\eta_t = \eta_{\max}\cdot\min\!\left(\frac{t}{t_{\text{warm}}},\;"
-             r"\frac{T-t}{T-t_{\text{warm}}}\right)")
     active = state.get_active()
     run = state.get_run()
     running = run is not None and run.running
-
-    try:
-        corpus, tok = _corpus_choice()
-    except Exception as e:  # noqa: BLE001
-        st.error(f"The corpus cannot be used: {e}")
-        return
-    preset = st.selectbox("Preset", list(PRESETS), key="train_preset", disabled=running,
-                          help="Original BERT scaled down, or the design choices of a seed tutorial.")
-    bk, tk = _widgets(preset, running, tok.vocab_size)
-    bcfg, tcfg, est, problem = build_configs(bk, tk)
-    if est is not None:
-        parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
-        st.caption(f"`bertcore.config.estimate`: **{est['params']:,} parameters** ({parts}); about "
-                   f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {state.max_model_mb():,.0f} MB).")
-    if problem:
+    label = (f"Training · {_summary(run.jobs[0])}" if running else
+             "Configuration: corpus, model, training and the live probe")
+    bcfg = tcfg = probe = None
+    problem = None
+    with st.expander(label, expanded=not running):
+        try:
+            corpus, tok, ckey = _corpus_choice(running)
+        except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
+            st.error(f"The corpus cannot be used: {e}")
+            return
+        preset = st.selectbox("Preset", list(PRESETS), key="train_preset", disabled=running,
+                              help="Original BERT scaled down, or the design choices of a seed tutorial.")
+        bk, tk = _widgets(preset, running, tok.vocab_size)
+        bcfg, tcfg, est, problem = build_configs(bk, tk)
+        if est is not None:
+            parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
+            st.caption(f"`bertcore.config.estimate`: **{est['params']:,} parameters** ({parts}); about "
+                       f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {state.max_model_mb():,.0f} MB).")
+        probe, probe_problem = _probe_inputs(corpus, tok, ckey, running)
+        problem = problem or probe_problem
+    if problem and not running:
         st.error(f"Cannot start: {problem}")
 
-    b1, b2, b3, _ = st.columns([1, 1, 1, 3])
+    b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
     if b1.button("Start", key="train_start", type="primary", disabled=running or problem is not None):
-        err = state.start_run([state.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}")], corpus, tok)
+        err = state.start_run([state.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe)],
+                              corpus, tok)
         if err:
             st.error(err)
         else:
@@ -246,10 +310,17 @@ def render() -> None:
             run.adopted = True
         state.forget_run()
         st.rerun()
-    st.caption("When training ends (or you press Stop), the model becomes the active model "
-               f"“{state.TRAINED_LABEL}” for every page. The sidebar keeps showing progress on other pages.")
+    b4.caption("When training ends (or you press Stop), the model becomes the active model "
+               f"“{state.TRAINED_LABEL}” for every page; the sidebar shows progress on other pages.")
     _live(running)
     if not running:
+        st.markdown(
+            "`bertcore.training.trainer.Trainer` pretrains on MLM (BERT §3.1) + NSP (§3.2) in a background thread. "
+            "Held-out curves use fixed masks (`Trainer.evaluate`); the learning rate warms up linearly, then "
+            "decays to 0 (§A.2). The probe table asks the same sentence at every evaluation "
+            "(`bertcore.analysis.probe`).")
+        st.latex(r"\eta_t = \eta_{\max}\cdot\min\!\left(\frac{t}{t_{\text{warm}}},\;"
+                 r"\frac{T-t}{T-t_{\text{warm}}}\right)")
         _downloads_and_upload(active)
 
 

@@ -86,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                    help="any BertConfig/TrainConfig field, e.g. --set hidden_size=64 --set lr=1e-3 (repeatable)")
     t.add_argument("--tokenizer", choices=("word", "wordpiece"), default="word", help="vocabulary kind")
+    t.add_argument("--vocab-size", type=_int_in(50, 250_000, "--vocab-size"),
+                   help="WordPiece vocabulary size (default: picked from the corpus, as the app does)")
     t.add_argument("--preset", help="start from a named preset (see `python -m bertcore presets`)")
     t.add_argument("--size", choices=("tiny", "seed"), default="tiny",
                    help="with --preset: tiny (trains in about a minute) or the seed's own model size")
@@ -171,9 +173,11 @@ def _train_spec(args):
     from bertcore.training.service import RunSpec
 
     bert, train, vocab_given = _configs(args)
+    if args.vocab_size is not None and args.tokenizer != "wordpiece":
+        raise CliError("--vocab-size only applies to --tokenizer wordpiece (a word-level vocabulary keeps every word)")
     name = os.path.basename(os.path.normpath(os.path.expanduser(args.out))) if args.out else ""
     return RunSpec(bert, train, corpus=args.corpus, tokenizer=args.tokenizer,
-                   tokenizer_vocab_size=bert.vocab_size if vocab_given else 1000, preset=args.preset,
+                   tokenizer_vocab_size=args.vocab_size or (bert.vocab_size if vocab_given else None), preset=args.preset,
                    name=name or f"{args.preset or 'cli'}, seed {train.seed}", source=f"bertcore train on {args.corpus}")
 
 

@@ -118,6 +118,8 @@ class Job:
     label: str = "model"
     preset: str | None = None
     resume_dir: Any = None  # a stopped run directory to continue instead of a new run
+    probe: Any = "default"  # bertcore.analysis.probe.Probe, "default" (from the corpus) or None
+    model: Any = None  # a prepared initial model (Compare: same initial weights); None builds one from the seed
 
 
 @dataclass
@@ -136,6 +138,8 @@ class RunSnapshot:
     message: str | None
     errors: list  # Trainer.error per job (NaN stop etc.)
     run_dirs: list = field(default_factory=list)  # one run directory (or None) per job
+    probes: list = field(default_factory=list)  # Trainer.probe_history rows per job
+    baselines: list = field(default_factory=list)  # Trainer.unigram_baseline per job (None before it exists)
 
     @property
     def progress(self) -> float:
@@ -205,6 +209,9 @@ class TrainingRun:
         self._errors: list = [None for _ in self.jobs]
         self.results: list = [None for _ in self.jobs]
         self.run_dirs: list = [None for _ in self.jobs]
+        self._probes: list[list[dict]] = [[] for _ in self.jobs]
+        self._baselines: list = [None for _ in self.jobs]
+        self.probe_objects: list = [None for _ in self.jobs]
         self._status = "idle"
         self._message: str | None = None
         self._job = 0
@@ -267,12 +274,13 @@ class TrainingRun:
             status, message, errors = self._status, self._message, list(self._errors)
             end = self._finished if self._finished is not None else time.monotonic()
             dirs = list(self.run_dirs)
+            probes, baselines = [list(p) for p in self._probes], list(self._baselines)
         elapsed = max(0.0, end - self._started) if self._started else 0.0
         eta = None
         if done and status in ("running", "preparing"):
             eta = elapsed / done * max(0, total_steps - done)
         return RunSnapshot(status, self.running, job, step, steps, done, total_steps, elapsed, eta, hists,
-                           [j.label for j in self.jobs], message, errors, dirs)
+                           [j.label for j in self.jobs], message, errors, dirs, probes, baselines)
 
     # -- worker thread: never calls st.* --
     def _hooks(self, i: int):
@@ -282,10 +290,16 @@ class TrainingRun:
             rows = [_clean_row(r) for r in trainer._rows]  # a resumed run starts with its history so far
             with self._lock:
                 self._rows[i], self.run_dirs[i], self._status = rows, run_dir, "running"
+                self._baselines[i] = trainer.unigram_baseline
+                self.probe_objects[i] = getattr(trainer, "probe", None)
+                self._probes[i] = list(getattr(trainer, "probe_history", []))
 
         def on_step(trainer, row):
             with self._lock:
                 self._rows[i].append(_clean_row(row))
+                probe = getattr(trainer, "probe_history", [])
+                if len(probe) != len(self._probes[i]):
+                    self._probes[i] = list(probe)
             if time.monotonic() - self.last_poll > self.abandon_after and not self._stopped.is_set():
                 with self._lock:
                     self._status = "abandoned"
@@ -314,7 +328,8 @@ class TrainingRun:
                     spec = service.RunSpec(job.model_config, job.train_config, corpus=self.corpus,
                                            corpus_spec=self.corpus_spec,
                                            tokenizer=self.tokenizer if self.tokenizer is not None else "word",
-                                           preset=job.preset, name=job.label, source=TRAINED_LABEL)
+                                           preset=job.preset, name=job.label, source=TRAINED_LABEL,
+                                           probe=job.probe, model=job.model)
                     result = service.train(spec, parent=self._parent(), stop=stop, hooks=self._hooks(i))
                 self._finish_job(i, result)
                 if self._errors[i]:
@@ -350,6 +365,7 @@ class TrainingRun:
         bundle.history = hist.copy()
         bundle.run_dir = result.run_dir  # the app names it by its run (explorer.state.set_active)
         with self._lock:
+            self._probes[i] = list(getattr(trainer, "probe_history", []))
             self._final_hist[i] = hist.copy()
             self._errors[i] = getattr(trainer, "error", None)
             self.results[i] = bundle

@@ -55,6 +55,9 @@ class Corpus:
     pairs: list[tuple[str, str]]
     description: str = ""
     meta: dict = field(default_factory=dict)
+    # Document id of each pair (BERT §3.2 / A.1: a NotNext B comes from *another document*). None: every pair
+    # is its own document. Built-in corpus: one document per topic; prose: one per paragraph.
+    documents: list[int] | None = None
 
     def sentences(self) -> list[str]:
         """All sentences (A and B of every pair) in order."""
@@ -267,8 +270,9 @@ def _sentence(words: str) -> str:
     return words[0].upper() + words[1:] + "."
 
 
-def _pair(rng: random.Random) -> tuple[str, str]:
-    topic = rng.choice(list(TOPICS))
+def _pair(rng: random.Random) -> tuple[int, str, str]:
+    ti = rng.randrange(len(TOPICS))
+    topic = list(TOPICS)[ti]
     lex = TOPICS[topic]
     kind, number, gender, np_a, ref = _subject(rng, lex)
     fa, pred_a = _frame(kind, number, lex, rng, None)
@@ -282,7 +286,7 @@ def _pair(rng: random.Random) -> tuple[str, str]:
     conn = rng.choice(CONNECTIVES)
     a = f"{np_a} {pred_a}"
     b = " ".join(w for w in (conn, ref_b, pred_b) if w)
-    return _sentence(a), _sentence(b)
+    return ti, _sentence(a), _sentence(b)
 
 
 def builtin_corpus(seed: int = 0, n_pairs: int = 24000) -> Corpus:
@@ -302,18 +306,20 @@ def _builtin_corpus(seed: int, n_pairs: int) -> Corpus:
     rng = random.Random(seed)
     seen: set[tuple[str, str]] = set()
     pairs: list[tuple[str, str]] = []
+    docs: list[int] = []
     attempts = 0
     while len(pairs) < n_pairs:
         attempts += 1
         if attempts > 20 * n_pairs + 1000:
             raise CorpusError(f"could not generate {n_pairs} distinct pairs; ask for fewer")
-        p = _pair(rng)
-        if p not in seen:
-            seen.add(p)
-            pairs.append(p)
+        topic, a, b = _pair(rng)
+        if (a, b) not in seen:
+            seen.add((a, b))
+            pairs.append((a, b))
+            docs.append(topic)
     return Corpus(f"builtin(seed={seed})", pairs,
-                  f"generated English: {len(TOPICS)} topics, number agreement, selectional constraints, "
-                  f"{len(pairs)} distinct sentence pairs (seed {seed})")
+                  f"generated English: {len(TOPICS)} topics (one document each), number agreement, selectional "
+                  f"constraints, {len(pairs)} distinct sentence pairs (seed {seed})", documents=docs)
 
 
 def tutorial_corpus() -> Corpus:
@@ -395,6 +401,7 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
     if mode == "auto":
         mode = "pairs" if sum("\t" in ln for ln in nonempty) * 2 > len(nonempty) else "prose"
     pairs: list[tuple[str, str]] = []
+    docs: list[int] | None = None
     if mode == "pairs":
         for no, ln in enumerate(lines, 1):
             if not ln.strip():
@@ -409,14 +416,16 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
                                   "put text on both sides of the TAB")
             pairs.append((a, b))
     else:
-        for para in re.split(r"\n\s*\n", text):
+        docs = []
+        for doc_id, para in enumerate(re.split(r"\n\s*\n", text)):
             sents = split_sentences(para)
             pairs.extend(zip(sents, sents[1:]))
+            docs.extend([doc_id] * max(0, len(sents) - 1))
     if len(pairs) < 2:
         raise CorpusError(f"{name} gives {len(pairs)} sentence pair(s); at least 2 are needed because NSP draws its "
                           "NotNext examples from a different pair. Add more lines (prose needs 2+ sentences per "
                           "paragraph)")
-    return Corpus(name, pairs, f"{len(pairs)} pairs from {name} ({mode} mode)")
+    return Corpus(name, pairs, f"{len(pairs)} pairs from {name} ({mode} mode)", documents=docs)
 
 
 def get_corpus(spec: str) -> Corpus:
@@ -431,3 +440,13 @@ def get_corpus(spec: str) -> Corpus:
     if spec == "tutorial":
         return tutorial_corpus()
     return load_corpus_file(spec)
+
+
+def suggested_vocab_size(corpus: Corpus) -> int:
+    """The WordPiece vocabulary size offered for a user corpus: a quarter of its distinct words, rounded to
+    100 and kept in [500, 4000]. Small enough that a tiny model's MLM softmax stays cheap, large enough that
+    frequent words stay whole (the rest become ##pieces)."""
+    from bertcore.data.tokenization import basic_tokenize
+
+    words = {w for s in corpus.sentences()[:200_000] for w in basic_tokenize(s)}
+    return int(min(4000, max(500, round(len(words) / 4 / 100) * 100)))

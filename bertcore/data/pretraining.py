@@ -11,7 +11,8 @@
   lowered until the expected count is exactly n·p (when n·p >= 1; shorter sequences get exactly one).
 * NSP (§3.2): with ``nsp_positive_prob`` the true B (label 0 = IsNext), otherwise the B of a *different*
   pair whose B differs from the true one (label 1 = NotNext). The corpus may repeat B sentences, so the
-  check compares the sentences, not the pair index.
+  check compares the sentences, not the pair index. When the corpus names documents (``Corpus.documents``),
+  that pair comes from another document, as in BERT's create_pretraining_data (§A.1).
 
 A seeded ``torch.Generator`` drives every random choice, so the same seed gives the same batches.
 """
@@ -270,6 +271,11 @@ class PretrainingData:
         self.b_ids = [tokenizer.encode(b) for _, b in corpus.pairs]
         groups: dict[str, int] = {}
         self.b_group = torch.tensor([groups.setdefault(b, len(groups)) for _, b in corpus.pairs])
+        docs = getattr(corpus, "documents", None)
+        # each pair is its own document unless the corpus says otherwise (and has at least two documents)
+        self.doc = torch.arange(len(corpus.pairs))
+        if docs is not None and len(docs) == len(corpus.pairs) and len(set(docs)) >= 2:
+            self.doc = torch.as_tensor(list(docs), dtype=torch.long)
         if len(groups) < 2:
             raise CorpusError("every pair has the same second sentence, so no NotNext example can be made; "
                               "add pairs with different B sentences")
@@ -284,7 +290,7 @@ class PretrainingData:
         # negatives come from the same split when it has two different B sentences, else from the whole corpus
         everything = torch.arange(n)
         self._neg_pool = {s: (p if self.b_group[p].unique().numel() >= 2 else everything) for s, p in self.splits.items()}
-        self._neg_fallback: dict[tuple[str, int], torch.Tensor] = {}
+        self._neg_fallback: dict[tuple[str, int, int], torch.Tensor] = {}
         self._special, self._pool = _tables(tokenizer)
         self._cls, self._sep, self._pad, self._mask = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id
 
@@ -300,19 +306,22 @@ class PretrainingData:
         """For each pair index, another pair whose B sentence differs from its own."""
         pool = self._neg_pool[split]
         cand = pool[torch.randint(pool.numel(), (len(idx), _NEG_TRIES), generator=generator)]
-        ok = self.b_group[cand] != self.b_group[torch.tensor(idx)][:, None]
+        own = torch.tensor(idx)
+        ok = (self.b_group[cand] != self.b_group[own][:, None]) & (self.doc[cand] != self.doc[own][:, None])
         first = ok.float().argmax(1)
         out = cand[torch.arange(len(idx)), first].tolist()
         for k in (~ok.any(1)).nonzero().flatten().tolist():  # rare: all tries hit the same B
-            g = int(self.b_group[idx[k]])
-            fb = self._neg_fallback.get((split, g))
+            g, d = int(self.b_group[idx[k]]), int(self.doc[idx[k]])
+            fb = self._neg_fallback.get((split, g, d))
             if fb is None:
-                fb = pool[self.b_group[pool] != g]
+                fb = pool[(self.b_group[pool] != g) & (self.doc[pool] != d)]
+                if fb.numel() == 0:
+                    fb = pool[self.b_group[pool] != g]
                 if fb.numel() == 0:
                     fb = torch.arange(len(self))[self.b_group != g]
                 if fb.numel() == 0:
                     raise CorpusError("no pair has a different B sentence; NSP needs at least two distinct B")
-                self._neg_fallback[(split, g)] = fb
+                self._neg_fallback[(split, g, d)] = fb
             out[k] = int(fb[torch.randint(fb.numel(), (1,), generator=generator)])
         return out
 

@@ -60,13 +60,15 @@ class RunSpec:
     corpus: Any = "builtin"
     corpus_spec: str | None = None
     tokenizer: Any = "word"
-    tokenizer_vocab_size: int = 1000  # for "wordpiece"
+    tokenizer_vocab_size: int | None = 1000  # for "wordpiece"; None: bertcore.data.corpus.suggested_vocab_size
     preset: str | None = None
     name: str = ""
     init_from: str | Path | None = None
     source: str = "bertcore train"
     data: str | Path | None = None  # a folder made by `bertcore prepare`: train from its shards, not `corpus`
     runtime: Any = None  # bertcore.training.device.Runtime: device, bf16, grad_accum, DDP rank (default: CPU)
+    probe: Any = "default"  # the live probe (bertcore.analysis.probe.Probe), "default" from the corpus, or None
+    model: Any = None  # a prepared initial model (Compare designs: same initial weights), trained in place
 
 
 class StopSignal(threading.Event):
@@ -121,7 +123,10 @@ def _tokenizer(spec: RunSpec, corpus):
     if spec.tokenizer == "word" or spec.tokenizer is None:
         return WordTokenizer.build(corpus.texts())
     if spec.tokenizer == "wordpiece":
-        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(spec.tokenizer_vocab_size))
+        from bertcore.data.corpus import suggested_vocab_size
+
+        size = spec.tokenizer_vocab_size or suggested_vocab_size(corpus)  # None: picked as the app picks it
+        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(size))
     if isinstance(spec.tokenizer, str):
         raise ConfigError(f"tokenizer {spec.tokenizer!r} is unknown; use 'word' or 'wordpiece'")
     return spec.tokenizer
@@ -260,7 +265,9 @@ def prepare(spec: RunSpec):
         tokenizer = _tokenizer(spec, corpus)
         bert = bert.replace(vocab_size=tokenizer.vocab_size)
     check_budget(bert, tc)
-    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model)
+    if model is None and spec.model is not None:
+        model = spec.model
+    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, probe=spec.probe)
     return trainer, corpus_spec, corpus
 
 

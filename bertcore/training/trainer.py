@@ -13,6 +13,8 @@ trainer drives a notebook, the CLI (``python -m bertcore train``) and the app's 
 * ``history`` is a DataFrame: one row per step, held-out metrics every ``eval_every`` steps and at the end.
 * ``snapshots``: attention probabilities on a fixed probe pair every ``snapshot_every`` steps (and at step 0
   and at the end) for the app's attention-over-training view.
+* ``probe_history``: at step 0 and at every evaluation, the live probe (``bertcore.analysis.probe``): top-3
+  fill-mask candidates for a sentence with [MASK] and P(IsNext) for a pair, one dict row per step.
 """
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ class Trainer:
     """
 
     def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus=None, tokenizer=None, model=None,
-                 data=None, runtime=None):
+                 data=None, runtime=None, probe="default"):
         from bertcore.data.pretraining import MaskingRates, PretrainingData
         from bertcore.training.device import Runtime
 
@@ -159,6 +161,15 @@ class Trainer:
         self.probe_tokens: list[str] = list(tokenizer.convert_ids_to_tokens(self._probe[0][0].tolist()))
         if tc.snapshot_every:
             self._snapshot()
+        # The live probe: "default" takes one from the corpus, None switches it off (bertcore.analysis.probe).
+        # Shard training (no in-memory corpus), other devices and ranks other than 0 run without it.
+        from bertcore.analysis.probe import default_probe
+
+        if probe == "default":
+            probe = default_probe(corpus, tokenizer) if corpus is not None else None
+        self.probe = probe if self.runtime.is_main and self.device.type == "cpu" else None
+        self.probe_history: list[dict] = []
+        self._run_probe()
 
     # ------------------------------------------------------------------ public API
     @property
@@ -297,6 +308,7 @@ class Trainer:
         finally:
             model.train(was_training)
         mlm_sum, mlm_ok, n_sel, nsp_sum, nsp_ok = tot.tolist()
+        self._run_probe()
         nan = float("nan")
         return {"eval_mlm_loss": mlm_sum / n_sel if n_sel else nan, "eval_nsp_loss": nsp_sum / n_ex if n_ex else nan,
                 "eval_mlm_acc": mlm_ok / n_sel if n_sel else nan, "eval_nsp_acc": nsp_ok / n_ex if n_ex else nan}
@@ -372,6 +384,18 @@ class Trainer:
             return self.step_count
         torch._foreach_copy_([p.detach() for p in self._params], self._good)
         return self._good_step
+
+    def _run_probe(self) -> None:
+        """Ask the probe at the current step (one row per step: a second evaluation replaces the first)."""
+        if self.probe is None:
+            return
+        from bertcore.analysis.probe import run_probe
+
+        row = run_probe(self.model, self.tokenizer, self.probe, self.step_count)
+        if self.probe_history and self.probe_history[-1]["step"] == row["step"]:
+            self.probe_history[-1] = row
+        else:
+            self.probe_history.append(row)
 
     def _append(self, row: dict) -> None:
         self._rows.append(row)

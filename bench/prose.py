@@ -1,0 +1,150 @@
+"""``python -m bench.prose``: does real prose learn with the upload defaults? (issue 11, docs/BENCH.md)
+
+The prose is ~1 MB of real English already on this machine, no network: the Python language reference
+shipped with CPython (``pydoc_data/topics.py``, the text ``help()`` shows), the licence texts in
+``/usr/share/common-licenses``, then the docstrings of the standard library's own modules (read with ``ast``,
+nothing imported), in sorted file order. Paragraphs that look like code or tables are dropped. The file is loaded like
+an upload (``load_corpus_file``, prose mode: paragraphs are documents, consecutive sentences are pairs) and
+trained headless, 1 thread, with the defaults a user gets on upload: WordPiece at ``suggested_vocab_size``,
+``BertConfig()`` / ``TrainConfig()``. Reported: held-out MLM accuracy vs its unigram baseline within
+``--budget`` seconds, and steps/s against the built-in corpus measured right after in the same process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+LICENSES = Path("/usr/share/common-licenses")
+
+
+def _prose_paragraphs(text: str) -> list[str]:
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        lines = [ln for ln in para.splitlines() if ln.strip()]
+        if not lines or any(ln.lstrip().startswith((">>>", "...", "+-", "|", "==", "$ ")) or "::=" in ln
+                            for ln in lines):
+            continue  # code, tables, grammar rules
+        flat = " ".join(ln.strip() for ln in lines)
+        letters = sum(c.isalpha() or c == " " for c in flat)
+        if len(flat) > 80 and letters / len(flat) > 0.85 and flat.count(".") >= 2:
+            out.append(flat)
+    return out
+
+
+def _stdlib_docstrings():
+    """Module, class and function docstrings of the standard library, file by file (sorted), via ``ast``."""
+    import ast
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    for f in sorted(root.glob("*.py")) + sorted(root.glob("*/*.py")):
+        if "test" in f.parts[-2:-1] or f.name.startswith("test"):
+            continue
+        try:
+            tree = ast.parse(f.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, OSError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = ast.get_docstring(node)
+                if doc:
+                    yield doc
+
+
+def build_prose(path: Path, target_bytes: int = 1_000_000) -> dict:
+    """Write the prose file; returns what went into it."""
+    import pydoc_data.topics as topics
+
+    sources = {}
+    paras = []
+    for name in sorted(topics.topics):
+        got = _prose_paragraphs(topics.topics[name])
+        paras += got
+    sources["pydoc_data.topics (Python language reference)"] = len(paras)
+    if LICENSES.is_dir():
+        n0 = len(paras)
+        for f in sorted(LICENSES.iterdir()):
+            if f.is_file() and not f.is_symlink():
+                paras += _prose_paragraphs(f.read_text(encoding="utf-8", errors="ignore"))
+        sources[str(LICENSES)] = len(paras) - n0
+    n0 = len(paras)
+    for doc in _stdlib_docstrings():
+        paras += _prose_paragraphs(doc)
+        if sum(len(p) for p in paras) > target_bytes * 1.2:
+            break
+    sources["docstrings of the Python standard library"] = len(paras) - n0
+    text, size = [], 0
+    for p in paras:
+        if size >= target_bytes:
+            break
+        text.append(p)
+        size += len(p.encode()) + 2
+    path.write_text("\n\n".join(text) + "\n", encoding="utf-8")
+    return {"path": str(path), "bytes": path.stat().st_size, "paragraphs": len(text), "sources": sources}
+
+
+def train_for(corpus, tokenizer, budget: float) -> dict:
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.training.trainer import Trainer
+
+    tr = Trainer(BertConfig(), TrainConfig(), corpus, tokenizer=tokenizer)
+    t0, evals = time.perf_counter(), []
+    while not tr.done and time.perf_counter() - t0 < budget:
+        row = tr.step()
+        if not math.isnan(row.get("eval_mlm_acc", float("nan"))):
+            evals.append((round(time.perf_counter() - t0, 2), int(row["step"]), round(row["eval_mlm_acc"], 4)))
+    secs = time.perf_counter() - t0
+    return {"steps": tr.step_count, "seconds": secs, "steps_per_s": tr.step_count / secs,
+            "unigram": tr.unigram_baseline, "vocab": tokenizer.vocab_size, "evals": evals}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.prose", description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="/tmp/bertx-prose.txt", help="where to write the prose file")
+    ap.add_argument("--budget", type=float, default=60.0)
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    from bertcore.data.corpus import builtin_corpus, load_corpus_file, suggested_vocab_size
+    from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+
+    info = build_prose(Path(args.out))
+    corpus = load_corpus_file(args.out, mode="prose")
+    vocab = suggested_vocab_size(corpus)
+    t0 = time.perf_counter()
+    tok = WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab)
+    info.update(pairs=len(corpus), vocab_size=vocab, tokenizer_s=round(time.perf_counter() - t0, 2),
+                load_start=[round(x, 2) for x in os.getloadavg()])
+    prose = train_for(corpus, tok, args.budget)
+    b = builtin_corpus()
+    builtin = train_for(b, WordTokenizer.build(b.texts()), min(args.budget, 30.0))
+    best = max((e[2] for e in prose["evals"]), default=float("nan"))
+    r = {"prose_file": info, "prose": prose, "builtin": builtin, "best_mlm_acc": best,
+         "mlm_x_unigram": best / prose["unigram"] if prose["unigram"] else float("nan"),
+         "steps_per_s_ratio_builtin_over_prose": builtin["steps_per_s"] / prose["steps_per_s"],
+         "load_end": [round(x, 2) for x in os.getloadavg()]}
+    if args.json:
+        print(json.dumps(r))
+    else:
+        print(f"prose: {info['bytes']:,} bytes, {info['paragraphs']} paragraphs, {len(corpus)} pairs; sources "
+              f"{info['sources']}; WordPiece vocab {vocab}")
+        print(f"held-out MLM accuracy within {args.budget:g} s: {best:.3f} = {r['mlm_x_unigram']:.2f}x the unigram "
+              f"baseline {prose['unigram']:.3f} ({prose['steps']} steps)")
+        print(f"steps/s: prose {prose['steps_per_s']:.2f}, built-in {builtin['steps_per_s']:.2f} "
+              f"(built-in / prose = {r['steps_per_s_ratio_builtin_over_prose']:.2f}x)")
+        print(f"load average: {info['load_start']} -> {r['load_end']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+"""A live probe of the two pretraining tasks, re-asked at every evaluation while a model trains.
+
+The probe is one sentence with a single ``[MASK]`` (masked LM, BERT §3.1) and one sentence pair (next
+sentence prediction, BERT §3.2). ``Trainer.evaluate`` calls :func:`run_probe` and appends the row to
+``Trainer.probe_history``, so a learner watches "the cat [MASK] the cheese" go from "." to "eats" and
+P(IsNext) for a true pair leave 0.5. The numbers are exactly what :func:`bertcore.analysis.inference.fill_mask`
+and :func:`~bertcore.analysis.inference.nsp_probability` return for the weights of that step.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from bertcore.errors import InputError
+
+TOP_K = 3
+MAX_PROBE_CHARS = 500
+PROBE_COLUMNS = ["step", "text", "top1", "p1", "top2", "p2", "top3", "p3", "pair_a", "pair_b", "p_is_next"]
+_MASK_RE = re.compile(r"\[MASK\]", re.IGNORECASE)
+# Built-in corpus: mask the verb, as in the issue's "the cat [MASK] the cheese".
+_PREFERRED_VERBS = ("eats", "eat", "reads", "read")
+
+
+@dataclass
+class Probe:
+    """What to ask the model at every evaluation: ``text`` holds exactly one ``[MASK]``; ``a``/``b`` a pair."""
+
+    text: str
+    a: str
+    b: str
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "a": self.a, "b": self.b}
+
+
+def check_probe(probe: Probe, tokenizer=None) -> list[str]:
+    """Raise InputError (saying what to fix) for an unusable probe; return the words the tokenizer does not know.
+
+    Unknown words are allowed (they become ``[UNK]``) but the page shows them, because a probe in words the
+    corpus never uses cannot improve.
+    """
+    for name, value in (("the probe sentence", probe.text), ("sentence A of the pair", probe.a),
+                        ("sentence B of the pair", probe.b)):
+        if not isinstance(value, str) or not value.strip():
+            raise InputError(f"{name} is empty; type some text")
+        if len(value) > MAX_PROBE_CHARS:
+            raise InputError(f"{name} has {len(value)} characters; keep it under {MAX_PROBE_CHARS}")
+    n = len(_MASK_RE.findall(probe.text))
+    if n != 1:
+        raise InputError(f"the probe sentence has {n} [MASK] tokens; put exactly one [MASK] where the model should "
+                         "fill in a word, e.g. 'the cat [MASK] the cheese'")
+    if tokenizer is None:
+        return []
+    words = []
+    for s in (_MASK_RE.sub(" ", probe.text), probe.a, probe.b):
+        words += [w for w in tokenizer.unknown_words(s) if w not in words]
+    return words
+
+
+def default_probe(corpus, tokenizer=None) -> Probe:
+    """A probe taken from the corpus: a sentence with one content word masked, and a true (A, B) pair.
+
+    On the built-in corpus the masked word is a verb ("eats"); elsewhere it is the least frequent word of the
+    first short sentence that the tokenizer keeps as one token. The pair is the corpus's first pair whose B
+    differs from A, so P(IsNext) should rise towards 1 as NSP is learned.
+    """
+    from bertcore.data.tokenization import basic_tokenize
+
+    pairs = list(getattr(corpus, "pairs", []) or [])
+    if not pairs:
+        raise InputError("the corpus has no sentence pairs; load a corpus first")
+    counts = Counter(w for a, b in pairs[:2000] for s in (a, b) for w in basic_tokenize(s))
+
+    def single(w: str) -> bool:
+        return tokenizer is None or (w in tokenizer.token_to_id and not tokenizer.unknown_words(w))
+
+    text = None
+    sentences = [s for p in pairs[:2000] for s in p]
+    for verb in _PREFERRED_VERBS:
+        hits = [s for s in sentences if verb in basic_tokenize(s) and len(basic_tokenize(s)) <= 10 and single(verb)]
+        if hits:
+            words = basic_tokenize(min(hits, key=lambda s: (basic_tokenize(s)[0] != "the", len(s))))
+            words[words.index(verb)] = "[MASK]"
+            text = " ".join(words)
+            break
+    if text is None:
+        short = sorted(sentences[:200], key=lambda s: abs(len(basic_tokenize(s)) - 8))
+        for s in short:
+            words = basic_tokenize(s)
+            inner = [(counts[w], i) for i, w in enumerate(words[1:-1], 1) if w.isalpha() and single(w)]
+            if inner:
+                words[min(inner)[1]] = "[MASK]"
+                text = " ".join(words)
+                break
+    if text is None:
+        text = "[MASK] " + " ".join(basic_tokenize(pairs[0][0]))
+    a, b = next(((a, b) for a, b in pairs if a.strip() != b.strip()), pairs[0])
+    return Probe(text, a, b)
+
+
+def run_probe(model, tokenizer, probe: Probe, step: int, top_k: int = TOP_K) -> dict:
+    """One probe row: the top-``top_k`` fill-mask candidates with probabilities and P(IsNext) of the pair."""
+    from bertcore.analysis.inference import fill_mask, nsp_probability
+
+    row: dict = {"step": int(step), "text": probe.text}
+    if getattr(model, "has_mlm_head", True):
+        fm = fill_mask(model, tokenizer, probe.text, top_k=top_k)
+        cands = fm.masks[0].candidates if fm.masks else []
+    else:
+        cands = []
+    for k in range(top_k):
+        tok, p = cands[k] if k < len(cands) else ("", float("nan"))
+        row[f"top{k + 1}"], row[f"p{k + 1}"] = tok, float(p)
+    row["pair_a"], row["pair_b"] = probe.a, probe.b
+    has_nsp = getattr(model, "has_nsp_head", True)
+    row["p_is_next"] = float(nsp_probability(model, tokenizer, probe.a, probe.b)) if has_nsp else float("nan")
+    return row
+
+
+def probe_csv_text(rows: list[dict]) -> str:
+    """The probe history as CSV text (columns ``PROBE_COLUMNS``)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=PROBE_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow(r)
+    return buf.getvalue()
+
+
+def write_probe_csv(rows: list[dict], path: str | Path) -> Path:
+    """Write the probe history atomically (temp file + os.replace)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=".probe-", suffix=".csv", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(probe_csv_text(rows))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_probe_csv(path: str | Path) -> list[dict]:
+    """Rows written by :func:`write_probe_csv`, numbers parsed back; [] when the file is missing or damaged."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    rows = []
+    for r in csv.DictReader(io.StringIO(text)):
+        try:
+            out = dict(r)
+            out["step"] = int(r["step"])
+            for k in ("p1", "p2", "p3", "p_is_next"):
+                out[k] = float(r[k]) if r.get(k) not in (None, "") else float("nan")
+        except (KeyError, TypeError, ValueError):
+            return []
+        rows.append(out)
+    return rows

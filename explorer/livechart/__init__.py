@@ -1,0 +1,110 @@
+"""The Train page's live panel: loss and accuracy charts plus the probe table, as one small custom component.
+
+Why a component: redrawing full plotly figures every second (``st.plotly_chart`` re-sends and re-lays-out the
+whole figure) cost chromium so much CPU on a 2-core machine that training ran at half its headless speed.
+Here the browser keeps its two plotly.js charts and the server sends **only the rows the browser does not
+have yet**; the frontend appends them with ``Plotly.extendTraces`` and prepends new probe rows to its table.
+
+Protocol. The server remembers per component key how many train / eval / probe rows it has sent
+(``st.session_state``). A frontend that finds a gap (a new iframe after a page switch, say) reports what it
+holds through the component value, and the next render resends from there. plotly.js is the copy inside the
+installed ``plotly`` Python package (``plotly/package_data/plotly.min.js``), never a CDN.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import streamlit as st
+import streamlit.components.v1 as components
+
+FRONTEND = Path(__file__).parent / "frontend"
+TRAIN_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc"]
+EVAL_COLS = ["eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc"]
+
+
+def _plotly_js() -> Path:
+    import plotly
+
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def _served_dir() -> Path:
+    """A folder holding index.html and plotly.min.js (copied from the plotly package) for Streamlit to serve."""
+    src_html = (FRONTEND / "index.html").read_bytes()
+    js = _plotly_js()
+    tag = hashlib.sha256(src_html + str(js.stat().st_size).encode()).hexdigest()[:12]
+    d = Path(tempfile.gettempdir()) / f"bertx-livechart-{tag}"
+    if not (d / "index.html").is_file() or not (d / "plotly.min.js").is_file():
+        tmp = Path(tempfile.mkdtemp(prefix=".bertx-livechart-", dir=tempfile.gettempdir()))
+        shutil.copyfile(js, tmp / "plotly.min.js")
+        (tmp / "index.html").write_bytes(src_html)
+        try:
+            os.replace(tmp, d)  # atomic; another process may have won the race, which is fine
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return d
+
+
+_component = components.declare_component("livechart", path=str(_served_dir()))
+
+
+def _num(v):
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def rows_from_history(hist) -> tuple[list, list]:
+    """(train rows [step, mlm_loss, nsp_loss, mlm_acc, nsp_acc], eval rows [step, eval_...]) with None for NaN."""
+    if hist is None or not len(hist):
+        return [], []
+    steps = hist["step"].astype(int).tolist()
+    train = [[s] + [_num(v) for v in vals] for s, *vals in zip(steps, *(hist[c].tolist() for c in TRAIN_COLS))]
+    ev = hist.dropna(subset=["eval_mlm_acc"]) if "eval_mlm_acc" in hist else hist.iloc[0:0]
+    evals = [[int(s)] + [_num(v) for v in vals]
+             for s, *vals in zip(ev["step"].tolist(), *(ev[c].tolist() for c in EVAL_COLS))]
+    return train, evals
+
+
+def probe_rows(rows: list[dict]) -> list:
+    """Probe history rows -> [step, [tok, p], [tok, p], [tok, p], p_is_next] for the frontend."""
+    out = []
+    for r in rows or []:
+        cands = [[str(r.get(f"top{k}", "")), _num(r.get(f"p{k}")) or 0.0] for k in (1, 2, 3)]
+        out.append([int(r["step"]), *cands, _num(r.get("p_is_next"))])
+    return out
+
+
+def probe_caption(probe) -> str:
+    if probe is None:
+        return "No probe for this run."
+    return (f"<b>{html.escape(probe.text)}</b><br>pair: “{html.escape(probe.a)}” → “{html.escape(probe.b)}”")
+
+
+def live_panel(run_id: str, steps: int, train: list, evals: list, probe: list, baseline: float | None,
+               probe_what: str = "", key: str = "livechart", chart_height: int = 330) -> None:
+    """Draw (or extend) the live panel for run ``run_id``: sends only rows the browser lacks."""
+    sent_key = f"{key}__sent"
+    sent = st.session_state.get(sent_key)
+    if not sent or sent.get("run") != run_id:
+        sent = {"run": run_id, "train": 0, "evals": 0, "probe": 0, "nonce": 0}
+    ask = st.session_state.get(key)  # the frontend's report after it found a gap
+    if isinstance(ask, dict) and ask.get("run") == run_id and ask.get("nonce", 0) > sent["nonce"]:
+        sent = {"run": run_id, "nonce": ask["nonce"],
+                **{k: max(0, int(ask.get(k, 0))) for k in ("train", "evals", "probe")}}
+    args = dict(run=run_id, steps=int(steps), baseline=baseline, chart_height=int(chart_height),
+                probe_what=probe_what,
+                train_start=min(sent["train"], len(train)), train=train[sent["train"]:],
+                evals_start=min(sent["evals"], len(evals)), evals=evals[sent["evals"]:],
+                probe_start=min(sent["probe"], len(probe)), probe=probe[sent["probe"]:])
+    st.session_state[sent_key] = {"run": run_id, "train": len(train), "evals": len(evals), "probe": len(probe),
+                                  "nonce": sent["nonce"]}
+    _component(key=key, default=None, **args)
