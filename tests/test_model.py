@@ -157,3 +157,69 @@ def test_too_long_input_is_rejected_with_a_fix():
     m = BertForPreTraining(BertConfig(**SMALL))
     with pytest.raises(ValueError, match="truncate"):
         m(torch.ones(1, 41, dtype=torch.long))
+
+
+def _hf_and_ours(seed=1):
+    hc = transformers.BertConfig(**SMALL, attn_implementation="eager")
+    torch.manual_seed(seed)
+    hf = transformers.BertForPreTraining(hc).eval()
+    ours = BertForPreTraining(BertConfig(**SMALL)).eval()
+    sd = {k: v for k, v in hf.state_dict().items() if not k.startswith("cls.predictions.decoder")}
+    ours.load_state_dict(sd, strict=False)
+    return hf, ours
+
+
+def test_head_mask_all_ones_is_exactly_no_mask():
+    _, m = _hf_and_ours()
+    ids, tt, am = _batch()
+    labels = torch.full_like(ids, -100)
+    labels[:, 4] = ids[:, 4]
+    with torch.no_grad():
+        for kw in (dict(), dict(output_attentions=True), dict(mlm_labels=labels)):
+            a = m(ids, tt, am, **kw)
+            b = m(ids, tt, am, head_mask=torch.ones(2, 4), **kw)
+            assert torch.equal(a.mlm_logits, b.mlm_logits) and torch.equal(a.nsp_logits, b.nsp_logits)
+
+
+@pytest.mark.parametrize("path", ["sdpa", "explicit", "loss_rows"])
+def test_head_mask_equals_scaling_that_heads_values_in_transformers(path):
+    """(m P) V = P (m V): masking head h of layer l by m equals scaling rows h*Dh:(h+1)*Dh of that layer's value
+    projection by m. transformers 5 dropped head_mask, so the reference is HF's model with its value weights scaled."""
+    hf, m = _hf_and_ours()
+    ids, tt, am = _batch()
+    mask = torch.ones(2, 4)
+    mask[0, 1], mask[1, 3], mask[1, 0] = 0.0, 0.0, 0.5
+    with torch.no_grad():
+        for (layer, head), s in [((0, 1), 0.0), ((1, 3), 0.0), ((1, 0), 0.5)]:
+            v = hf.bert.encoder.layer[layer].attention.self.value
+            v.weight[head * 8:(head + 1) * 8] *= s
+            v.bias[head * 8:(head + 1) * 8] *= s
+        ref = hf(input_ids=ids, token_type_ids=tt, attention_mask=am)
+        labels = torch.full_like(ids, -100)
+        labels[:, 5] = ids[:, 5]
+        if path == "loss_rows":
+            o = m(ids, tt, am, mlm_labels=labels, head_mask=mask)
+            b, t = o.mlm_positions
+            assert torch.allclose(o.mlm_logits, ref.prediction_logits[b, t], atol=1e-5)
+        else:
+            o = m(ids, tt, am, head_mask=mask, output_attentions=path == "explicit")
+            assert torch.allclose(o.mlm_logits, ref.prediction_logits, atol=1e-5)
+        assert torch.allclose(o.nsp_logits, ref.seq_relationship_logits, atol=1e-5)
+        plain = m(ids, tt, am)
+    assert not torch.allclose(plain.nsp_logits, ref.seq_relationship_logits, atol=1e-4)
+    if path == "explicit":
+        assert torch.all(o.attentions[0][:, 1] == 0) and torch.all(o.attentions[1][:, 3] == 0)
+        assert torch.allclose(o.attentions[1][:, 0].sum(-1), torch.full((3, 20), 0.5))
+
+
+def test_head_mask_per_head_vector_broadcasts_and_bad_shape_is_refused():
+    _, m = _hf_and_ours()
+    ids, tt, am = _batch()
+    vec = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    with torch.no_grad():
+        a = m(ids, tt, am, head_mask=vec).mlm_logits
+        b = m(ids, tt, am, head_mask=vec.expand(2, 4)).mlm_logits
+        c = m(ids, tt, am).mlm_logits
+    assert torch.equal(a, b) and not torch.allclose(a, c, atol=1e-4)
+    with pytest.raises(ValueError, match=r"\(2, 4\)"):
+        m(ids, tt, am, head_mask=torch.ones(3, 4))

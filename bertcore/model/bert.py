@@ -74,7 +74,8 @@ class BertSelfAttention(nn.Module):
         self.key = nn.Linear(d, d)
         self.value = nn.Linear(d, d)
 
-    def forward(self, x: Tensor, bool_mask: Tensor | None, add_mask: Tensor | None, gen, want_probs: bool):
+    def forward(self, x: Tensor, bool_mask: Tensor | None, add_mask: Tensor | None, gen, want_probs: bool,
+                head_mask: Tensor | None = None):
         B, T, D = x.shape
         # One fused projection instead of three small matmuls (same weights, HF names kept).
         w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3D, D)
@@ -90,10 +91,15 @@ class BertSelfAttention(nn.Module):
             if add_mask is not None:
                 scores = scores + add_mask
             probs = scores.softmax(dim=-1)  # (B, H, T, T), rows sum to 1
+            if head_mask is not None:  # HF semantics: a masked head's probabilities (and context) become 0
+                probs = probs * head_mask[None, :, None, None]
+                head_mask = None
             ctx = _dropout(probs, drop, self.training, gen) @ v  # (B, H, T, Dh)
+        if head_mask is not None:  # (m P) V = m (P V): the SDPA path scales each head's context instead
+            ctx = ctx * head_mask[None, :, None, None]
         return ctx.transpose(1, 2).reshape(B, T, D), probs
 
-    def forward_queries(self, xq: Tensor, x: Tensor, bool_mask, add_mask, gen) -> Tensor:
+    def forward_queries(self, xq: Tensor, x: Tensor, bool_mask, add_mask, gen, head_mask=None) -> Tensor:
         """Attention output only for the query rows ``xq`` (B, M, D); keys and values from all of ``x`` (B, T, D)."""
         B, T, D = x.shape
         M = xq.shape[1]
@@ -109,6 +115,8 @@ class BertSelfAttention(nn.Module):
             if add_mask is not None:
                 scores = scores + add_mask
             ctx = _dropout(scores.softmax(dim=-1), drop, self.training, gen) @ v
+        if head_mask is not None:
+            ctx = ctx * head_mask[None, :, None, None]  # (B, H, M, Dh)
         return ctx.transpose(1, 2).reshape(B, M, D)
 
 
@@ -158,20 +166,20 @@ class BertLayer(nn.Module):
     def _ffn(self, x: Tensor) -> Tensor:
         return self.output.dense(self.act(self.intermediate.dense(x)))  # (B, T, D)
 
-    def forward(self, x, bool_mask, add_mask, gen, want_probs):
+    def forward(self, x, bool_mask, add_mask, gen, want_probs, head_mask=None):
         p = self.config.hidden_dropout_prob
         attn_ln, ffn_ln = self.attention.output.LayerNorm, self.output.LayerNorm
         if self.config.norm_placement == "post":
-            ctx, probs = self.attention.self(x, bool_mask, add_mask, gen, want_probs)
+            ctx, probs = self.attention.self(x, bool_mask, add_mask, gen, want_probs, head_mask)
             x = attn_ln(x + _dropout(self.attention.output.dense(ctx), p, self.training, gen))
             x = ffn_ln(x + _dropout(self._ffn(x), p, self.training, gen))
         else:
-            ctx, probs = self.attention.self(attn_ln(x), bool_mask, add_mask, gen, want_probs)
+            ctx, probs = self.attention.self(attn_ln(x), bool_mask, add_mask, gen, want_probs, head_mask)
             x = x + _dropout(self.attention.output.dense(ctx), p, self.training, gen)
             x = x + _dropout(self._ffn(ffn_ln(x)), p, self.training, gen)
         return x, probs
 
-    def forward_rows(self, x, slots, valid, bool_mask, add_mask, gen) -> Tensor:
+    def forward_rows(self, x, slots, valid, bool_mask, add_mask, gen, head_mask=None) -> Tensor:
         """This block's output only at the positions ``slots`` (B, M) where ``valid`` (B, M): (N, D) rows.
 
         Every position still serves as a key/value, so the rows equal those of ``forward`` (same math);
@@ -181,11 +189,12 @@ class BertLayer(nn.Module):
         attn_ln, ffn_ln = self.attention.output.LayerNorm, self.output.LayerNorm
         idx = slots[..., None].expand(-1, -1, x.shape[-1])
         if self.config.norm_placement == "post":
-            ctx = self.attention.self.forward_queries(x.gather(1, idx), x, bool_mask, add_mask, gen)[valid]
+            ctx = self.attention.self.forward_queries(x.gather(1, idx), x, bool_mask, add_mask, gen,
+                                                     head_mask)[valid]
             h = attn_ln(x.gather(1, idx)[valid] + _dropout(self.attention.output.dense(ctx), p, self.training, gen))
             return ffn_ln(h + _dropout(self._ffn(h), p, self.training, gen))
         xn = attn_ln(x)
-        ctx = self.attention.self.forward_queries(xn.gather(1, idx), xn, bool_mask, add_mask, gen)[valid]
+        ctx = self.attention.self.forward_queries(xn.gather(1, idx), xn, bool_mask, add_mask, gen, head_mask)[valid]
         h = x.gather(1, idx)[valid] + _dropout(self.attention.output.dense(ctx), p, self.training, gen)
         return h + _dropout(self._ffn(ffn_ln(h)), p, self.training, gen)
 
@@ -293,7 +302,8 @@ class BertForPreTraining(nn.Module):
         """Draw all dropout masks from ``gen`` (per-trainer determinism, even across threads)."""
         self.dropout_generator = gen
 
-    def _forward_loss_rows(self, x, mlm_labels, nsp_labels, bool_mask, add_mask, gen, parts) -> PreTrainingOutput:
+    def _forward_loss_rows(self, x, mlm_labels, nsp_labels, bool_mask, add_mask, gen, parts,
+                           head_mask) -> PreTrainingOutput:
         """Training / evaluation path (``mlm_labels`` given, no attentions or hidden states requested).
 
         The losses read the last layer only at [CLS] (NSP) and at the selected positions (MLM), so the last
@@ -303,8 +313,9 @@ class BertForPreTraining(nn.Module):
         """
         cfg = self.config
         layers = self.bert.encoder.layer
-        for layer in layers[:-1]:
-            x, _ = layer(x, bool_mask, add_mask, gen, False)
+        hm = head_mask if head_mask is not None else [None] * len(layers)
+        for layer, m in zip(layers[:-1], hm):
+            x, _ = layer(x, bool_mask, add_mask, gen, False, m)
         B, T, _ = x.shape
         sel = mlm_labels != -100  # (B, T)
         need = sel.clone()
@@ -315,7 +326,7 @@ class BertForPreTraining(nn.Module):
         key = (~need).to(torch.int64) * T + torch.arange(T)
         slots = key.argsort(dim=1)[:, :M]  # (B, M)
         valid = torch.arange(M)[None, :] < counts[:, None]  # (B, M)
-        h = layers[-1].forward_rows(x, slots, valid, bool_mask, add_mask, gen)  # (N, D), row-major (b, pos)
+        h = layers[-1].forward_rows(x, slots, valid, bool_mask, add_mask, gen, hm[-1])  # (N, D), row-major (b, pos)
         if cfg.norm_placement == "pre":
             h = self.bert.encoder.LayerNorm(h)
         rb = torch.arange(B)[:, None].expand(B, M)[valid]
@@ -337,6 +348,18 @@ class BertForPreTraining(nn.Module):
         out.embeddings = parts
         return out
 
+    def _check_head_mask(self, head_mask: Tensor | None) -> Tensor | None:
+        """(H,) or (L, H) -> (L, H) float; None stays None."""
+        if head_mask is None:
+            return None
+        L, H = self.config.num_hidden_layers, self.config.num_attention_heads
+        head_mask = torch.as_tensor(head_mask, dtype=torch.float32)
+        if head_mask.shape == (H,):
+            head_mask = head_mask.expand(L, H)
+        if head_mask.shape != (L, H):
+            raise ValueError(f"head_mask has shape {tuple(head_mask.shape)}; give ({L}, {H}) (layers, heads) or ({H},)")
+        return head_mask
+
     def mlm_logits_from(self, h: Tensor) -> Tensor:
         """Apply the MLM head to hidden states (..., D) -> (..., V)."""
         pred = self.cls.predictions
@@ -356,7 +379,10 @@ class BertForPreTraining(nn.Module):
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         output_embeddings: bool = False,
+        head_mask: Tensor | None = None,
     ) -> PreTrainingOutput:
+        """``head_mask``: float (L, H) or (H,) for every layer; each head's attention probabilities are multiplied
+        by its entry, so 0 removes that head's context vector (head ablation, Michel et al. 2019; HF semantics)."""
         cfg = self.config
         B, T = input_ids.shape
         if T > cfg.max_position_embeddings:
@@ -371,14 +397,16 @@ class BertForPreTraining(nn.Module):
             keep = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T): padded keys get no attention
             bool_mask = keep
             add_mask = torch.zeros(keep.shape, dtype=torch.float32).masked_fill(~keep, torch.finfo(torch.float32).min)
+        head_mask = self._check_head_mask(head_mask)
         parts: dict | None = {} if output_embeddings else None
         x = self.bert.embeddings(input_ids, token_type_ids, gen, parts)  # (B, T, D)
         if mlm_labels is not None and not output_attentions and not output_hidden_states:
-            return self._forward_loss_rows(x, mlm_labels, nsp_labels, bool_mask, add_mask, gen, parts)
+            return self._forward_loss_rows(x, mlm_labels, nsp_labels, bool_mask, add_mask, gen, parts, head_mask)
         hidden = [x] if output_hidden_states else None
         attns = [] if output_attentions else None
-        for layer in self.bert.encoder.layer:
-            x, probs = layer(x, bool_mask, add_mask, gen, output_attentions)
+        for i, layer in enumerate(self.bert.encoder.layer):
+            x, probs = layer(x, bool_mask, add_mask, gen, output_attentions,
+                             None if head_mask is None else head_mask[i])
             if hidden is not None:
                 hidden.append(x)
             if attns is not None:
