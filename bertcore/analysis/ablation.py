@@ -134,3 +134,34 @@ def head_importance(model, batches: list[dict], heads=None, baseline: dict | Non
         after = evaluate(model, batches, head_mask_for([(layer, h)], L, H))
         rows.append({"layer": int(layer), "head": int(h), **_delta(after, base)})
     return {"baseline": base, "heads": rows}
+
+
+@torch.no_grad()
+def predict_with_heads(model, tokenizer, a: str, b: str | None = None, head_mask: torch.Tensor | None = None,
+                       top_k: int = 5, max_len: int | None = None) -> dict:
+    """Fill-mask top-k at every [MASK] (BERT §3.1) and P(IsNext) (§3.2, when ``b`` is given) with ``head_mask``.
+
+    Returns ``{tokens, masks: [{position, candidates: [(token, prob)]}], p_is_next (None without B or NSP head)}``;
+    with ``head_mask=None`` the numbers equal ``fill_mask`` and ``nsp_probability``.
+    """
+    from bertcore.analysis.inference import encode_pair
+
+    limit = int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
+    ids, types, _ = encode_pair(tokenizer, a, b, limit)
+    was_training = model.training
+    model.eval()
+    try:
+        x = torch.tensor([ids])
+        out = model(x, token_type_ids=torch.tensor([types]), attention_mask=torch.ones_like(x), head_mask=head_mask)
+    finally:
+        model.train(was_training)
+    masks = []
+    positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
+    if positions and out.mlm_logits is not None:
+        p, idx = torch.softmax(out.mlm_logits[0, positions].float(), -1).topk(min(top_k, out.mlm_logits.shape[-1]))
+        for pos, pr, ix in zip(positions, p.tolist(), idx.tolist()):
+            masks.append({"position": pos, "candidates": list(zip(tokenizer.convert_ids_to_tokens(ix), pr))})
+    p_next = None
+    if b is not None and getattr(model, "has_nsp_head", True):
+        p_next = float(torch.softmax(out.nsp_logits[0].float(), -1)[0])
+    return {"tokens": list(tokenizer.convert_ids_to_tokens(ids)), "masks": masks, "p_is_next": p_next}
