@@ -156,7 +156,9 @@ def clicked_head(selection) -> tuple[int, int] | None:
         return None
     for p in points or []:
         cd = p.get("customdata") if isinstance(p, dict) else None
-        if cd is not None and len(cd) >= 2:
+        if isinstance(cd, dict):  # a row of a typed (float32) array arrives as {"0": layer, "1": head, ...}
+            cd = [cd.get(str(i), cd.get(i)) for i in range(len(cd))]
+        if cd is not None and len(cd) >= 2 and cd[0] is not None and cd[1] is not None:
             return int(cd[0]), int(cd[1])
     return None
 

@@ -259,6 +259,8 @@ def test_grid_overlay_carries_layer_head_query_key_weight():
     # a click selection (as st.plotly_chart returns it) names the head
     sel = {"selection": {"points": [{"curve_number": 9, "customdata": [1.0, 2.0, 0.0, 3.0, 0.2]}]}}
     assert fi.clicked_head(sel) == (1, 2)
+    typed = {"selection": {"points": [{"customdata": {"0": 1.0, "1": 2.0, "2": 0.0, "3": 3.0, "4": 0.2}}]}}
+    assert fi.clicked_head(typed) == (1, 2)  # how the browser sends a row of a float32 customdata array
     assert fi.clicked_head({"selection": {"points": []}}) is None and fi.clicked_head(None) is None
     assert len(fi.attention_grid_figure(A, toks, clickable=False).data) == L * H
 
