@@ -1,13 +1,15 @@
-"""Attention page: every head's attention on a sentence or a pair, one head up close, bertviz
-(offline), per-head statistics, and how a head's pattern formed during training."""
+"""Attention page: every head's attention on a sentence or a pair (click a head to open it), one head up close
+with a text alternative, attention rollout, bertviz (offline), per-head statistics, how a head formed during
+training, and downloads (SVG/PNG figures, CSV, NPZ). The text, the layer/head and the tab live in the URL."""
 import numpy as np
 import streamlit as st
 
 DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
-PAGE_MAX_TOKENS = 128  # longer inputs are truncated (notice shown): keeps the grid and bertviz light
-GRID_MAX_CELLS = 72 * 64 * 64  # L*H*T*T drawn in the grid (MiniLM at 64 tokens)
-BERTVIZ_MAX_TOKENS = 64
+PAGE_MAX_TOKENS = 512  # BERT's position table; longer inputs are truncated (notice shown)
+BERTVIZ_MAX_TOKENS = 64  # bertviz draws every line in the browser: beyond this it is unreadable and slow
+TABS = ["All heads", "One head", "Rollout", "bertviz", "Per-head statistics", "Over training"]
+URL_TEXT_MAX = 2000  # longer texts are not written to the URL (links would break); the page says so
 
 
 def _model_dims(model):
@@ -16,11 +18,15 @@ def _model_dims(model):
 
 
 def _inputs():
+    """Sentence A / B; bound to the URL (``?attn_a=...&attn_b=...``) so a copied link reopens the same input."""
+    url = dict(bind="query-params", persist_state="session")
     c1, c2 = st.columns(2)
-    a = c1.text_area("Sentence A", value=DEFAULT_A, key="attn_a", height=80, max_chars=60_000)
-    use_b = c2.toggle("Add a second sentence (pair: [CLS] A [SEP] B [SEP])", value=True, key="attn_use_b")
+    a = c1.text_area("Sentence A", value=DEFAULT_A, key="attn_a", height=80, max_chars=60_000, **url)
+    use_b = c2.toggle("Add a second sentence (pair: [CLS] A [SEP] B [SEP])", value=True, key="attn_use_b", **url)
     b = c2.text_area("Sentence B", value=DEFAULT_B, key="attn_b", height=80, max_chars=60_000,
-                     disabled=not use_b)
+                     disabled=not use_b, **url)
+    if len(a or "") + len(b or "") > URL_TEXT_MAX:
+        st.caption(f"Texts over {URL_TEXT_MAX} characters make links too long to share reliably; copy the text too.")
     return a, (b if use_b else None)
 
 
@@ -35,44 +41,96 @@ def _validate(a, b):
     return a, b, None
 
 
-def _select_head(L, H, key):
-    c1, c2 = st.columns(2)
-    layer = c1.selectbox("Layer", list(range(L)), format_func=lambda i: f"layer {i + 1}",
-                         key=f"{key}_layer_{L}")
-    head = c2.selectbox("Head", list(range(H)), format_func=lambda i: f"head {i + 1}",
-                        key=f"{key}_head_{H}")
-    return int(layer), int(head)
+def _apply_grid_click(L, H):
+    """A click on the all-heads grid (its selection, kept by streamlit under the chart's key) opens that head."""
+    from explorer.figures_inspect import clicked_head
+
+    hit = clicked_head(st.session_state.get("attn_grid"))
+    if hit is not None and hit != st.session_state.get("attn_last_click") and hit[0] < L and hit[1] < H:
+        st.session_state["attn_layer"], st.session_state["attn_head"] = hit
+        st.session_state["attn_tab"] = "One head"
+    st.session_state["attn_last_click"] = hit
 
 
-def _grid(insp, tokens):
-    from explorer.figures_inspect import attention_grid_figure
+def _select_head(L, H):
+    url = dict(bind="query-params", persist_state="session")
+    for key, n in (("attn_layer", L), ("attn_head", H)):
+        if st.session_state.get(key, 0) not in range(n):  # another model with fewer layers/heads is active
+            st.session_state[key] = 0
+    c1, c2, c3 = st.columns([1, 1, 2])
+    layer = c1.selectbox("Layer", list(range(L)), format_func=lambda i: f"layer {i + 1}", key="attn_layer", **url)
+    head = c2.selectbox("Head", list(range(H)), format_func=lambda i: f"head {i + 1}", key="attn_head", **url)
+    fmt = c3.segmented_control("Camera button in each chart's toolbar saves", ["svg", "png"], default="svg",
+                               format_func=str.upper, key="attn_fig_fmt", required=True)
+    return int(layer), int(head), fmt or "svg"
+
+
+def _chart(fig, key, fmt, name, **kw):
+    from explorer.export import plotly_config
+
+    return st.plotly_chart(fig, key=key, config=plotly_config(name, fmt), **kw)
+
+
+def _grid(insp, tokens, fmt):
+    from explorer.export import attentions_npz
+    from explorer.figures_inspect import attention_grid_figure, grid_cell_size, pooled_attention
 
     A = insp.attentions
     L, H, T, _ = A.shape
     st.markdown(f"**{L} layers × {H} heads**, one colour scale for all (0 to the largest weight, "
                 f"{float(A.max()):.2f}). Rows are queries (the token that attends), columns are keys. "
-                "Hover for the tokens and the weight.")
-    if L * H * T * T > GRID_MAX_CELLS:
-        n = max(2, int((GRID_MAX_CELLS / (L * H)) ** 0.5))
-        st.info(f"{T} tokens × {L * H} heads is too much to draw at once; the grid shows the first {n} "
-                "tokens (queries and keys). The single-head view, bertviz and the table use all tokens.")
-        A = A[:, :, :n, :n]
-        tokens = tokens[:n]
-    fig = attention_grid_figure(A, tokens)
-    st.plotly_chart(fig, key="attn_grid")
+                "**Click a head** to open it in *One head*.")
+    n = grid_cell_size(L, H)
+    P, labels = pooled_attention(A, tokens, n)
+    if P.shape[-1] < T:
+        st.info(f"{T} tokens × {L * H} heads: each map is pooled on the server to {P.shape[-1]} × {P.shape[-1]} "
+                f"blocks of up to {-(-T // n)} tokens (mean over the block's queries of the weight on the block's "
+                "keys, so rows still sum to 1). *One head* and *Rollout* show every token.")
+    fig = attention_grid_figure(P, tokens, labels=labels)
+    _chart(fig, "attn_grid", fmt, "attention_all_heads", on_select="rerun", selection_mode="points")
+    st.download_button("All attentions (NPZ: attentions [L, H, T, T], tokens, segment_ids)",
+                       attentions_npz(A, tokens, insp.segment_ids), file_name="attentions.npz",
+                       mime="application/octet-stream", key="attn_dl_npz", on_click="ignore")
 
 
-def _one_head(insp, tokens, L, H):
+def _top3(attn, tokens, key):
+    from explorer.attention_stats import top_attended
+
+    st.markdown("**Text alternative**: the three keys each query attends to most.")
+    cfg = {f"weight {r}": st.column_config.NumberColumn(format="%.3f") for r in (1, 2, 3)}
+    st.dataframe(top_attended(attn, tokens, 3), hide_index=True, column_config=cfg, key=key, height=240)
+
+
+def _one_head(insp, tokens, layer, head, fmt):
+    from explorer.export import attention_csv
     from explorer.figures_inspect import head_heatmap_figure
 
-    layer, head = _select_head(L, H, "attn_big")
     A = insp.attentions[layer, head]
     fig = head_heatmap_figure(A, tokens, title=f"layer {layer + 1}, head {head + 1}")
-    st.plotly_chart(fig, key="attn_head_fig")
-    top = np.argsort(-A, axis=1)[:, 0]
-    st.caption("Where each query looks most: " + ", ".join(
-        f"{tokens[i]}→{tokens[j]}" for i, j in enumerate(top[:40])) + (" …" if len(top) > 40 else ""))
-    return layer, head
+    _chart(fig, "attn_head_fig", fmt, f"attention_L{layer + 1}_H{head + 1}")
+    st.download_button(f"Layer {layer + 1}, head {head + 1} as CSV", attention_csv(A, tokens),
+                       file_name=f"attention_layer{layer}_head{head}.csv", mime="text/csv", key="attn_dl_head",
+                       on_click="ignore", help="0-based layer/head in the file name, as in the CLI")
+    _top3(A, tokens, "attn_head_top3")
+
+
+def _rollout(insp, tokens, fmt):
+    from bertcore.analysis.explain import attention_rollout
+    from explorer.export import rollout_csv
+    from explorer.figures_inspect import head_heatmap_figure
+
+    st.markdown("**Attention rollout** (Abnar & Zuidema 2020): each layer's head-averaged attention is mixed "
+                "with the identity for the residual connection, rows renormalised, and the layers multiplied: "
+                "row *i* says how much of each input token reaches position *i* at the top "
+                "(`bertcore.analysis.explain.attention_rollout`).")
+    st.latex(r"\bar A_l = \tfrac12\,\mathrm{mean}_h A_{l,h} + \tfrac12 I,\qquad "
+             r"\mathrm{rollout} = \bar A_L \cdots \bar A_1")
+    R = attention_rollout(insp.attentions)
+    _chart(head_heatmap_figure(R, tokens, title="attention rollout", zmax=float(R.max())), "attn_rollout_fig",
+           fmt, "attention_rollout")
+    st.download_button("Rollout as CSV", rollout_csv(R, tokens), file_name="rollout.csv", mime="text/csv",
+                       key="attn_dl_rollout", on_click="ignore")
+    _top3(R, tokens, "attn_rollout_top3")
 
 
 def _bertviz(insp, tokens, b_start):
@@ -83,8 +141,8 @@ def _bertviz(insp, tokens, b_start):
                "Head view: pick a layer, hover or click a token; model view: every layer and head as "
                "thumbnails, click one to enlarge it.")
     if T > BERTVIZ_MAX_TOKENS:
-        st.info(f"bertviz is shown for inputs of up to {BERTVIZ_MAX_TOKENS} tokens; this one has {T}. "
-                "Shorten the text to see it here.")
+        st.info(f"bertviz is shown for inputs of up to {BERTVIZ_MAX_TOKENS} tokens (it draws every line in the "
+                f"browser); this one has {T}. The other tabs handle all {T} tokens; shorten the text to see it here.")
         return
     view = st.radio("View", ["head view", "model view"], horizontal=True, key="attn_bv_view")
     try:
@@ -102,7 +160,7 @@ def _bertviz(insp, tokens, b_start):
     st.iframe(html, height=height)
 
 
-def _stats(insp, tokens):
+def _stats(insp, tokens, fmt):
     from explorer.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, max_entropy
     from explorer.figures_inspect import stats_heatmap_figure
 
@@ -117,7 +175,7 @@ def _stats(insp, tokens):
     stat = st.selectbox("Statistic to map", STAT_COLUMNS, format_func=lambda s: STAT_LABELS[s],
                         key="attn_stat")
     zmax = max_entropy(tokens, T) if stat == "entropy" else 1.0
-    st.plotly_chart(stats_heatmap_figure(df, stat, zmax=zmax), key="attn_stats_fig")
+    _chart(stats_heatmap_figure(df, stat, zmax=zmax), "attn_stats_fig", fmt, f"head_{stat}")
     cfg = {c: st.column_config.NumberColumn(STAT_LABELS[c], format="%.3f") for c in STAT_COLUMNS}
     st.dataframe(df, hide_index=True, column_config=cfg, key="attn_stats_table")
 
@@ -139,10 +197,11 @@ def _no_snapshot_reason(active) -> str:
             "before the first one).")
 
 
-def _over_training(active, layer, head):
+def _over_training(active, layer, head, fmt):
+    import plotly.graph_objects as go
+
     from explorer.attention_stats import head_stats_array
     from explorer.figures_inspect import head_heatmap_figure
-    import plotly.graph_objects as go
 
     bundle = active.bundle
     snaps = list(getattr(bundle, "snapshots", None) or [])
@@ -154,31 +213,47 @@ def _over_training(active, layer, head):
     if layer >= L or head >= H:
         layer, head = 0, 0
     st.markdown(f"The trainer's probe pair, recorded at {len(snaps)} steps. Showing **layer {layer + 1}, "
-                f"head {head + 1}** (change it above in *One head*). Colour scale: 0 to 1.")
+                f"head {head + 1}** (choose it above, or click it in *All heads*). Colour scale: 0 to 1.")
     steps = [int(s.step) for s in snaps]
     if len(snaps) > 1:
         idx = st.select_slider("Training step", options=list(range(len(snaps))),
                                value=len(snaps) - 1, format_func=lambda i: str(steps[i]), key="attn_snap")
     else:
         idx = 0
-    snap = snaps[idx]
-    A = np.asarray(snap.attentions)[layer, head]
+    A = np.asarray(snaps[idx].attentions)[layer, head]
     T = min(A.shape[0], len(probe))
-    st.plotly_chart(head_heatmap_figure(A[:T, :T], probe[:T], zmax=1.0,
-                                        title=f"step {steps[idx]}: layer {layer + 1}, head {head + 1}"),
-                    key="attn_snap_fig")
+    _chart(head_heatmap_figure(A[:T, :T], probe[:T], zmax=1.0,
+                               title=f"step {steps[idx]}: layer {layer + 1}, head {head + 1}"),
+           "attn_snap_fig", fmt, f"attention_step{steps[idx]}_L{layer + 1}_H{head + 1}")
     ent = [float(head_stats_array(np.asarray(s.attentions)[:, :, :T, :T], probe[:T])["entropy"][layer, head])
            for s in snaps]
     fig = go.Figure(go.Scatter(x=steps, y=ent, mode="lines+markers", name="entropy"))
     fig.add_vline(x=steps[idx], line_dash="dot")
     fig.update_layout(height=240, xaxis_title="step", yaxis_title="entropy (nats)",
                       margin=dict(l=10, r=10, t=10, b=10))
-    st.plotly_chart(fig, key="attn_snap_entropy")
+    _chart(fig, "attn_snap_entropy", fmt, "entropy_over_training")
+
+
+def _notices(insp, tokens, tok, a, b, limit, max_pos):
+    if insp.truncated:
+        why = "the model's maximum length" if limit == max_pos else f"this page's limit ({PAGE_MAX_TOKENS})"
+        st.warning(f"The input is too long and was **truncated to {len(tokens)} tokens** ({why}). "
+                   "Only the kept tokens are shown.")
+    try:
+        unknown = tok.unknown_words(a + (" " + b if b else ""))
+    except Exception:  # noqa: BLE001 - only a hint
+        unknown = []
+    if unknown:
+        shown = ", ".join(dict.fromkeys(unknown[:12]))
+        st.info(f"Not in the vocabulary, shown as [UNK]: {shown}{' …' if len(unknown) > 12 else ''}")
+    if len(tokens) <= 2 and not any(t not in ("[CLS]", "[SEP]") for t in tokens):
+        st.info("After tokenization nothing but [CLS]/[SEP] is left (the text had no words the tokenizer "
+                "keeps), so the maps below only show special tokens.")
 
 
 def render():
-    from bertcore.errors import BertcoreError
     from bertcore.analysis.inference import inspect_pair
+    from bertcore.errors import BertcoreError
     from explorer import state
 
     active = state.get_active()
@@ -192,7 +267,8 @@ def render():
         "token's value it takes in. Every row of a map below sums to 1. The weights are computed by "
         "`bertcore.analysis.inference.inspect_pair` (the model's forward pass with `output_attentions=True`).")
     st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V")
-    st.caption(f"Active model: **{active.label}**, {L} layers × {H} heads, up to {max_pos} tokens.")
+    st.caption(f"Active model: **{active.label}**, {L} layers × {H} heads, up to {max_pos} tokens. "
+               "The text, the head and the tab are in the address bar: copy the link to share this view.")
     if active.kind == "untrained":
         state.untrained_notice()
         state.default_train_button("attn_train_default")
@@ -209,37 +285,27 @@ def render():
         st.error(str(e))
         return
     tokens = [str(t) for t in insp.tokens]
-    if insp.truncated:
-        why = "the model's maximum length" if limit == max_pos else f"this page's limit ({PAGE_MAX_TOKENS})"
-        st.warning(f"The input is too long and was **truncated to {len(tokens)} tokens** ({why}). "
-                   "Only the kept tokens are shown.")
-    try:
-        unknown = tok.unknown_words(a + (" " + b if b else ""))
-    except Exception:  # noqa: BLE001 - only a hint
-        unknown = []
-    if unknown:
-        shown = ", ".join(dict.fromkeys(unknown[:12]))
-        st.info(f"Not in the vocabulary, shown as [UNK]: {shown}{' …' if len(unknown) > 12 else ''}")
-    if len(tokens) <= 2 and not any(t not in ("[CLS]", "[SEP]") for t in tokens):
-        st.info("After tokenization nothing but [CLS]/[SEP] is left (the text had no words the tokenizer "
-                "keeps), so the maps below only show special tokens.")
+    _notices(insp, tokens, tok, a, b, limit, max_pos)
     # Sentence B starts at the first segment-1 token (a [SEP] typed inside A must not move the boundary).
     seg = list(insp.segment_ids)
     b_start = seg.index(1) if b is not None and 1 in seg else None
     st.caption("Tokens: " + " ".join(f"`{t}`" for t in tokens[:80]) + (" …" if len(tokens) > 80 else ""))
 
-    tab_grid, tab_head, tab_bv, tab_stats, tab_train = st.tabs(
-        ["All heads", "One head", "bertviz", "Per-head statistics", "Over training"])
-    with tab_grid:
-        _grid(insp, tokens)
-    with tab_head:
-        layer, head = _one_head(insp, tokens, L, H)
-    with tab_bv:
-        _bertviz(insp, tokens, b_start)
-    with tab_stats:
-        _stats(insp, tokens)
-    with tab_train:
-        _over_training(active, layer, head)
+    _apply_grid_click(L, H)
+    layer, head, fmt = _select_head(L, H)
+    tabs = st.tabs(TABS, key="attn_tab", bind="query-params", on_change="rerun")
+    views = {
+        "All heads": lambda: _grid(insp, tokens, fmt),
+        "One head": lambda: _one_head(insp, tokens, layer, head, fmt),
+        "Rollout": lambda: _rollout(insp, tokens, fmt),
+        "bertviz": lambda: _bertviz(insp, tokens, b_start),
+        "Per-head statistics": lambda: _stats(insp, tokens, fmt),
+        "Over training": lambda: _over_training(active, layer, head, fmt),
+    }
+    for name, tab in zip(TABS, tabs):
+        if tab.open is not False:  # lazy: only the open tab runs (None when tabs do not track state)
+            with tab:
+                views[name]()
 
 
 render()

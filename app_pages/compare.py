@@ -33,7 +33,11 @@ def _same_init_models(cfg_a, cfg_b, seed: int):
 def render() -> None:
     from bertcore.config import PRESETS, BertConfig, TrainConfig
 
+    import numpy as np
+
     from explorer import figures_train as ft
+    from explorer.export import plotly_config
+    from explorer.figures_inspect import attention_grid_figure
 
     st.title("Compare two designs")
     st.markdown(
@@ -130,8 +134,8 @@ def render() -> None:
 
     if run is not None and not running and any(b is not None for b in run.results):
         st.subheader("Attention on the same probe pair, after training")
-        st.caption("Each grid is layers × heads (`Trainer.snapshots`, the last snapshot); one shared colour "
-                   "scale from 0 to 1 per grid.")
+        st.caption("Each grid is layers × heads (`Trainer.snapshots`, the last snapshot), numbered from 1 as on the "
+                   "Attention page; one shared colour scale from 0 to 1 per grid.")
         cols = st.columns(len(run.results))
         for col, job, bundle in zip(cols, run.jobs, run.results):
             with col:
@@ -143,7 +147,10 @@ def render() -> None:
                 if att is None:
                     st.caption("no attention snapshot")
                     continue
-                st.plotly_chart(ft.attention_grid_figure(att, toks), key=f"compare_grid_{job.label}")
+                T = min(len(toks), np.asarray(att).shape[-1])
+                fig = attention_grid_figure(np.asarray(att)[:, :, :T, :T], toks[:T], zmax=1.0, width_px=520,
+                                            clickable=False)
+                st.plotly_chart(fig, key=f"compare_grid_{job.label}", config=plotly_config(f"compare_{job.label}"))
                 if st.button("Make this the active model", key=f"compare_use_{job.label}"):
                     state.set_active("trained", bundle, f"compare {job.label}")
                     st.rerun()

@@ -100,27 +100,28 @@ def _fill_mask_section(state, models):
         labels = _pill_labels(words)
         if not words:
             st.warning("The sentence is empty. Type a sentence, then click the words to mask.")
-            return
+            return None
         chosen = st.pills("Click the words to replace with [MASK]", list(range(len(words))),
                           format_func=lambda i: labels[i], selection_mode="multi",
                           key=f"pred_pills_{zlib.crc32(sentence.encode())}")
         if not chosen:
             st.info("Click one or more words above to mask them.")
-            return
+            return None
         text = _mask_words(words, chosen)
         st.markdown(f"Masked text: `{text}`")
     top_k = st.slider("Top-k candidates per mask", 1, 10, 5, key="pred_topk")
     if not (text or "").strip():
         st.warning("The text is empty. Type a sentence containing [MASK], e.g. `the cat [MASK] on the mat`.")
-        return
+        return None
     if "[mask]" not in text.lower():
         st.warning("The text has no [MASK]. Write [MASK] where a word should be predicted, "
                    "or switch to *Click words to mask them*.")
-        return
+        return None
     cols = st.columns(len(models))
     for col, am in zip(cols, models):
         with col:
             _fill_mask_column(am, text, top_k)
+    return text
 
 
 def _nsp_section(models):
@@ -136,7 +137,7 @@ def _nsp_section(models):
     b = c2.text_area("Sentence B", value=DEFAULT_B, key="pred_nsp_b", height=70, max_chars=60_000)
     if not (a or "").strip() or not (b or "").strip():
         st.warning("NSP needs two sentences: type both sentence A and sentence B.")
-        return
+        return None
     cols = st.columns(len(models))
     for col, am in zip(cols, models):
         with col:
@@ -152,6 +153,166 @@ def _nsp_section(models):
                 continue
             st.metric("P(IsNext)", f"{p:.1%}")
             st.plotly_chart(nsp_figure(p), key=f"pred_nsp_{am.label}")
+    return a, b
+
+
+def _cached(key: tuple, compute):
+    """A small per-session memo (the last few results), so reruns from other widgets do not recompute."""
+    memo = st.session_state.setdefault("pred_memo", {})
+    if key not in memo:
+        if len(memo) >= 12:
+            memo.pop(next(iter(memo)))
+        memo[key] = compute()
+    return memo[key]
+
+
+def _why_targets(am, text, pair) -> list:
+    """(label, a, b, target) choices: each [MASK] of the fill-mask text, and NSP on the sentence pair."""
+    from bertcore.analysis.inference import encode_pair
+    from bertcore.errors import BertcoreError
+
+    out = []
+    if text and getattr(am.model, "has_mlm_head", True):
+        try:
+            ids, _, _ = encode_pair(am.tokenizer, text, None, am.model.config.max_position_embeddings)
+        except BertcoreError:
+            ids = []
+        n = sum(1 for t in ids if t == am.tokenizer.mask_id)
+        out += [(f"[MASK] {i + 1}", text, None, f"mask:{i}") for i in range(min(n, MAX_MASK_CHARTS))]
+    if pair and getattr(am.model, "has_nsp_head", True):
+        out.append(("NSP: P(IsNext)", pair[0], pair[1], "nsp"))
+    return out
+
+
+def _why_section(active, text, pair):
+    import pandas as pd
+
+    from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
+    from bertcore.errors import BertcoreError
+    from explorer.export import attributions_csv, plotly_config
+    from explorer.figures_explain import METHOD_LABELS, token_strip_figure
+
+    st.subheader("Why it predicts that")
+    st.markdown(
+        "Three answers for the active model, side by side (`bertcore.analysis.explain.explain_all`). **Attention "
+        "rollout** (Abnar & Zuidema 2020): how much of each token reaches the explained position through attention "
+        "alone. **Gradient × input** and **integrated gradients** (Sundararajan et al. 2017): each token's share "
+        "of the log-probability, with the integral from a baseline where every word is [MASK] (positions and "
+        "segments kept). Integrated gradients sum to f(input) − f(baseline); the gap says how close they get.")
+    st.latex(r"\mathrm{IG}_i = (x_i - x'_i)\int_0^1 rac{\partial f(x' + lpha(x - x'))}{\partial x_i}\,dlpha")
+    targets = _why_targets(active, text, pair)
+    if not targets:
+        st.info("Nothing to explain yet: type a text with [MASK] above, or two sentences for NSP. (A model without "
+                "MLM and NSP heads, such as all-MiniLM-L6-v2, can only be explained by rollout on the Attention page.)")
+        return
+    labels = [t[0] for t in targets]
+    c1, c2 = st.columns([2, 1])
+    pick = c1.segmented_control("Explain", labels, default=labels[0], key="pred_why_target", required=True)
+    steps = c2.select_slider("Integrated-gradients steps", [MIN_IG_STEPS, 64, 100, 200], 64, key="pred_why_steps")
+    label, a, b, target = targets[labels.index(pick) if pick in labels else 0]
+    key = ("why", active.label, id(active.model), a, b, target, steps)
+    try:
+        with st.spinner("Integrating gradients…"):
+            r = _cached(key, lambda: explain_all(active.model, active.tokenizer, a, b, target, steps=steps))
+    except BertcoreError as e:
+        st.error(str(e))
+        return
+    shown = f"'{r['target_label']}'" if target != "nsp" else "IsNext"
+    fig = token_strip_figure(r["tokens"], r["scores"], r["position"],
+                             title=f"why {shown}? (the explained position {r['position']} is outlined)")
+    st.plotly_chart(fig, key="pred_why_fig", config=plotly_config("why_" + target.replace(":", ""), "svg"))
+    m = st.columns(5)
+    for col, (pair_name, rho) in zip(m, r["rank_correlation"].items()):
+        p, q = pair_name.split("~")
+        col.metric(f"Spearman ρ: {METHOD_LABELS[p]} vs {METHOD_LABELS[q]}", "n/a" if rho != rho else f"{rho:+.2f}")
+    for col, name in zip(m[3:], ("integrated_gradients", "grad_x_input")):
+        res = r["results"][name]
+        col.metric(f"completeness gap, {METHOD_LABELS[name]}", f"{res.completeness_gap:.3f}",
+                   help=f"|Σ attributions − (f(x) − f(x'))| / |f(x) − f(x')| with f(x) = {res.f_input:.3f}, "
+                        f"f(x') = {res.f_baseline:.3f} (baseline: {res.baseline})")
+    table = pd.DataFrame({"position": range(len(r["tokens"])), "token": r["tokens"],
+                          **{METHOD_LABELS[k]: v for k, v in r["scores"].items()}})
+    with st.expander("The numbers (text alternative)"):
+        st.dataframe(table, hide_index=True, key="pred_why_table")
+    st.download_button("Attributions as CSV", attributions_csv(r["tokens"], r["scores"]),
+                       file_name=f"attributions_{target.replace(':', '')}.csv", mime="text/csv",
+                       key="pred_dl_why", on_click="ignore")
+
+
+def _held_out(state, am):
+    """The fixed held-out batches for this model's tokenizer (built-in corpus, its training settings)."""
+    from bertcore.analysis.ablation import held_out_batches
+
+    corpus, _ = state.shared_corpus_and_tokenizer()
+    tc = getattr(am.bundle, "train_config", None)
+    return _cached(("held_out", am.label, id(am.tokenizer)),
+                   lambda: held_out_batches(am.tokenizer, corpus, tc, 256,
+                                            max_len=am.model.config.max_position_embeddings))
+
+
+def _ablation_section(state, active, text, pair):
+    import pandas as pd
+
+    from bertcore.analysis import ablation as ab
+    from bertcore.errors import BertcoreError
+    from explorer.export import importance_csv, plotly_config
+    from explorer.figures_explain import METRIC_LABELS, importance_figure
+
+    st.subheader("Switch heads off")
+    st.markdown("Michel et al. (2019) asked whether all heads are needed. Click heads to switch them off (their "
+                "attention probabilities are multiplied by 0, `head_mask`) and watch the predictions above and the "
+                "held-out metrics on 256 fixed built-in pairs change (`bertcore.analysis.ablation`).")
+    model, tok = active.model, active.tokenizer
+    if not (getattr(model, "has_mlm_head", True) and getattr(model, "has_nsp_head", True)):
+        st.info(f"{active.label} has no MLM or NSP head, so switching heads off has no prediction to change here.")
+        return
+    L, H = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
+    off = st.pills("Heads switched off", list(range(L * H)), format_func=lambda i: f"L{i // H + 1} H{i % H + 1}",
+                   selection_mode="multi", key=f"pred_abl_heads_{L}x{H}") or []
+    heads = [(i // H, i % H) for i in off]
+    mask = ab.head_mask_for(heads, L, H)
+    try:
+        batches = _held_out(state, active)
+        base = _cached(("base", active.label, id(model)), lambda: ab.evaluate(model, batches))
+        after = ab.evaluate(model, batches, mask) if heads else base
+    except BertcoreError as e:
+        st.error(str(e))
+        return
+    m = st.columns(3)
+    for col, k in zip(m, ("mlm_loss", "mlm_acc", "nsp_acc")):
+        col.metric(f"held-out {k.replace('_', ' ').replace('mlm', 'MLM').replace('nsp', 'NSP')}", f"{after[k]:.4f}",
+                   delta=f"{after[k] - base[k]:+.3g}" if heads else None,
+                   delta_color="inverse" if k.endswith("loss") else "normal")
+    rows = []
+    for a, b, what in ((text, None, "fill-mask"), *(((pair[0], pair[1], "NSP"),) if pair else ())):
+        if not a:
+            continue
+        on = ab.predict_with_heads(model, tok, a, b)
+        now = ab.predict_with_heads(model, tok, a, b, head_mask=mask)
+        if what == "NSP" and on["p_is_next"] is not None:
+            rows.append({"prediction": "P(IsNext)", "all heads on": f"{on['p_is_next']:.3f}",
+                         "with the heads off": f"{now['p_is_next']:.3f}"})
+        for k, (m_on, m_off) in enumerate(zip(on["masks"], now["masks"])):
+            if what != "fill-mask" or k >= MAX_MASK_CHARTS:
+                continue
+            rows.append({"prediction": f"[MASK] {k + 1}",
+                         "all heads on": ", ".join(f"{t} {p:.2f}" for t, p in m_on["candidates"][:3]),
+                         "with the heads off": ", ".join(f"{t} {p:.2f}" for t, p in m_off["candidates"][:3])})
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, key="pred_abl_table")
+    st.markdown("**Importance map**: every head switched off alone; the change of a held-out metric.")
+    imp_key = ("importance", active.label, id(model))
+    memo = st.session_state.get("pred_memo", {})
+    if imp_key not in memo and not st.button(f"Compute the importance map ({L * H} evaluations)",
+                                             key="pred_abl_importance"):
+        return
+    imp = _cached(imp_key, lambda: ab.head_importance(model, batches, baseline=base))
+    metric = st.segmented_control("Metric", list(METRIC_LABELS), default="d_mlm_loss",
+                                  format_func=METRIC_LABELS.get, key="pred_abl_metric", required=True)
+    st.plotly_chart(importance_figure(imp["heads"], L, H, metric or "d_mlm_loss", off=heads), key="pred_abl_map",
+                    config=plotly_config("head_importance", "svg"))
+    st.download_button("Importance map as CSV", importance_csv(imp["heads"]), file_name="head_importance.csv",
+                       mime="text/csv", key="pred_dl_importance", on_click="ignore")
 
 
 def render():
@@ -170,9 +331,13 @@ def render():
         state.untrained_notice()
         state.default_train_button("pred_train_default")
     models = _compare_choice(state, active)
-    _fill_mask_section(state, models)
+    text = _fill_mask_section(state, models)
     st.divider()
-    _nsp_section(models)
+    pair = _nsp_section(models)
+    st.divider()
+    _why_section(active, text, pair)
+    st.divider()
+    _ablation_section(state, active, text, pair)
 
 
 render()

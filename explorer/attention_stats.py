@@ -117,3 +117,22 @@ def max_entropy(tokens: Sequence[str] | None, T: int) -> float:
     """Entropy of a uniform row over the valid keys: log(#valid)."""
     n = int(_valid_mask(tokens, T, None).sum())
     return float(np.log(max(n, 1)))
+
+
+def top_attended(attn: np.ndarray, tokens: Sequence[str], k: int = 3) -> pd.DataFrame:
+    """The text alternative to a heatmap: for each query, its ``k`` most attended keys and their weights.
+
+    ``attn`` is one ``[T, T]`` map (a head, or a rollout); ties keep the earlier key. Columns: ``position``,
+    ``query``, then ``key 1, weight 1, ..., key k, weight k`` (keys read ``"<position> <token>"``).
+    """
+    A = np.asarray(attn, dtype=np.float64)
+    T = len(tokens)
+    if A.shape != (T, T):
+        raise ValueError(f"attention of shape {A.shape} does not match {T} tokens")
+    k = max(1, min(int(k), T))
+    order = np.argsort(-A, axis=1, kind="stable")[:, :k]
+    df = pd.DataFrame({"position": np.arange(T), "query": [str(t) for t in tokens]})
+    for r in range(k):
+        df[f"key {r + 1}"] = [f"{j} {tokens[j]}" for j in order[:, r]]
+        df[f"weight {r + 1}"] = A[np.arange(T), order[:, r]]
+    return df

@@ -6,6 +6,7 @@ the plotly JSON).
 """
 from __future__ import annotations
 
+import html
 from typing import Sequence
 
 import numpy as np
@@ -17,9 +18,38 @@ from explorer.attention_stats import STAT_LABELS
 COLORSCALE = "Viridis"
 
 
-def token_labels(tokens: Sequence[str]) -> list[str]:
-    """Unique axis labels ``"<position> <token>"`` (plotly merges repeated category names)."""
-    return [f"{i} {t}" for i, t in enumerate(tokens)]
+def token_labels(tokens: Sequence[str], escape: bool = True) -> list[str]:
+    """Unique axis labels ``"<position> <token>"`` (plotly merges repeated category names). The one helper for
+    token labels: every attention map (Attention, Compare, Predict) and every CSV export labels tokens with it.
+
+    ``escape`` HTML-escapes the text a user typed: plotly reads tags such as ``<b>`` or ``<a href>`` in labels
+    (the Captum #1226 mistake); CSV exports pass ``escape=False`` to keep the raw token."""
+    return [f"{i} {html.escape(str(t), quote=False) if escape else t}" for i, t in enumerate(tokens)]
+
+
+def thinned(labels: Sequence[str], max_labels: int) -> list[str]:
+    """At most ``max_labels`` of ``labels``, evenly spaced (always the first): the tick labels drawn on an axis."""
+    n = len(labels)
+    step = max(1, -(-n // max(1, int(max_labels))))  # ceil(n / max_labels)
+    return [labels[i] for i in range(0, n, step)]
+
+
+def pooled_attention(attentions: np.ndarray, tokens: Sequence[str], max_cells: int) -> tuple[np.ndarray, list[str]]:
+    """Block-pool ``[..., T, T]`` to at most ``max_cells`` per side, server-side, for the all-heads grid of a long input.
+
+    Block (I, J) holds the mean over the queries in I of the summed weight on the keys in J, so every pooled row
+    still sums to 1. Labels read ``"<first>-<last> <first token>"``. With ``T <= max_cells`` nothing changes.
+    """
+    A = np.asarray(attentions, dtype=np.float32)
+    T = A.shape[-1]
+    if T <= max_cells:
+        return A, token_labels(tokens)
+    size = -(-T // max_cells)
+    starts = list(range(0, T, size))
+    keys = np.add.reduceat(A, starts, axis=-1)  # sum over the keys of each block
+    pooled = np.add.reduceat(keys, starts, axis=-2) / np.diff(starts + [T])[:, None]  # mean over its queries
+    labels = [f"{s}-{min(s + size, T) - 1} {html.escape(str(tokens[s]), quote=False)}" for s in starts]
+    return pooled.astype(np.float32), labels
 
 
 def grid_trace_index(layer: int, head: int, n_heads: int) -> int:
@@ -27,73 +57,110 @@ def grid_trace_index(layer: int, head: int, n_heads: int) -> int:
     return layer * n_heads + head
 
 
+GRID_OVERLAY_POINTS = 40_000  # clickable overlay points in the whole grid (one per drawn cell)
+
+
+def grid_cell_size(n_layers: int, n_heads: int) -> int:
+    """Cells per tile side so that the grid's click overlay stays within ``GRID_OVERLAY_POINTS`` points."""
+    return int(max(8, min(32, (GRID_OVERLAY_POINTS / max(1, n_layers * n_heads)) ** 0.5)))
+
+
 def attention_grid_figure(
     attentions: np.ndarray,
     tokens: Sequence[str],
     zmax: float | None = None,
     width_px: int = 1100,
+    clickable: bool = True,
+    labels: Sequence[str] | None = None,
 ) -> go.Figure:
     """A layers x heads grid of attention heatmaps sharing ONE colour scale (``coloraxis``).
 
-    ``attentions`` is ``[L, H, T, T]`` (query rows, key columns). Trace ``l*H + h`` holds head (l, h);
-    its ``z`` is exactly ``attentions[l, h]``. Hover shows layer, head, query and key tokens and the weight.
+    ``attentions`` is ``[L, H, T, T]`` (query rows, key columns); trace ``l*H + h`` holds head (l, h) and its
+    ``z`` is exactly ``attentions[l, h]``. Layers and heads are numbered from 1 (``L1``, ``H1``). The first column
+    carries the query tokens, the bottom row the key tokens (thinned to fit; rows and columns share them).
+    ``clickable`` overlays one transparent square marker per cell (customdata = 0-based layer, head, query,
+    key, weight), because ``st.plotly_chart(on_select=...)`` returns no points for heatmaps (streamlit #8760).
+    ``labels`` overrides the axis labels (e.g. those of ``pooled_attention``).
     """
     A = np.asarray(attentions, dtype=np.float32)
     if A.ndim != 4:
         raise ValueError(f"attentions must be [L, H, T, T], got {A.shape}")
     L, H, T, _ = A.shape
-    labels = token_labels(tokens)
+    labels = list(labels) if labels is not None else token_labels(tokens)
     if len(labels) != T:
         raise ValueError(f"{len(labels)} tokens for attention of length {T}")
-    gap = 0.12
-    data = []
+    gap = 0.08
+    tile_px = width_px * (1 - gap) / max(H, 1)
+    n_ticks = max(2, int(tile_px // 11))
+    ticks = thinned(labels, n_ticks)
+    data, overlay = [], []
     layout: dict = {}
     annotations = []
+    qq, kk = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
+    lab = np.array(labels, dtype=object)
     for li in range(L):
         for h in range(H):
             n = grid_trace_index(li, h, H) + 1
             suffix = "" if n == 1 else str(n)
-            data.append(
-                go.Heatmap(
-                    z=A[li, h], x=labels, y=labels, coloraxis="coloraxis",
-                    xaxis=f"x{suffix}", yaxis=f"y{suffix}", name=f"L{li + 1} H{h + 1}",
-                    hovertemplate=(
-                        f"layer {li + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}"
-                        "<br>weight %{z:.3f}<extra></extra>"
-                    ),
-                )
-            )
+            data.append(go.Heatmap(
+                z=A[li, h], x=labels, y=labels, coloraxis="coloraxis", xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+                name=f"L{li + 1} H{h + 1}",
+                hovertemplate=f"layer {li + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}"
+                              "<extra></extra>",
+            ))
+            if clickable:
+                custom = np.stack([np.full(T * T, li), np.full(T * T, h), qq.ravel(), kk.ravel(),
+                                   A[li, h].ravel()], axis=1).astype(np.float32)
+                overlay.append(go.Scatter(
+                    x=lab[kk.ravel()], y=lab[qq.ravel()], mode="markers", xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+                    customdata=custom, name=f"click L{li + 1} H{h + 1}", showlegend=False,
+                    marker=dict(symbol="square", size=max(3.0, tile_px / T), color="rgba(0,0,0,0)"),
+                    hovertemplate=f"layer {li + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}"
+                                  "<br>weight %{customdata[4]:.3f}<br>click to open this head<extra></extra>",
+                ))
             x0, x1 = h / H, (h + 1 - gap) / H
             y1, y0 = 1 - li / L, 1 - (li + 1 - gap) / L
             layout[f"xaxis{suffix}"] = dict(
-                domain=[x0, x1], anchor=f"y{suffix}", showticklabels=False, showgrid=False,
-                zeroline=False, ticks="",
+                domain=[x0, x1], anchor=f"y{suffix}", showgrid=False, zeroline=False, type="category",
+                showticklabels=li == L - 1, tickvals=ticks, tickangle=-90, tickfont=dict(size=9),
             )
             layout[f"yaxis{suffix}"] = dict(
-                domain=[y0, y1], anchor=f"x{suffix}", showticklabels=False, showgrid=False,
-                zeroline=False, ticks="", autorange="reversed",
+                domain=[y0, y1], anchor=f"x{suffix}", showgrid=False, zeroline=False, type="category",
+                autorange="reversed", showticklabels=h == 0, tickvals=ticks, tickfont=dict(size=9),
+                title=dict(text=f"L{li + 1}", font=dict(size=11)) if h == 0 else None,
             )
             if li == 0:
                 annotations.append(dict(
                     text=f"H{h + 1}", x=(x0 + x1) / 2, y=1.0, xref="paper", yref="paper",
                     yanchor="bottom", showarrow=False, font=dict(size=11),
                 ))
-        annotations.append(dict(
-            text=f"L{li + 1}", x=-0.005, y=(y0 + y1) / 2, xref="paper", yref="paper",
-            xanchor="right", showarrow=False, font=dict(size=11),
-        ))
     cmax = float(np.nanmax(A)) if zmax is None and A.size else (zmax or 1.0)
-    fig = go.Figure(data=data)
+    fig = go.Figure(data=data + overlay)
+    label_px = 7 * max((len(t) for t in ticks), default=4) + 20
     fig.update_layout(
         **layout,
-        coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=cmax,
-                       colorbar=dict(title="weight", thickness=12)),
+        coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=cmax, colorbar=dict(title="weight", thickness=12)),
         annotations=annotations,
-        height=int(min(1000, max(300, L * width_px / max(H, 1) + 60))),  # about square cells
-        margin=dict(l=40, r=10, t=30, b=10),
-        showlegend=False,
+        height=int(min(1400, max(300, L * tile_px + 40 + label_px))),  # about square cells
+        margin=dict(l=label_px + 20, r=10, t=30, b=label_px),
+        showlegend=False, hovermode="closest", dragmode=False,
     )
     return fig
+
+
+def clicked_head(selection) -> tuple[int, int] | None:
+    """0-based (layer, head) of the first clicked overlay point in a ``st.plotly_chart`` selection, or None."""
+    try:
+        points = selection["selection"]["points"]
+    except (KeyError, TypeError):
+        return None
+    for p in points or []:
+        cd = p.get("customdata") if isinstance(p, dict) else None
+        if isinstance(cd, dict):  # a row of a typed (float32) array arrives as {"0": layer, "1": head, ...}
+            cd = [cd.get(str(i), cd.get(i)) for i in range(len(cd))]
+        if cd is not None and len(cd) >= 2 and cd[0] is not None and cd[1] is not None:
+            return int(cd[0]), int(cd[1])
+    return None
 
 
 def head_heatmap_figure(
@@ -115,10 +182,11 @@ def head_heatmap_figure(
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
     ))
     side = int(min(900, max(320, 22 * T + 140)))
+    ticks = thinned(labels, max(2, (side - 140) // 13))
     fig.update_layout(
         title=title or None, height=side,
-        xaxis=dict(title="key (attended to)", tickangle=-60, side="top", type="category"),
-        yaxis=dict(title="query (attending)", autorange="reversed", type="category"),
+        xaxis=dict(title="key (attended to)", tickangle=-60, side="top", type="category", tickvals=ticks),
+        yaxis=dict(title="query (attending)", autorange="reversed", type="category", tickvals=ticks),
         margin=dict(l=10, r=10, t=90 if title else 70, b=10),
     )
     return fig

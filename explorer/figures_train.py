@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]
 DASHES = ["solid", "dash", "dot", "dashdot"]
@@ -109,39 +108,3 @@ def lr_figure(histories, **kw) -> go.Figure:
 def throughput_figure(histories, **kw) -> go.Figure:
     return curves_figure(histories, ["tokens_per_s"], title=kw.pop("title", "Throughput"),
                          yaxis_title="tokens / s", **kw)
-
-
-def attention_grid_figure(attentions, tokens: Sequence[str] | None = None, title: str = "",
-                          max_tokens: int = 48, height_per_row: int = 150) -> go.Figure:
-    """A layers x heads grid of attention heatmaps on one shared colour scale (coloraxis, 0..1).
-
-    ``attentions``: array [L, H, T, T] (rows = querying token, columns = attended token).
-    """
-    att = np.asarray(attentions, dtype=np.float32)
-    if att.ndim != 4:
-        raise ValueError(f"attentions must be [layers, heads, T, T], got shape {att.shape}")
-    n_layers, n_heads, t, _ = att.shape
-    t = min(t, max_tokens)
-    att = att[:, :, :t, :t]
-    toks = [str(x) for x in (list(tokens)[:t] if tokens is not None else range(t))]
-    # make labels unique so plotly keeps every row/column
-    seen: dict[str, int] = {}
-    labels = []
-    for tok in toks:
-        seen[tok] = seen.get(tok, 0) + 1
-        labels.append(tok if seen[tok] == 1 else f"{tok}\u200b{'·' * (seen[tok] - 1)}")
-    fig = make_subplots(rows=n_layers, cols=n_heads, horizontal_spacing=0.01, vertical_spacing=0.02,
-                        column_titles=[f"head {h}" for h in range(n_heads)],
-                        row_titles=[f"layer {i}" for i in range(n_layers)])
-    for li in range(n_layers):
-        for h in range(n_heads):
-            fig.add_trace(go.Heatmap(
-                z=att[li, h].tolist(), x=labels, y=labels, coloraxis="coloraxis",
-                hovertemplate=f"layer {li} head {h}<br>%{{y}} → %{{x}}<br>%{{z:.3f}}<extra></extra>",
-            ), row=li + 1, col=h + 1)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
-    fig.update_layout(coloraxis=dict(colorscale="Viridis", cmin=0.0, cmax=1.0, colorbar=dict(title="weight")),
-                      height=max(240, height_per_row * n_layers + 60), title=title,
-                      margin=dict(l=10, r=10, t=60 if title else 30, b=10))
-    return fig

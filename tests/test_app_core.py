@@ -137,9 +137,13 @@ def test_attention_grid_shares_one_colour_scale():
     import numpy as np
 
     att = np.random.default_rng(0).random((2, 3, 4, 4)).astype(np.float32)
-    fig = ft.attention_grid_figure(att, ["[CLS]", "a", "a", "[SEP]"]).to_plotly_json()
+    from explorer.figures_inspect import attention_grid_figure
+
+    fig = attention_grid_figure(att, ["[CLS]", "a", "a", "[SEP]"], clickable=False).to_plotly_json()
     assert len(fig["data"]) == 6 and {t["coloraxis"] for t in fig["data"]} == {"coloraxis"}
-    assert np.allclose(np.array(fig["data"][5]["z"]), att[1, 2])
+    from conftest import plotly_array
+
+    assert np.allclose(plotly_array(fig["data"][5]["z"]), att[1, 2])
     assert len(set(fig["data"][0]["x"])) == 4  # duplicate tokens kept apart
 
 

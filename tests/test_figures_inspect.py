@@ -35,7 +35,7 @@ def test_grid_z_values_equal_attention_arrays():
     L, H, T = 3, 4, 5
     A = _rand_attn(L, H, T)
     toks = ["[CLS]", "a", "b", "[SEP]", "c"]
-    fig = fi.attention_grid_figure(A, toks)
+    fig = fi.attention_grid_figure(A, toks, clickable=False)
     assert len(fig.data) == L * H
     spec = json.loads(fig.to_json())
     for li in range(L):
@@ -232,3 +232,90 @@ def test_make_offline_strips_stock_cdn_html():
     assert "requirejs(['jquery','d3']" in out
     assert "0.12345" in out and "0.123456789" not in out  # float trimming
     assert bertviz_offline.has_cdn_reference(stock)
+
+
+# ----------------------------------------------------------------------------- issue 13: grid clicks, labels, export
+def test_grid_overlay_carries_layer_head_query_key_weight():
+    L, H, T = 2, 3, 4
+    A = _rand_attn(L, H, T)
+    toks = ["[CLS]", "a", "a", "[SEP]"]
+    fig = fi.attention_grid_figure(A, toks)
+    heat = [t for t in fig.data if t.type == "heatmap"]
+    over = [t for t in fig.data if t.type == "scatter"]
+    assert len(heat) == len(over) == L * H
+    cd = np.asarray(over[fi.grid_trace_index(1, 2, H)].customdata)
+    assert cd.shape == (T * T, 5)
+    assert set(cd[:, 0]) == {1} and set(cd[:, 1]) == {2}  # 0-based layer, head
+    q, k = cd[:, 2].astype(int), cd[:, 3].astype(int)
+    np.testing.assert_allclose(cd[:, 4], A[1, 2][q, k], atol=1e-7)
+    assert over[0].marker.color == "rgba(0,0,0,0)" and over[0].marker.symbol == "square"
+    # layers and heads numbered from 1 in the figure; token labels on the outer axes of every row and column
+    spec = json.loads(fig.to_json())["layout"]
+    assert spec["yaxis"]["title"]["text"] == "L1" and spec["yaxis4"]["title"]["text"] == "L2"
+    assert [a["text"] for a in spec["annotations"]] == ["H1", "H2", "H3"]
+    assert spec["yaxis"]["showticklabels"] and not spec["yaxis2"]["showticklabels"]
+    assert spec["xaxis4"]["showticklabels"] and not spec["xaxis"]["showticklabels"]
+    assert spec["xaxis4"]["tickvals"] == fi.token_labels(toks)
+    # a click selection (as st.plotly_chart returns it) names the head
+    sel = {"selection": {"points": [{"curve_number": 9, "customdata": [1.0, 2.0, 0.0, 3.0, 0.2]}]}}
+    assert fi.clicked_head(sel) == (1, 2)
+    typed = {"selection": {"points": [{"customdata": {"0": 1.0, "1": 2.0, "2": 0.0, "3": 3.0, "4": 0.2}}]}}
+    assert fi.clicked_head(typed) == (1, 2)  # how the browser sends a row of a float32 customdata array
+    assert fi.clicked_head({"selection": {"points": []}}) is None and fi.clicked_head(None) is None
+    assert len(fi.attention_grid_figure(A, toks, clickable=False).data) == L * H
+
+
+def test_labels_are_thinned_and_escaped():
+    labels = fi.token_labels([f"w{i}" for i in range(100)])
+    ticks = fi.thinned(labels, 20)
+    assert len(ticks) <= 20 and ticks[0] == "0 w0" and set(ticks) <= set(labels)
+    assert fi.token_labels(["<b>x</b>", "&"]) == ["0 &lt;b&gt;x&lt;/b&gt;", "1 &amp;"]
+    assert fi.token_labels(["<b>"], escape=False) == ["0 <b>"]
+    from explorer.figures_explain import token_strip_figure
+
+    strip = token_strip_figure(["[CLS]", "<script>", "[SEP]"], {"rollout": [0.2, 0.5, 0.3]})
+    assert all("<" not in x for x in strip.data[0].x)
+
+
+def test_pooled_attention_keeps_rows_stochastic():
+    A = _rand_attn(1, 2, 10)
+    P, labels = fi.pooled_attention(A, [f"t{i}" for i in range(10)], 4)
+    assert P.shape == (1, 2, 4, 4) and labels[0] == "0-2 t0" and labels[-1] == "9-9 t9"
+    np.testing.assert_allclose(P.sum(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(P[0, 0, 0, 0], A[0, 0, :3, :3].sum(1).mean(), atol=1e-6)
+    same, _ = fi.pooled_attention(A, [f"t{i}" for i in range(10)], 10)
+    np.testing.assert_array_equal(same, A)
+
+
+def test_top_attended_table():
+    A = np.array([[0.1, 0.6, 0.3], [0.5, 0.25, 0.25], [0.0, 0.0, 1.0]])
+    df = ast_.top_attended(A, ["[CLS]", "cat", "[SEP]"], k=3)
+    assert list(df["key 1"]) == ["1 cat", "0 [CLS]", "2 [SEP]"]
+    assert list(df["key 2"]) == ["2 [SEP]", "1 cat", "0 [CLS]"]  # ties keep the earlier key
+    np.testing.assert_allclose(df["weight 1"], [0.6, 0.5, 1.0])
+
+
+def test_exports_round_trip():
+    import io
+
+    import pandas as pd
+
+    from explorer import export
+
+    A = _rand_attn(2, 2, 3)
+    toks = ["[CLS]", "a,b", "[SEP]"]
+    df = pd.read_csv(io.BytesIO(export.attention_csv(A[1, 0], toks)))
+    assert list(df.columns) == ["query", "0 [CLS]", "1 a,b", "2 [SEP]"]
+    np.testing.assert_allclose(df.iloc[:, 1:].to_numpy(), A[1, 0], rtol=1e-5)
+    z = np.load(io.BytesIO(export.attentions_npz(A, toks, [0, 0, 0])))
+    np.testing.assert_array_equal(z["attentions"], A)
+    assert list(z["tokens"]) == toks and list(z["segment_ids"]) == [0, 0, 0]
+    att = pd.read_csv(io.BytesIO(export.attributions_csv(toks, {"ig": [0.1, -0.2, 0.0]})))
+    assert list(att["ig"]) == [0.1, -0.2, 0.0] and list(att["token"]) == toks
+    imp = pd.read_csv(io.BytesIO(export.importance_csv([{"layer": 0, "head": 1, "d_mlm_loss": 0.5}])))
+    assert imp.to_dict("records") == [{"layer": 0, "head": 1, "d_mlm_loss": 0.5}]
+    cfg = export.plotly_config("L1 H2 / attention", "png")
+    assert cfg["toImageButtonOptions"] == {"format": "png", "filename": "L1_H2_attention", "scale": 2}
+    assert export.plotly_config("x")["toImageButtonOptions"]["format"] == "svg"
+    with pytest.raises(ValueError):
+        export.plotly_config("x", "pdf")

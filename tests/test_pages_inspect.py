@@ -65,6 +65,16 @@ def _grid(at):
     return next(c for c in _charts(at) if c["data"] and c["data"][0].get("coloraxis") == "coloraxis")
 
 
+def _heatmaps(fig):
+    return [t for t in fig["data"] if t["type"] == "heatmap"]
+
+
+def _tab(at: AppTest, name: str) -> AppTest:
+    """Open a tab of the Attention page (its tabs are lazy: only the open one runs)."""
+    at.session_state["attn_tab"] = name
+    return at.run()
+
+
 def _big_head(at):
     return next(c for c in _charts(at) if (c["layout"].get("title") or {}).get("text", "").startswith("layer "))
 
@@ -130,13 +140,14 @@ def test_attention_untrained_renders_everything(untrained):
     assert any("softmax" in x.value for x in at.latex)
     L, H = untrained.model.config.num_hidden_layers, untrained.model.config.num_attention_heads
     grid = _grid(at)
-    assert len(grid["data"]) == L * H
+    assert len(_heatmaps(grid)) == L * H
     # the grid shows the real numbers of the model
     from bertcore.analysis.inference import inspect_pair
     page = _page_module(ATT)
     insp = inspect_pair(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B)
     np.testing.assert_allclose(_decode(grid["data"][H + 1]["z"]), insp.attentions[1, 1], atol=1e-6)
     # bertviz in an iframe, offline
+    _tab(at, "bertviz")
     frames = at.get("iframe")
     assert frames, "no bertviz iframe"
     html = frames[0].proto.srcdoc
@@ -145,17 +156,17 @@ def test_attention_untrained_renders_everything(untrained):
     assert "bertviz" in html and not has_cdn_reference(html) and "http" not in html.split("window.requirejs = req")[-1]
     assert '"library"' in html
     # statistics table + "over training" explains why there is nothing to replay
+    _tab(at, "Per-head statistics")
     assert at.dataframe and len(at.dataframe[0].value) == L * H
+    _tab(at, "Over training")
     assert "no training to replay" in _messages(at)
 
 
 def test_attention_widgets_change_what_is_shown():
-    at = _open(ATT)
+    at = _tab(_open(ATT), "One head")
     first = _big_head(at)
-    layer_sel = next(s for s in at.selectbox if s.key.startswith("attn_big_layer"))
-    head_sel = next(s for s in at.selectbox if s.key.startswith("attn_big_head"))
-    layer_sel.set_value(1)
-    head_sel.set_value(2)
+    at.selectbox(key="attn_layer").set_value(1)
+    at.selectbox(key="attn_head").set_value(2)
     at.run()
     _no_exception(at)
     second = _big_head(at)
@@ -169,12 +180,14 @@ def test_attention_widgets_change_what_is_shown():
     at.text_area(key="attn_a").input("the cow eats hay in the barn .").run()
     assert "2 cow" in _big_head(at)["data"][0]["x"]
     # bertviz model view replaces the head view
+    _tab(at, "bertviz")
     before = at.get("iframe")[0].proto.srcdoc
     at.radio(key="attn_bv_view").set_value("model view").run()
     _no_exception(at)
     after = at.get("iframe")[0].proto.srcdoc
     assert after != before and "bertviz" in after
     # the statistic shown in the stats heatmap follows the select
+    _tab(at, "Per-head statistics")
     at.selectbox(key="attn_stat").set_value("to_self").run()
     assert any("self" in (c["layout"].get("title") or {}).get("text", "") for c in _charts(at))
 
@@ -208,7 +221,7 @@ def test_attention_bad_input(case):
 
 
 def test_attention_over_training_slider(trained):
-    at = _open(ATT, {trained.label: trained}, trained.label)
+    at = _tab(_open(ATT, {trained.label: trained}, trained.label), "Over training")
     _no_exception(at)
     sl = at.select_slider(key="attn_snap")
     snap_fig = lambda: next(c for c in _charts(at)  # noqa: E731
@@ -227,14 +240,14 @@ def test_attention_over_training_slider(trained):
 def test_attention_with_pretrained_minilm(minilm):
     at = _open(ATT, {minilm.label: minilm}, minilm.label)
     _no_exception(at)
-    assert len(_grid(at)["data"]) == 6 * 12
+    assert len(_heatmaps(_grid(at))) == 6 * 12
     assert "6 layers × 12 heads" in " ".join(c.value for c in at.caption)
-    html = at.get("iframe")[0].proto.srcdoc
+    html = _tab(at, "bertviz").get("iframe")[0].proto.srcdoc
     from explorer.bertviz_offline import has_cdn_reference
 
     assert not has_cdn_reference(html)
-    assert len(at.dataframe[0].value) == 72
-    assert "pretrained elsewhere" in _messages(at)
+    assert len(_tab(at, "Per-head statistics").dataframe[0].value) == 72
+    assert "pretrained elsewhere" in _messages(_tab(at, "Over training"))
 
 
 def test_positional_encoding_with_pretrained_minilm(minilm):
@@ -315,18 +328,19 @@ def test_predict_nsp_needs_two_sentences():
     at.text_area(key="pred_nsp_b").input("   ").run()
     _no_exception(at)
     assert "two sentences" in _messages(at)
-    assert not at.metric
+    assert not any(m.label == "P(IsNext)" for m in at.metric)
 
 
 def test_predict_compares_side_by_side(untrained, trained):
     at = _open(PRED, {trained.label: trained}, trained.label)
     _no_exception(at)
     assert at.selectbox(key="pred_compare").value == untrained.label
-    assert len(at.metric) == 2  # P(IsNext) for both models
+    nsp = lambda: [m for m in at.metric if m.label == "P(IsNext)"]  # noqa: E731
+    assert len(nsp()) == 2  # P(IsNext) for both models
     ys = [c["data"][0]["y"] for c in _charts(at) if c["data"][0].get("orientation") == "h"]
     assert len(ys) == 2
     at.selectbox(key="pred_compare").set_value("(no comparison)").run()
-    assert len(at.metric) == 1
+    assert len(nsp()) == 1
 
 
 def test_predict_model_without_heads(untrained):
@@ -394,3 +408,103 @@ def test_embeddings_minilm(minilm):
     _no_exception(at)
     assert len(_charts(at)) == 2
     assert at.slider(key="emb_layer_6").value == 6
+
+
+# ----------------------------------------------------------------------------- issue 13: explain, export, links
+def test_attention_one_head_text_alternative_rollout_and_downloads(untrained):
+    from bertcore.analysis.explain import attention_rollout
+    from bertcore.analysis.inference import inspect_pair
+
+    page = _page_module(ATT)
+    insp = inspect_pair(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B)
+    at = _open(ATT)
+    assert any("NPZ" in d.label for d in at.get("download_button"))
+    at.selectbox(key="attn_layer").set_value(1)
+    at.selectbox(key="attn_head").set_value(2)
+    _tab(at, "One head")
+    _no_exception(at)
+    top = at.dataframe[0].value
+    A = insp.attentions[1, 2]
+    assert len(top) == len(insp.tokens)
+    best = np.argsort(-A, axis=1, kind="stable")[:, 0]
+    assert list(top["key 1"]) == [f"{j} {insp.tokens[j]}" for j in best]
+    np.testing.assert_allclose(top["weight 1"].to_numpy(), A[np.arange(len(A)), best], atol=1e-6)
+    assert any("CSV" in d.label for d in at.get("download_button"))
+    _tab(at, "Rollout")
+    _no_exception(at)
+    fig = next(c for c in _charts(at) if c["layout"]["title"]["text"] == "attention rollout")
+    np.testing.assert_allclose(_decode(fig["data"][0]["z"]), attention_rollout(insp.attentions), atol=1e-6)
+    # every chart downloads as SVG by default, PNG on request
+    assert all(el.proto.config and '"format": "svg"' in el.proto.config for el in at.get("plotly_chart"))
+    at.segmented_control(key="attn_fig_fmt").set_value("png").run()
+    assert all('"format": "png"' in el.proto.config for el in at.get("plotly_chart"))
+
+
+def test_attention_link_reopens_text_head_and_tab(untrained):
+    from explorer import state  # noqa: F401 - app.py imports it; AppTest needs the module loaded
+
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["attn_a"] = "the cow eats hay in the barn ."
+    at.query_params["attn_use_b"] = "false"
+    at.query_params["attn_tab"] = "One head"
+    at.switch_page(ATT).run()
+    _no_exception(at)
+    assert at.text_area(key="attn_a").value == "the cow eats hay in the barn ."
+    head = _big_head(at)
+    assert "2 cow" in head["data"][0]["x"] and "[SEP]" not in " ".join(head["data"][0]["x"][:-1])
+    at.selectbox(key="attn_head").set_value(3).run()
+    assert _big_head(at)["layout"]["title"]["text"] == "layer 1, head 4"
+    # (the browser writes a changed widget back to the URL: tests/test_browser_explain.py checks that part)
+
+
+def test_attention_512_tokens_with_minilm(minilm):
+    text = " ".join(["the quick brown fox jumps over the lazy dog ."] * 60)
+    at = _open(ATT, {minilm.label: minilm}, minilm.label)
+    at.text_area(key="attn_a").input(text).run()
+    at.toggle(key="attn_use_b").set_value(False).run()
+    _no_exception(at)
+    msgs = _messages(at)
+    assert "truncated to 512 tokens" in msgs and "pooled on the server" in msgs
+    grid = _grid(at)
+    n = len(_decode(_heatmaps(grid)[0]["z"]))
+    assert n < 512 and len(_heatmaps(grid)) == 72
+    head = _big_head(_tab(at, "One head"))
+    assert _decode(head["data"][0]["z"]).shape == (512, 512)
+    assert "up to 64 tokens" in _messages(_tab(at, "bertviz")) and not at.get("iframe")
+
+
+def test_predict_why_view_and_head_ablation(untrained):
+    from bertcore.analysis.ablation import predict_with_heads
+    from bertcore.analysis.explain import explain_all
+
+    at = _open(PRED)
+    _no_exception(at)
+    page = _page_module(PRED)
+    why = next(c for c in _charts(at) if (c["layout"].get("title") or {}).get("text", "").startswith("why"))
+    ref = explain_all(untrained.model, untrained.tokenizer, page.DEFAULT_MASKED, None, "mask:0", steps=64)
+    raw = _decode(why["data"][0]["customdata"])
+    np.testing.assert_allclose(raw[2], ref["scores"]["integrated_gradients"], rtol=1e-4, atol=1e-6)
+    labels = [m.label for m in at.metric]
+    assert sum("Spearman" in x for x in labels) == 3 and sum("completeness gap" in x for x in labels) == 2
+    gap = next(m for m in at.metric if m.label == "completeness gap, integrated gradients")
+    assert float(gap.value) <= 0.05
+    at.segmented_control(key="pred_why_target").set_value("NSP: P(IsNext)").run()
+    _no_exception(at)
+    # switch two heads off: the held-out metrics and the predictions change at once
+    L, H = untrained.model.config.num_hidden_layers, untrained.model.config.num_attention_heads
+    at.pills(key=f"pred_abl_heads_{L}x{H}").set_value([0, H + 1]).run()
+    _no_exception(at)
+    loss = next(m for m in at.metric if m.label == "held-out MLM loss")
+    assert loss.delta not in (None, "") and float(loss.delta) != 0.0
+    table = at.dataframe[-1].value
+    import torch
+
+    off = predict_with_heads(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B,
+                             head_mask=torch.tensor([[0.0] + [1.0] * (H - 1), [1.0, 0.0] + [1.0] * (H - 2)]))
+    nsp_row = table[table["prediction"] == "P(IsNext)"].iloc[0]
+    assert nsp_row["with the heads off"] == f"{off['p_is_next']:.3f}"
+    at.button(key="pred_abl_importance").click().run()
+    _no_exception(at)
+    imp = next(c for c in _charts(at) if "when one head is off" in (c["layout"].get("title") or {}).get("text", ""))
+    assert _decode(imp["data"][0]["z"]).shape == (L, H)
+    assert any("Importance" in d.label for d in at.get("download_button"))

@@ -1,0 +1,87 @@
+"""Downloads: figure export through plotly's own modebar (SVG or PNG drawn by the browser, no server-side
+browser) and the numbers behind each view as CSV / NPZ bytes for ``st.download_button``. No streamlit here.
+
+Layers and heads are 0-based in the files (as in the CLI and JSON); the CSV headers say so.
+"""
+from __future__ import annotations
+
+import io
+import re
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+FIGURE_FORMATS = ("svg", "png")
+
+
+def safe_filename(name: str) -> str:
+    """A file-name stem from any text: letters, digits, ``-`` and ``_`` only, at most 60 characters."""
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", str(name)).strip("_")
+    return stem[:60] or "figure"
+
+
+def plotly_config(filename: str, fmt: str = "svg") -> dict:
+    """``st.plotly_chart(config=...)``: the modebar's camera button saves the figure as ``fmt`` (svg or png).
+
+    SVG is vector (for papers); PNG is drawn at 2x scale. The browser renders the file, the server never does.
+    """
+    if fmt not in FIGURE_FORMATS:
+        raise ValueError(f"figure format {fmt!r} is not supported; use one of {', '.join(FIGURE_FORMATS)}")
+    opts = {"format": fmt, "filename": safe_filename(filename)}
+    if fmt == "png":
+        opts["scale"] = 2
+    return {"displaylogo": False, "displayModeBar": True, "toImageButtonOptions": opts,
+            "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+
+
+def _csv(df: pd.DataFrame) -> bytes:
+    return df.to_csv(index=False, float_format="%.6g").encode("utf-8")
+
+
+def attention_csv(attn: np.ndarray, tokens: Sequence[str]) -> bytes:
+    """One head's ``[T, T]`` attention as a matrix: a ``query`` column, then one column per key ``"<j> <token>"``."""
+    from explorer.figures_inspect import token_labels
+
+    A = np.asarray(attn, dtype=np.float64)
+    labels = token_labels(tokens, escape=False)
+    if A.shape != (len(labels), len(labels)):
+        raise ValueError(f"attention of shape {A.shape} does not match {len(labels)} tokens")
+    df = pd.DataFrame(A, columns=labels)
+    df.insert(0, "query", labels)
+    return _csv(df)
+
+
+def rollout_csv(rollout: np.ndarray, tokens: Sequence[str]) -> bytes:
+    """Attention rollout ``[T, T]``: rows = positions at the top of the model, columns = input tokens."""
+    return attention_csv(rollout, tokens)
+
+
+def attributions_csv(tokens: Sequence[str], scores: dict) -> bytes:
+    """``position, token`` and one column per method (e.g. rollout, grad_x_input, integrated_gradients)."""
+    df = pd.DataFrame({"position": range(len(tokens)), "token": [str(t) for t in tokens]})
+    for name, v in scores.items():
+        v = np.asarray(v, dtype=np.float64)
+        if v.shape != (len(tokens),):
+            raise ValueError(f"{name} has {v.shape} scores for {len(tokens)} tokens")
+        df[name] = v
+    return _csv(df)
+
+
+def importance_csv(rows: Sequence[dict]) -> bytes:
+    """The head-importance map: one row per head, 0-based ``layer, head`` and the metric changes ``d_*``."""
+    return _csv(pd.DataFrame(list(rows)))
+
+
+def attentions_npz(attentions: np.ndarray, tokens: Sequence[str], segment_ids: Sequence[int] | None = None) -> bytes:
+    """All attentions as a compressed NPZ: ``attentions`` float32 [L, H, T, T], ``tokens`` (str) and ``segment_ids``.
+
+    Load with ``np.load(f)`` (no pickle needed: the tokens are a fixed-width unicode array).
+    """
+    A = np.asarray(attentions, dtype=np.float32)
+    arrays = {"attentions": A, "tokens": np.array([str(t) for t in tokens], dtype=str)}
+    if segment_ids is not None:
+        arrays["segment_ids"] = np.asarray(list(segment_ids), dtype=np.int64)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
