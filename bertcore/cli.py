@@ -7,6 +7,8 @@
     python -m bertcore mask    [--corpus ...] [--draws N] [--seed N] [--json]
     python -m bertcore export-hf DIR OUT_DIR
     python -m bertcore import-hf HF_DIR OUT_DIR
+    python -m bertcore finetune --from DIR|minilm|scratch --task NAME|FILE.csv --labels N --steps S --seed K --out DIR
+    python -m bertcore classify DIR "text" ["text B"] [--json]
 
 Bad input prints ``error: <what and how to fix>`` on stderr and exits with status 2, never a traceback.
 Heavy imports (torch) happen inside the commands so ``--help`` is instant.
@@ -112,7 +114,33 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("hf_dir", metavar="HF_DIR")
     h.add_argument("out", metavar="OUT_DIR")
 
+    _add_finetune_parsers(sub)
     return p
+
+
+def _add_finetune_parsers(sub) -> None:
+    """`finetune` and `classify` (BERT §4.1: fine-tuning on a downstream classification task)."""
+    ft = sub.add_parser("finetune", help="fine-tune a classifier from a checkpoint, MiniLM or random initial weights")
+    ft.add_argument("--from", dest="source", default=None, metavar="DIR|minilm|scratch",
+                    help="starting point: a run/checkpoint directory, 'minilm', or 'scratch' (random initial "
+                         "weights of the default pretraining architecture)")
+    ft.add_argument("--task", default=None, metavar="NAME|FILE.csv",
+                    help="a built-in task (see --list-tasks) or a CSV with text,label or text_a,text_b,label")
+    ft.add_argument("--labels", type=_int_in(0, 10_000_000, "--labels"), default=64,
+                    help="labelled training examples to use (0 = all); default 64")
+    ft.add_argument("--steps", type=_int_in(1, 100_000, "--steps"), default=None, help="optimizer steps")
+    ft.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), default=0)
+    ft.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-3; 5e-5 for minilm)")
+    ft.add_argument("--probe", action="store_true", help="freeze the encoder and train only a linear probe")
+    ft.add_argument("--out", metavar="DIR", help="run directory to write")
+    ft.add_argument("--json", action="store_true", help='print {"eval_accuracy": x, ...}')
+    ft.add_argument("--list-tasks", action="store_true", help="print the built-in task names, one a line")
+
+    c = sub.add_parser("classify", help="class probabilities from a fine-tuned classifier directory")
+    c.add_argument("dir", metavar="DIR")
+    c.add_argument("a", metavar="TEXT")
+    c.add_argument("b", nargs="?", metavar="TEXT_B")
+    c.add_argument("--json", action="store_true")
 
 
 def _overrides(pairs) -> dict:
@@ -316,6 +344,14 @@ def cmd_mask(args) -> int:
 def cmd_export_hf(args) -> int:
     from bertcore.io.hf_interop import export_hf
 
+    if os.path.isfile(os.path.join(os.path.expanduser(args.dir), "classifier.json")):  # a fine-tuned classifier
+        from bertcore.io.hf_interop import export_hf_classifier
+        from bertcore.training.finetune import load_classifier
+
+        model, tok, _ = load_classifier(args.dir)
+        out = export_hf_classifier(model, tok, os.path.expanduser(args.out))
+        print(f"wrote a transformers directory to {out} (load it with BertForSequenceClassification.from_pretrained)")
+        return 0
     b = _load(args.dir)
     out = export_hf(b, os.path.expanduser(args.out))
     print(f"wrote a transformers directory to {out} (load it with BertForPreTraining.from_pretrained)")
@@ -334,8 +370,73 @@ def cmd_import_hf(args) -> int:
     return 0
 
 
+def cmd_finetune(args) -> int:
+    from bertcore.data.tasks import task_names
+
+    if args.list_tasks:
+        print("\n".join(task_names()))
+        return 0
+    missing = [f for f, v in (("--from", args.source), ("--task", args.task), ("--out", args.out)) if v is None]
+    if missing:
+        raise CliError(f"finetune needs {', '.join(missing)} (e.g. --from DIR|minilm|scratch --task "
+                       f"{task_names()[0]} --out DIR)")
+    out = os.path.expanduser(args.out)
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise CliError(f"--out {out} exists and is a file; give a directory path")
+    import math
+
+    from bertcore.data.tasks import get_task
+    from bertcore.training.finetune import MINILM_LR, FinetuneConfig, FineTuner, save_finetune_run, start_model
+
+    task = get_task(args.task, seed=0)
+    model, tok, desc = start_model(args.source, task, seed=args.seed)
+    kw = dict(labels=args.labels, seed=args.seed, freeze_encoder=args.probe,
+              lr=args.lr if args.lr is not None else (MINILM_LR if args.source == "minilm" else 1e-3))
+    if args.steps is not None:
+        kw["steps"] = args.steps
+    cfg = FinetuneConfig(**kw)
+    tuner = FineTuner(model, tok, task, cfg)
+    print(f"fine-tuning {desc} on {task.name} ({len(tuner.examples)} labelled examples, "
+          f"{len(task.held_out)} held out) for {cfg.steps} steps", file=sys.stderr)
+    status = "finished"
+    try:
+        tuner.run()
+    except KeyboardInterrupt:
+        tuner.finalize()
+        status = "stopped"
+    save_finetune_run(out, tuner, desc, status=status if not tuner.error else "failed")
+    if tuner.error:
+        raise CliError(f"{tuner.error}; the run was saved to {out}")
+    acc = tuner.eval_accuracy
+    result = {"eval_accuracy": acc, "task": task.name, "labels": task.labels, "labels_used": len(tuner.examples),
+              "steps": tuner.step_count, "source": desc, "out": out}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"held-out accuracy {acc:.3f} on {len(task.held_out)} examples (chance "
+              f"{1 / task.num_labels:.3f}); saved the classifier to {out}" if not math.isnan(acc) else
+              f"no held-out evaluation; saved to {out}")
+    return 130 if status == "stopped" else 0
+
+
+def cmd_classify(args) -> int:
+    from bertcore.training.finetune import classify, load_classifier
+
+    model, tok, meta = load_classifier(args.dir)
+    if meta.get("pair") and args.b is None:
+        raise CliError(f"this classifier was fine-tuned on sentence pairs ({meta.get('task')}); give TEXT and TEXT_B")
+    probs = classify(model, tok, args.a, args.b)
+    if args.json:
+        print(json.dumps({"labels": model.labels, "probs": probs}))
+    else:
+        for lab, p in sorted(zip(model.labels, probs), key=lambda x: -x[1]):
+            print(f"{lab:<24} {p:.4f}")
+    return 0
+
+
 COMMANDS = {"train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp, "inspect": cmd_inspect,
             "mask": cmd_mask, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf}
+COMMANDS.update({"finetune": cmd_finetune, "classify": cmd_classify})
 
 
 def _fail(msg: str) -> int:

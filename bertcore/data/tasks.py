@@ -87,6 +87,24 @@ class _Lexicon:
         for lemma in lemmas:
             sg, pl = C.verb_forms(lemma)
             self.sg_to_pl[sg], self.pl_to_sg[pl] = pl, sg
+        # topic words that keep their slot when swapped: n-gram -> (topic, category, number)
+        self.slot_words: dict[tuple[str, ...], tuple[str, str, str]] = {}
+        for topic, lex in C.TOPICS.items():
+            for cat in SWAP_CATEGORIES:
+                for w in lex[cat]:
+                    self.slot_words[tuple(w.split())] = (topic, cat, "mass" if w in C.MASS else "sg")
+                    if cat != "adjs" and w not in C.MASS:
+                        self.slot_words[tuple(C.plural(w).split())] = (topic, cat, "pl")
+        self.by_slot: dict[tuple[str, str, str], list[str]] = {}
+        for key, (topic, cat, num) in self.slot_words.items():
+            self.by_slot.setdefault((topic, cat, num), []).append(" ".join(key))
+        self.topic_of = {k: v[0] for k, v in self.slot_words.items()}
+        for topic, lex in C.TOPICS.items():
+            for noun in [*lex["people"], *lex["animals"], *lex["vehicles"]]:
+                self.topic_of[tuple(noun.split())] = self.topic_of[tuple(C.plural(noun).split())] = topic
+            for name in lex["names"]:
+                self.topic_of[(name.lower(),)] = topic
+        self.topics = list(C.TOPICS)
         self.connectives = sorted({c for c in C.CONNECTIVES if c}, key=lambda c: -len(c.split()))
         self.dets = {"a", "an", "the", "this", "that", "these", "those", "some", "two", "three"}
 
@@ -108,6 +126,22 @@ class _Lexicon:
             if len(key) == n and key in self.nouns:
                 return (j + n, *self.nouns[key])
         return None
+
+    def spans(self, low: list[str], table: dict) -> list[tuple[int, int]]:
+        """(start, end) of the words of ``table`` (longest match first, two-word items included)."""
+        out, i = [], 0
+        while i < len(low):
+            n = next((n for n in (2, 1) if tuple(low[i:i + n]) in table), 0)
+            if n:
+                out.append((i, i + n))
+            i += n or 1
+        return out
+
+    def topic(self, sentence: str) -> str | None:
+        """The topic all topic-specific words of ``sentence`` belong to (None if none or mixed)."""
+        low = [w.lower() for w in _words(sentence)]
+        found = {self.topic_of[tuple(low[a:b])] for a, b in self.spans(low, self.topic_of)}
+        return found.pop() if len(found) == 1 else None
 
     def verb_agrees(self, word: str, number: str) -> bool:
         return word in (self.sg_to_pl if number == "sg" else self.pl_to_sg)
@@ -134,6 +168,25 @@ def _pronoun(number: str, kind: str, gender: str) -> str:
 
 
 PRONOUNS = ("he", "she", "it", "they")
+SWAP_CATEGORIES = ("adjs", "places", "food", "animal_food", "objects", "readables")
+
+
+def _intruder(sentence: str, lex: "_Lexicon", rng: random.Random) -> str | None:
+    """``sentence`` with one topic word replaced by a word of the same slot (category, number) of another topic."""
+    words = _words(sentence)
+    low = [w.lower() for w in words]
+    spans = lex.spans(low, lex.slot_words)
+    if not spans:
+        return None
+    a, b = rng.choice(spans)
+    topic, cat, num = lex.slot_words[tuple(low[a:b])]
+    others = [w for t in lex.topics if t != topic for w in lex.by_slot.get((t, cat, num), [])]
+    if not others:
+        return None
+    new = rng.choice(others).split()
+    if a > 0 and low[a - 1] in ("a", "an"):  # keep the article right: "an" exactly before a vowel
+        words[a - 1] = "an" if new[0][0] in "aeiou" else "a"
+    return _sentence(words[:a] + new + words[b:])
 
 
 def _agreement_candidates(pairs, lex: _Lexicon):
@@ -242,7 +295,54 @@ def pronoun_task(seed: int = 0) -> Task:
                 ["mismatch", "fits"], True, train, held)
 
 
-BUILTIN_TASKS = {"agreement": agreement_task, "pronoun": pronoun_task}
+def coherence_task(seed: int = 0) -> Task:
+    """Does every word fit one scene, or was one swapped in from another topic? (see the module docstring)."""
+    from bertcore.data.corpus import builtin_corpus
+
+    lex = _Lexicon()
+    rng = random.Random(seed)
+    sents = [s for p in builtin_corpus(seed=3000 + seed, n_pairs=POOL_SIZE).pairs for s in p]
+    rng.shuffle(sents)
+    ex = []
+    for i, s in enumerate(sents):
+        if i % 2 == 0:
+            ex.append(TaskExample(s, None, 1))
+        else:
+            bad = _intruder(s, lex, rng)
+            if bad is not None:
+                ex.append(TaskExample(bad, None, 0))
+    train, held = _balanced_split(ex, rng)
+    return Task("coherence", "Does every word fit one scene? In the 'odd word' class one adjective, place, food, "
+                "object or readable was swapped for the same kind of word from another topic.",
+                ["odd word", "coherent"], False, train, held)
+
+
+def same_topic_task(seed: int = 0) -> Task:
+    """Two sentences from different pairs: same topic or not? (see the module docstring)."""
+    from bertcore.data.corpus import builtin_corpus
+
+    lex = _Lexicon()
+    rng = random.Random(seed)
+    by_topic: dict[str, list[str]] = {}
+    for a, _ in builtin_corpus(seed=4000 + seed, n_pairs=2 * POOL_SIZE).pairs:
+        t = lex.topic(a)
+        if t is not None:
+            by_topic.setdefault(t, []).append(a)
+    topics = sorted(by_topic)
+    ex = []
+    for i in range(POOL_SIZE + HELD_OUT_SIZE):
+        t = rng.choice(topics)
+        u = t if i % 2 == 0 else rng.choice([x for x in topics if x != t])
+        a, b = rng.choice(by_topic[t]), rng.choice(by_topic[u])
+        if a != b:
+            ex.append(TaskExample(a, b, int(t == u)))
+    train, held = _balanced_split(ex, rng)
+    return Task("same_topic", "Sentence pair: are two sentences from different pairs about the same topic?",
+                ["different topic", "same topic"], True, train, held)
+
+
+BUILTIN_TASKS = {"agreement": agreement_task, "pronoun": pronoun_task, "coherence": coherence_task,
+                 "same_topic": same_topic_task}
 
 
 def task_names() -> list[str]:

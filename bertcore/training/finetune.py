@@ -266,3 +266,118 @@ def scratch_twin(model, seed: int = 0):
 
     return BertForSequenceClassification.from_pretraining(init_model(model.config, seed), model.num_labels,
                                                           model.labels, seed)
+
+
+# ------------------------------------------------------------------ inference and run directories
+@torch.no_grad()
+def classify(model, tokenizer, text_a: str, text_b: str | None = None) -> list[float]:
+    """Class probabilities softmax(logits) for one text or pair, in ``model.labels`` order (eval mode)."""
+    from bertcore.analysis.inference import encode_pair
+
+    ids, types, _ = encode_pair(tokenizer, text_a, text_b, model.config.max_position_embeddings)
+    was = model.training
+    model.eval()
+    try:
+        x = torch.tensor([ids])
+        logits = model(x, torch.tensor([types]), torch.ones_like(x)).logits[0]
+    finally:
+        model.train(was)
+    return torch.softmax(logits.float(), -1).tolist()
+
+
+def _write_atomic(path, data: bytes) -> None:
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished"):
+    """Write a fine-tune run directory (every file atomically: temp file, then os.replace)::
+
+        config.json          BertConfig + tokenizer_kind, bertcore_version
+        classifier.json      architecture, labels, pair, task, source, mode
+        finetune_config.json FinetuneConfig
+        model.safetensors    bert.* + classifier.* (HF BertForSequenceClassification names)
+        vocab.txt            (+ tokenizer.json for WordPiece)
+        history.csv          FineTuner.history
+        run.json             kind "finetune", status, steps, seed, task, labels used, final held-out accuracy
+    """
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from safetensors.torch import save
+
+    from bertcore import __version__
+
+    d = Path(directory).expanduser()
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{d} exists and is not a directory; choose another output folder")
+    d.mkdir(parents=True, exist_ok=True)
+    m, tok, task, cfg = tuner.model, tuner.tokenizer, tuner.task, tuner.config
+
+    def js(obj) -> bytes:
+        return (json.dumps(obj, indent=2) + "\n").encode("utf-8")
+
+    _write_atomic(d / "config.json", js({**m.config.to_dict(), "tokenizer_kind": getattr(tok, "kind", "word"),
+                                         "bertcore_version": __version__}))
+    _write_atomic(d / "classifier.json", js({
+        "architecture": "BertForSequenceClassification", "labels": m.labels, "pair": task.pair, "task": task.name,
+        "task_description": task.description, "source": source,
+        "mode": "linear probe (frozen encoder)" if cfg.freeze_encoder else "full fine-tuning"}))
+    _write_atomic(d / "finetune_config.json", js(cfg.to_dict()))
+    sd = {k: v.detach().contiguous().clone() for k, v in m.state_dict().items()}
+    _write_atomic(d / "model.safetensors", save(sd, metadata={"format": "pt"}))
+    with tempfile.TemporaryDirectory(dir=d) as tmp:
+        tok.save(tmp)
+        for f in Path(tmp).iterdir():
+            _write_atomic(d / f.name, f.read_bytes())
+    _write_atomic(d / "history.csv", tuner.history.to_csv(index=False).encode("utf-8"))
+    _write_atomic(d / "run.json", js({
+        "kind": "finetune", "status": status, "steps_done": tuner.step_count, "total_steps": cfg.steps,
+        "seed": cfg.seed, "task": task.name, "labels_used": len(tuner.examples), "source": source,
+        "eval_accuracy": tuner.eval_accuracy, "error": tuner.error}))
+    return d
+
+
+def load_classifier(directory):
+    """(model, tokenizer, meta) from a directory written by ``save_finetune_run`` (JSON + safetensors only)."""
+    import json
+    from pathlib import Path
+
+    from bertcore.data.tokenization import load_tokenizer
+    from bertcore.errors import CheckpointError
+    from bertcore.io.checkpoint import _load_safetensors
+    from bertcore.model.classification import BertForSequenceClassification
+
+    d = Path(directory).expanduser()
+    if not (d / "classifier.json").is_file():
+        raise CheckpointError(f"{d} is not a fine-tuned classifier (no classifier.json); make one with "
+                              "`python -m bertcore finetune --out DIR`")
+    try:
+        meta = json.loads((d / "classifier.json").read_text(encoding="utf-8"))
+        raw = json.loads((d / "config.json").read_text(encoding="utf-8"))
+        kind = raw.pop("tokenizer_kind", None)
+        raw.pop("bertcore_version", None)
+        config = BertConfig.from_dict(raw)
+        labels = [str(x) for x in meta["labels"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{d}: classifier.json or config.json is damaged ({e}); fine-tune again") from None
+    tok = load_tokenizer(d, kind=kind if kind in ("word", "wordpiece") else None)
+    weights = _load_safetensors(d / "model.safetensors", "the weights")
+    model = BertForSequenceClassification(config, len(labels), labels)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        raise CheckpointError(f"{d}: model.safetensors does not match config.json ({str(e)[:200]}); "
+                              "fine-tune again") from None
+    return model.eval(), tok, meta
