@@ -399,6 +399,9 @@ def cmd_finetune(args) -> int:
     print(f"fine-tuning {desc} on {task.name} ({len(tuner.examples)} labelled examples, "
           f"{len(task.held_out)} held out) for {cfg.steps} steps", file=sys.stderr)
     status = "finished"
+    import time
+
+    t0 = time.perf_counter()
     try:
         tuner.run()
     except KeyboardInterrupt:
@@ -409,7 +412,7 @@ def cmd_finetune(args) -> int:
         raise CliError(f"{tuner.error}; the run was saved to {out}")
     acc = tuner.eval_accuracy
     result = {"eval_accuracy": acc, "task": task.name, "labels": task.labels, "labels_used": len(tuner.examples),
-              "steps": tuner.step_count, "source": desc, "out": out}
+              "steps": tuner.step_count, "source": desc, "out": out, "train_seconds": time.perf_counter() - t0}
     if args.json:
         print(json.dumps(result))
     else:

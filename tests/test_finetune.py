@@ -8,7 +8,7 @@ import torch
 
 from bertcore.cli import main
 from bertcore.config import BertConfig
-from bertcore.data.tasks import Task, TaskExample, get_task, labelled_subset, load_task_csv, task_names
+from bertcore.data.tasks import Task, get_task, labelled_subset, load_task_csv, task_names
 from bertcore.errors import BertcoreError, CorpusError, InputError
 from bertcore.io.checkpoint import builtin_tokenizer
 from bertcore.io.hf_interop import export_hf_classifier, packaged_minilm_dir
