@@ -164,7 +164,7 @@ def render() -> None:
                      help="Linear probe: the encoder is frozen and only the classifier trains.") == "linear probe"
     seed = int(d3.number_input("seed", 0, 2**31 - 1, 0, key="finetune_seed", disabled=running))
     is_minilm = choices.get(label, ()) is None
-    cfg = FinetuneConfig(steps=steps, labels=n, seed=seed, freeze_encoder=probe, lr=MINILM_LR if is_minilm else 3e-4,
+    cfg = FinetuneConfig(steps=steps, labels=n, seed=seed, freeze_encoder=probe, lr=MINILM_LR if is_minilm else FinetuneConfig.lr,
                          eval_every=max(1, steps // (6 if is_minilm else 15)))
     b1, b2, _ = st.columns([1, 1, 4])
     if b1.button("Start", key="finetune_start", type="primary", disabled=running or task is None):

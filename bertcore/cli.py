@@ -130,7 +130,7 @@ def _add_finetune_parsers(sub) -> None:
                     help="labelled training examples to use (0 = all); default 64")
     ft.add_argument("--steps", type=_int_in(1, 100_000, "--steps"), default=None, help="optimizer steps")
     ft.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), default=0)
-    ft.add_argument("--lr", type=float, default=None, help="peak learning rate (default 1e-3; 5e-5 for minilm)")
+    ft.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-4; 5e-5 for minilm)")
     ft.add_argument("--probe", action="store_true", help="freeze the encoder and train only a linear probe")
     ft.add_argument("--out", metavar="DIR", help="run directory to write")
     ft.add_argument("--json", action="store_true", help='print {"eval_accuracy": x, ...}')
@@ -391,7 +391,7 @@ def cmd_finetune(args) -> int:
     task = get_task(args.task, seed=0)
     model, tok, desc = start_model(args.source, task, seed=args.seed)
     kw = dict(labels=args.labels, seed=args.seed, freeze_encoder=args.probe,
-              lr=args.lr if args.lr is not None else (MINILM_LR if args.source == "minilm" else 1e-3))
+              lr=args.lr if args.lr is not None else (MINILM_LR if args.source == "minilm" else FinetuneConfig.lr))
     if args.steps is not None:
         kw["steps"] = args.steps
     cfg = FinetuneConfig(**kw)

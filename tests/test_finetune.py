@@ -62,17 +62,27 @@ def test_no_single_word_gives_the_label_away(name):
     assert abs(rates[worst] - 0.5) < 0.2, (worst, rates[worst])
 
 
-def test_agreement_negative_swaps_only_the_verb_number():
-    t = get_task("agreement")
-    bad = [e.text_a for e in t.held_out if e.label == 0][:50]
+def test_coherence_negatives_differ_by_one_topic_word_from_another_topic():
     from bertcore.data.tasks import _Lexicon, _words
 
     lex = _Lexicon()
-    for s in bad:
-        low = [w.lower() for w in _words(s)]
-        end, number, _, _ = lex.subject(low)
-        assert not lex.verb_agrees(low[end], number), s
-        assert lex.verb_agrees(lex.flip(low[end]), number)
+    t = get_task("coherence")
+    for e in t.held_out[:200]:
+        low = [w.lower() for w in _words(e.text_a)]
+        topics = {lex.topic_of[tuple(low[a:b])] for a, b in lex.spans(low, lex.topic_of)}
+        assert len(topics) == (1 if e.label == 1 else 2), (e, topics)
+
+
+def test_same_topic_pairs_are_never_corpus_pairs():
+    from bertcore.data.corpus import builtin_corpus
+    from bertcore.data.tasks import _Lexicon
+
+    lex = _Lexicon()
+    t = get_task("same_topic")
+    pairs = set(builtin_corpus(seed=4000, n_pairs=6000).pairs)
+    for e in t.held_out[:200]:
+        assert (e.text_a, e.text_b) not in pairs
+        assert (lex.topic(e.text_a) == lex.topic(e.text_b)) == bool(e.label)
 
 
 def test_labelled_subset_is_a_balanced_seeded_prefix():
@@ -124,7 +134,7 @@ def test_csv_size_cap(monkeypatch, tmp_path):
 
 
 def test_unknown_task_names_the_choices():
-    with pytest.raises(InputError, match="agreement"):
+    with pytest.raises(InputError, match="coherence"):
         get_task("sentiment")
 
 
@@ -153,7 +163,7 @@ def test_hf_names_and_export_parity(tmp_path):
 
 
 def test_export_refuses_prenorm(tmp_path):
-    task = get_task("agreement")
+    task = get_task("coherence")
     model, tok = _small_classifier(task, norm_placement="pre")
     with pytest.raises(BertcoreError, match="norm_placement=pre"):
         export_hf_classifier(model, tok, tmp_path / "x")
@@ -161,7 +171,7 @@ def test_export_refuses_prenorm(tmp_path):
 
 # ------------------------------------------------------------------ the fine-tuning loop
 def test_same_seed_same_history_and_scratch_twin_differs():
-    task = _small_task(get_task("agreement"))
+    task = _small_task(get_task("coherence"))
     cfg = FinetuneConfig(steps=6, batch_size=8, labels=16, eval_every=3)
     hists = []
     for _ in range(2):
@@ -218,14 +228,14 @@ def test_cli_finetune_classify_export(tmp_path, capsys):
     assert main(["finetune", "--list-tasks"]) == 0
     assert capsys.readouterr().out.split() == task_names()
     out = tmp_path / "ft"
-    rc = main(["finetune", "--from", "scratch", "--task", "agreement", "--labels", "16", "--steps", "3",
+    rc = main(["finetune", "--from", "scratch", "--task", "coherence", "--labels", "16", "--steps", "3",
                "--seed", "1", "--out", str(out), "--json"])
     assert rc == 0
     res = json.loads(capsys.readouterr().out)
     assert 0.0 <= res["eval_accuracy"] <= 1.0 and res["labels_used"] == 16 and res["steps"] == 3
     assert main(["classify", str(out), "The cows eats hay.", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert r["labels"] == ["ungrammatical", "grammatical"] and sum(r["probs"]) == pytest.approx(1.0)
+    assert r["labels"] == ["odd word", "coherent"] and sum(r["probs"]) == pytest.approx(1.0)
     assert main(["export-hf", str(out), str(tmp_path / "hf")]) == 0
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == [
         "BertForSequenceClassification"]
@@ -237,7 +247,7 @@ def test_cli_bad_csv_and_bad_source(tmp_path, capsys):
     assert main(["finetune", "--from", "scratch", "--task", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "text,label" in err and "Traceback" not in err
-    assert main(["finetune", "--from", str(tmp_path / "nope"), "--task", "agreement", "--out",
+    assert main(["finetune", "--from", str(tmp_path / "nope"), "--task", "coherence", "--out",
                  str(tmp_path / "o")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert main(["classify", str(tmp_path), "hello"]) == 2

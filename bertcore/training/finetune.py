@@ -35,7 +35,7 @@ class FinetuneConfig(_JsonMixin):
     # Labelled examples per step (fewer if the labelled set is smaller).
     batch_size: int = 32
     # Peak AdamW learning rate (tiny models; all-MiniLM-L6-v2 uses MINILM_LR).
-    lr: float = 1e-3
+    lr: float = 3e-4
     # Share of the steps spent in linear warmup.
     warmup_frac: float = 0.1
     weight_decay: float = 0.01
