@@ -52,6 +52,7 @@ def build_navigation():
 
 
 page = st.navigation(build_navigation(), position="sidebar")
+state.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
 state.warmup_optimizer()
 render_sidebar()
 page.run()

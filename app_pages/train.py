@@ -128,8 +128,16 @@ def _live(running: bool) -> None:
     @st.fragment(run_every=1.0 if running else None)  # 0.5 s cost a third of the training speed
     def live():
         run = state.get_run()
-        if run is None:
-            st.info("No training yet in this session. Press **Start**.")
+        if run is None:  # e.g. after a reload: the active model's saved history (its run's history.csv)
+            hist = getattr(state.get_active().bundle, "history", None)
+            if hist is None or not len(hist):
+                st.info("No training yet in this workspace. Press **Start**.")
+                return
+            st.caption(f"History of the active model, “{state.get_active().label}”.")
+            hist = ft.thin_history(hist)
+            c1, c2 = st.columns(2)
+            c1.plotly_chart(ft.loss_figure(hist), key="train_loss")
+            c2.plotly_chart(ft.accuracy_figure(hist), key="train_acc")
             return
         s = run.snapshot()
         state.show_run_status(s)
@@ -236,7 +244,7 @@ def render() -> None:
         if run is not None:
             run.stop()
             run.adopted = True
-        st.session_state.pop("bx_run", None)
+        state.forget_run()
         st.rerun()
     st.caption("When training ends (or you press Stop), the model becomes the active model "
                f"“{state.TRAINED_LABEL}” for every page. The sidebar keeps showing progress on other pages.")

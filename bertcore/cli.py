@@ -1,6 +1,7 @@
 """Command-line interface: ``python -m bertcore COMMAND ...`` (see ``--help``).
 
-    python -m bertcore train   --out DIR [--corpus builtin|tutorial|FILE] [--steps N] [--seed N] [--set KEY=VALUE ...]
+    python -m bertcore train   [--out DIR] [--corpus builtin|tutorial|FILE] [--steps N] [--seed N] [--set KEY=VALUE ...]
+    python -m bertcore train   --resume RUN_DIR
     python -m bertcore fill-mask DIR "text with [MASK]" [--top-k K] [--json]
     python -m bertcore nsp     DIR "sentence A" "sentence B" [--json]
     python -m bertcore inspect DIR "sentence A" ["sentence B"] [--json]
@@ -69,8 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     corpus_help = "builtin (default), builtin:SEED, tutorial, or a text file (tab-separated pairs or prose)"
 
-    t = sub.add_parser("train", help="pre-train a model and save a checkpoint directory")
-    t.add_argument("--out", required=True, metavar="DIR", help="checkpoint directory to write")
+    t = sub.add_parser("train", help="pre-train a model into a run directory (a checkpoint directory + run.json)")
+    t.add_argument("--out", metavar="DIR", help="run directory to write (default: a new folder in "
+                   "$BERTCORE_RUNS_DIR/runs, see the README's Limits table)")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its last checkpoint "
+                   "(optimizer, LR schedule, RNG states and data order included); takes no other option")
     t.add_argument("--corpus", default="builtin", help=corpus_help)
     t.add_argument("--steps", type=_int_in(1, 1_000_000, "--steps"), help="optimizer steps (TrainConfig.steps)")
     t.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), help="seed for init, data, masking and dropout")
@@ -151,7 +155,7 @@ def _overrides(pairs) -> dict:
 
 
 def _configs(args):
-    from bertcore.config import PRESETS, BertConfig, TrainConfig, check_compatible, estimate, split_overrides
+    from bertcore.config import PRESETS, BertConfig, TrainConfig, split_overrides
 
     bert_kw, train_kw = {}, {}
     if args.preset is not None:
@@ -165,78 +169,68 @@ def _configs(args):
         train_kw["steps"] = args.steps
     if args.seed is not None:
         train_kw["seed"] = args.seed
-    bert = BertConfig(**bert_kw)
-    train = TrainConfig(**train_kw)
-    check_compatible(bert, train)
-    est = estimate(bert, train)
-    budget = max_model_mb()
-    if est["memory_bytes"] > budget * 2**20:
-        raise CliError(f"this configuration needs about {est['memory_bytes'] / 2**20:,.0f} MB to train "
-                       f"({est['params']:,} parameters), over the {budget:,.0f} MB budget; use a smaller hidden_size, "
-                       "num_hidden_layers, batch_size or max_seq_len, or raise the budget with env "
-                       "BERTCORE_MAX_MODEL_MB")
-    return bert, train, "vocab_size" in bert_kw
+    return BertConfig(**bert_kw), TrainConfig(**train_kw), "vocab_size" in bert_kw
 
 
 def max_model_mb() -> float:
-    """Training-memory budget in MB: env BERTCORE_MAX_MODEL_MB (default 1024, the same as the app)."""
-    raw = os.environ.get("BERTCORE_MAX_MODEL_MB", "1024")
-    try:
-        return max(1.0, float(raw))
-    except ValueError:
-        raise CliError(f"BERTCORE_MAX_MODEL_MB={raw!r} must be a number of megabytes") from None
+    """Training-memory budget in MB (bertcore.training.service.max_model_mb, env BERTCORE_MAX_MODEL_MB)."""
+    from bertcore.training.service import max_model_mb as budget
+
+    return budget()
+
+
+def _train_spec(args):
+    from bertcore.training.service import RunSpec
+
+    bert, train, vocab_given = _configs(args)
+    name = os.path.basename(os.path.normpath(os.path.expanduser(args.out))) if args.out else ""
+    return RunSpec(bert, train, corpus=args.corpus, tokenizer=args.tokenizer,
+                   tokenizer_vocab_size=bert.vocab_size if vocab_given else 1000, preset=args.preset,
+                   name=name or f"{args.preset or 'cli'}, seed {train.seed}", source=f"bertcore train on {args.corpus}")
 
 
 def cmd_train(args) -> int:
-    from bertcore.data.corpus import get_corpus
-
-    bert, train, vocab_given = _configs(args)
-    out = os.path.expanduser(args.out)
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise CliError(f"--out {out} exists and is a file; give a directory path")
-    corpus = get_corpus(args.corpus)
-    try:
-        os.makedirs(out, exist_ok=True)  # fail before training, not after
-    except OSError as e:
-        raise CliError(f"cannot create the output directory {out} ({e.strerror or e}); choose a writable path") from None
-    tokenizer = None
-    if args.tokenizer == "wordpiece":
-        from bertcore.data.tokenization import WordPieceTokenizer
-
-        tokenizer = WordPieceTokenizer.train(corpus.texts(), vocab_size=bert.vocab_size if vocab_given else 1000)
-    import torch
     from tqdm import tqdm
 
-    from bertcore.io.checkpoint import ModelBundle, save_checkpoint
-    from bertcore.training.trainer import Trainer
+    from bertcore.training import service
 
-    trainer = Trainer(bert, train, corpus, tokenizer=tokenizer)
-    print(f"training {sum(p.numel() for p in trainer.model.parameters()):,} parameters on {corpus.name} "
-          f"({len(corpus)} pairs, vocab {trainer.tokenizer.vocab_size}) for {train.steps} steps", file=sys.stderr)
-    bar = tqdm(total=train.steps, file=sys.stderr, disable=args.quiet, unit="step", mininterval=0.5, dynamic_ncols=True)
+    if args.resume is not None:
+        given = [o for o, v in (("--out", args.out), ("--steps", args.steps), ("--seed", args.seed),
+                                ("--set", args.overrides), ("--preset", args.preset)) if v]
+        if args.corpus != "builtin" or args.tokenizer != "word":
+            given.append("--corpus/--tokenizer")
+        if given:
+            raise CliError(f"--resume continues a run with its saved settings; drop {', '.join(given)}")
+    else:
+        spec = _train_spec(args)
+        if args.out and os.path.exists(os.path.expanduser(args.out)) and not os.path.isdir(os.path.expanduser(args.out)):
+            raise CliError(f"--out {args.out} exists and is a file; give a directory path")
+    bars = []  # the progress bar, made once training starts (bad input prints only the error)
+
+    def started(tr, run_dir):
+        print(f"training {sum(p.numel() for p in tr.model.parameters()):,} parameters on {tr.corpus.name} "
+              f"({len(tr.corpus)} pairs, vocab {tr.tokenizer.vocab_size}) for {tr.config.steps} steps "
+              f"into {run_dir}", file=sys.stderr)
+        bars.append(tqdm(total=tr.config.steps, initial=tr.step_count, file=sys.stderr, disable=args.quiet,
+                         unit="step", mininterval=0.5, dynamic_ncols=True))
 
     def progress(tr, row):
+        bar = bars[0]
         bar.update(1)
         if tr.step_count % 10 == 0 or tr.done:
             bar.set_postfix(mlm=f"{row['mlm_loss']:.3f}", nsp=f"{row['nsp_loss']:.3f}", refresh=False)
 
-    interrupted = False
+    hooks = service.Hooks(on_start=started, on_step=progress)
     try:
-        trainer.run(callback=progress)
-    except KeyboardInterrupt:
-        interrupted = True
-        try:
-            trainer.finalize()
-        except KeyboardInterrupt:
-            pass
+        if args.resume is not None:
+            result = service.resume(args.resume, hooks=hooks)
+        else:
+            out = os.path.expanduser(args.out) if args.out else None
+            result = service.train(spec, out, hooks=hooks)
     finally:
-        bar.close()
-    with torch.no_grad():
-        bundle = ModelBundle(model=trainer.model.eval(), tokenizer=trainer.tokenizer, history=trainer.history,
-                             name=os.path.basename(os.path.normpath(out)), source=f"bertcore train on {corpus.name}",
-                             snapshots=trainer.snapshots, probe_tokens=trainer.probe_tokens,
-                             train_config=train.to_dict())
-        save_checkpoint(bundle, out)
+        for bar in bars:
+            bar.close()
+    trainer, out = result.trainer, result.run_dir
     hist = trainer.history
     ev = hist.dropna(subset=["eval_mlm_acc"]) if len(hist) else hist
     if len(ev):
@@ -248,11 +242,11 @@ def cmd_train(args) -> int:
               f"NSP loss {last.eval_nsp_loss:.3f}")
     else:
         print(f"no held-out evaluation yet; unigram baseline {trainer.unigram_baseline:.3f}")
-    if interrupted:
-        print(f"interrupted at step {trainer.step_count}/{train.steps}; saved the model trained so far to {out}",
-              file=sys.stderr)
+    if result.interrupted:
+        print(f"interrupted at step {trainer.step_count}/{trainer.config.steps}; saved the model trained so far to "
+              f"{out} (continue with `python -m bertcore train --resume {out}`)", file=sys.stderr)
         return 130
-    if trainer.error:
+    if result.status == "failed":
         print(f"error: {trainer.error}. The last good weights were saved to {out}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"saved checkpoint to {out}")

@@ -1,33 +1,13 @@
-"""The sidebar drawn by app.py on every page: active model, live training status, model switcher."""
+"""The sidebar drawn by app.py on every page: active model, live training status, model switcher, and the
+workspace's runs (switch, resume, rename, download, delete) in a compact expander."""
 from __future__ import annotations
 
 import streamlit as st
 
 from explorer import state
 
-MINILM_LABEL = "all-MiniLM-L6-v2 (pretrained)"
-_LOAD_MINILM = "all-MiniLM-L6-v2 (pretrained) · load"
+MINILM_LABEL = state.MINILM_LABEL
 _K_MSG = "sb_message"
-
-
-@st.cache_resource(show_spinner="Importing all-MiniLM-L6-v2…")
-def _shared_minilm():
-    """all-MiniLM-L6-v2 imported once per server and shared read-only (bertcore.io.hf_interop.import_hf)."""
-    from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-
-    d = packaged_minilm_dir()
-    if d is None:
-        return None
-    return import_hf(d, name="all-MiniLM-L6-v2")
-
-
-def _minilm_available() -> bool:
-    try:
-        from bertcore.io.hf_interop import packaged_minilm_dir
-
-        return packaged_minilm_dir() is not None
-    except Exception:  # noqa: BLE001 - module missing or broken: just do not offer it
-        return False
 
 
 def param_count(model) -> int:
@@ -74,42 +54,91 @@ def _status_block() -> None:
     _status()
 
 
-def _switch(choice: str, active_label: str) -> None:
-    if choice == active_label:
-        return
-    if choice == _LOAD_MINILM:
-        try:
-            bundle = _shared_minilm()
-        except Exception as e:  # noqa: BLE001 - shown as a message, never a traceback
-            st.session_state[_K_MSG] = ("error", f"Could not import all-MiniLM-L6-v2: {e}")
-            return
-        if bundle is None:
-            st.session_state[_K_MSG] = ("error", "all-MiniLM-L6-v2 is not installed on this server.")
-            return
-        state.set_active("pretrained", bundle, MINILM_LABEL)
-    else:
-        state.select_active(choice)
-    st.rerun()
+def _say(kind: str, text: str) -> None:
+    st.session_state[_K_MSG] = (kind, text)
 
 
-def _load_local_dir(path: str) -> None:
-    path = (path or "").strip()
-    if not path:
-        st.session_state[_K_MSG] = ("error", "Type the path of a local transformers BERT folder first.")
-        return
-    try:
-        from bertcore.io.hf_interop import import_hf
+def _switcher(active) -> None:
+    choices = state.list_models()
+    labels = list(choices)
+    if active.label not in labels:
+        labels.insert(0, active.label)
+    choice = st.selectbox("Switch model", labels, index=labels.index(active.label),
+                          help="Fresh untrained (shared), this workspace's runs (trained, uploaded), a pretrained "
+                               "BERT, or a folder opened below.")
+    if choice != active.label:
+        err = state.select_active(choice)
+        if err:
+            _say("error", err)
+        st.rerun()
 
-        bundle = import_hf(path)
-    except ValueError as e:  # BertcoreError and friends carry the fix in their message
-        st.session_state[_K_MSG] = ("error", str(e))
-        return
-    except Exception as e:  # noqa: BLE001
-        st.session_state[_K_MSG] = ("error", f"Could not import {path}: {type(e).__name__}: {e}")
-        return
-    name = getattr(bundle, "name", "") or path.rstrip("/").split("/")[-1]
-    state.set_active("pretrained", bundle, f"pretrained: {name}")
-    st.session_state[_K_MSG] = ("success", f"Imported {name}.")
+
+def _run_manager() -> None:
+    infos = state.workspace_runs()
+    with st.expander(f"Runs in this workspace ({len(infos)})"):
+        if not infos:
+            st.caption("No runs yet: train on the Train page. Runs are kept on the server's disk.")
+        else:
+            by_id = {r.id: r for r in infos}
+            rid = st.selectbox("Run", list(by_id), key="sb_run",
+                               format_func=lambda i: f"{by_id[i].name} — {by_id[i].summary()}")
+            info = by_id[rid]
+            st.caption(f"{info.summary()}" + (f" · {info.reason}" if info.reason and not info.damaged else "")
+                       + f" · {info.size_bytes / 2**20:.1f} MB")
+            _run_actions(info)
+        st.caption("Bookmark this page's link (it ends with ?ws=…): it is your workspace. "
+                   "Anyone with the link sees its runs.")
+
+
+def _run_actions(info) -> None:
+    from bertcore.errors import BertcoreError
+    from bertcore.training import runs
+
+    c1, c2 = st.columns(2)
+    if info.loadable and not info.live and c1.button("Use", key="sb_run_use", help="Make it the active model"):
+        err = state.select_active(f"run:{info.id}")
+        _say("error", err) if err else None
+        st.rerun()
+    if info.resumable and c2.button("Resume", key="sb_run_resume", help=f"Continue from step {info.steps_done}"):
+        err = state.resume_run(info.id)
+        _say("error", err) if err else _say("success", f"Resuming “{info.name}” from step {info.steps_done}.")
+        st.rerun()
+    if not info.damaged:
+        new = st.text_input("Name", value=info.name, key=f"sb_run_name_{info.id}", max_chars=runs.MAX_NAME_LEN)
+        if new != info.name and st.button("Rename", key="sb_run_rename"):
+            try:
+                runs.rename_run(info.path, new)
+            except BertcoreError as e:
+                _say("error", str(e))
+            st.rerun()
+        if st.button("Prepare zip", key="sb_run_zip", help="A zip of the run folder (a checkpoint)"):
+            st.session_state["sb_zip"] = (info.id, runs.zip_run(info.path))
+        z = st.session_state.get("sb_zip")
+        if z is not None and z[0] == info.id:
+            st.download_button("Download .zip", z[1], file_name=f"{info.id}.zip", mime="application/zip",
+                               key="sb_run_dl", on_click="ignore")
+    if not info.live:
+        sure = st.checkbox("Yes, delete this run for good", key=f"sb_run_sure_{info.id}")
+        if st.button("Delete", key="sb_run_delete", disabled=not sure):
+            try:
+                runs.delete_run(info.path, root=state.workspace_path())
+            except BertcoreError as e:
+                _say("error", str(e))
+            else:
+                _say("success", f"Deleted “{info.name}”.")
+                if st.session_state.get("bx_active") == f"run:{info.id}":
+                    state.select_active("untrained")
+            st.rerun()
+
+
+def _open_folder() -> None:
+    with st.expander("Open a local folder"):
+        path = st.text_input("bertcore run / checkpoint folder, or a transformers BERT folder", key="sb_hf_path",
+                             placeholder="/path/to/run (config.json + model.safetensors + vocab.txt)")
+        if st.button("Open", key="sb_hf_import"):
+            err = state.open_folder(path)
+            _say("error", err) if err else _say("success", f"Opened {path.strip()}.")
+            st.rerun()
 
 
 def render_sidebar() -> None:
@@ -119,6 +148,9 @@ def render_sidebar() -> None:
         except Exception as e:  # noqa: BLE001 - e.g. bertcore half-installed
             st.error(f"The model package is not available: {e}")
             return
+        note = st.session_state.pop(state._K_WS_NOTE, None)
+        if note:
+            st.warning(note)
         st.markdown(f"**Active model:** {active.label}")
         kind = {"untrained": "random weights", "trained": "trained here", "uploaded": "uploaded checkpoint",
                 "pretrained": "imported pretrained"}.get(active.kind, active.kind)
@@ -126,22 +158,9 @@ def render_sidebar() -> None:
         if not getattr(active.model, "has_mlm_head", True) or not getattr(active.model, "has_nsp_head", True):
             st.caption("This model has no trained MLM/NSP head: fill-mask / NSP are not meaningful.")
         _status_block()
-
-        labels = list(state.list_models())
-        if MINILM_LABEL not in labels and _minilm_available():
-            labels.append(_LOAD_MINILM)
-        idx = labels.index(active.label) if active.label in labels else 0
-        choice = st.selectbox("Switch model", labels, index=idx,
-                              help="Fresh untrained (shared), trained in this session, uploaded on the Train "
-                                   "page, or a pretrained BERT.")
-        _switch(choice, active.label)
-
-        with st.expander("Import a local BERT folder"):
-            path = st.text_input("transformers BERT directory", key="sb_hf_path",
-                                 placeholder="/path/to/bert (config.json + model.safetensors + vocab.txt)")
-            if st.button("Import", key="sb_hf_import"):
-                _load_local_dir(path)
-                st.rerun()
+        _switcher(active)
+        _run_manager()
+        _open_folder()
         msg = st.session_state.pop(_K_MSG, None)
         if msg:
             (st.error if msg[0] == "error" else st.success)(msg[1])

@@ -1,8 +1,13 @@
-"""Session state of the explorer: the active model, the session's model registry and its runs.
+"""Session state of the explorer: the browser's workspace, the active model and the background runs.
 
+* Each browser has a private **workspace**: an unguessable id (``?ws=...`` in the URL, also kept in
+  ``st.session_state`` because ``st.navigation`` drops query params; app.py writes it back every run).
+  Its runs live on disk below ``bertcore.training.runs.workspace_dir(ws)``, with ``workspace.json``
+  remembering the active model, so a reload, a deep link or a server restart finds them again.
+* The active model is named by a *key*: ``untrained``, ``minilm``, ``run:<run id>`` (a run of this workspace),
+  ``dir:<path>`` (a local checkpoint or transformers folder) or ``session:<label>`` (kept in this session only).
 * The untrained default model is one shared, read-only resource (``st.cache_resource``);
   trainers never touch it (they build their own model).
-* Everything a session trains, uploads or imports lives in ``st.session_state`` only.
 * The background runner (``TrainingRun``, caps, heartbeat) lives in ``explorer.training_run`` and the
   safe checkpoint zips in ``explorer.uploads``; both are re-exported here, so ``state.TrainingRun`` etc. work.
 """
@@ -12,7 +17,10 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported (see bertcore/__init__.py)
 
+import json
 import tempfile
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +34,12 @@ from explorer.training_run import (  # noqa: F401 - re-exported for pages and te
     ServerBusy,
     TrainingRun,
     abandon_seconds,
+    find_live,
     fmt_seconds,
     make_bundle,
     max_model_mb,
     max_trainings,
+    register_live,
     running_trainings,
     warmup_optimizer,
 )
@@ -42,13 +52,68 @@ from explorer.uploads import (  # noqa: F401 - re-exported for pages and tests
 )
 
 UNTRAINED_LABEL = "fresh untrained (shared)"
+MINILM_LABEL = "all-MiniLM-L6-v2 (pretrained)"
 DEFAULT_TRAIN_LABEL = "Train the default model (~1 min)"
 
-_K_MODELS = "bx_models"  # label -> ActiveModel, this session's own models
-_K_ACTIVE = "bx_active"  # label of the active model
+_K_WS = "bx_ws"  # this browser's workspace id
+_K_WS_NOTE = "bx_ws_note"  # a message about the link's workspace id (shown once in the sidebar)
+_K_MODELS = "bx_models"  # key -> ActiveModel: models loaded by this session (a cache for runs and dirs)
+_K_ACTIVE = "bx_active"  # key of the active model
 _K_RUN = "bx_run"  # TrainingRun of the Train page / default button
 _K_COMPARE = "bx_compare_run"  # TrainingRun of the Compare page
 _K_TMP = "bx_tmp"  # this session's temp dir (uploads)
+
+
+# ----------------------------------------------------------------------------- workspace
+def workspace_id() -> str:
+    """This browser's workspace id: session state, else the link's ``?ws=``, else a new unguessable one."""
+    from bertcore.training import runs
+
+    ws = st.session_state.get(_K_WS)
+    if runs.valid_workspace_id(ws):
+        return ws
+    q = st.query_params.get("ws")
+    if runs.valid_workspace_id(q):
+        ws = q
+    else:
+        if q:
+            st.session_state[_K_WS_NOTE] = ("The link's workspace id is not valid, so a new, empty workspace was "
+                                            "started. Check the link (it ends with ?ws= and 22 characters).")
+        ws = runs.new_workspace_id()
+    st.session_state[_K_WS] = ws
+    return ws
+
+
+def sync_workspace_param() -> None:
+    """Put ``?ws=`` back into the URL (app.py calls this on every run, before ``pg.run()``)."""
+    ws = workspace_id()
+    if st.query_params.get("ws") != ws:
+        st.query_params["ws"] = ws
+
+
+def workspace_path(create: bool = False) -> Path:
+    from bertcore.training import runs
+
+    return runs.workspace_dir(workspace_id(), create=create)
+
+
+def workspace_runs() -> list:
+    """``RunInfo`` of every run of this workspace, newest first (damaged ones included)."""
+    from bertcore.training import runs
+
+    return runs.list_runs(workspace_path())
+
+
+def _remember_active(key: str) -> None:
+    """Store the active model's key in this session and (for keys that survive a restart) in workspace.json."""
+    from bertcore.training import runs
+
+    st.session_state[_K_ACTIVE] = key
+    if not key.startswith("session:"):
+        try:
+            runs.write_workspace(workspace_id(), active=key)
+        except OSError:
+            pass  # a read-only disk: the session still has it
 
 
 # ----------------------------------------------------------------------------- bundles and models
@@ -58,6 +123,7 @@ class ActiveModel:
     label: str
     kind: str  # "untrained" | "trained" | "uploaded" | "pretrained"
     is_trained: bool
+    key: str = ""
 
     @property
     def model(self):
@@ -93,39 +159,198 @@ def shared_untrained_bundle():
                        source="random init, seed 0")
 
 
+@st.cache_resource(show_spinner="Importing all-MiniLM-L6-v2…")
+def shared_minilm():
+    """all-MiniLM-L6-v2 imported once per server and shared read-only (None when it is not installed)."""
+    from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
+
+    d = packaged_minilm_dir()
+    return None if d is None else import_hf(d, name="all-MiniLM-L6-v2")
+
+
+def minilm_available() -> bool:
+    try:
+        from bertcore.io.hf_interop import packaged_minilm_dir
+
+        return packaged_minilm_dir() is not None
+    except Exception:  # noqa: BLE001 - module missing or broken: just do not offer it
+        return False
+
+
 def _untrained() -> ActiveModel:
-    return ActiveModel(shared_untrained_bundle(), UNTRAINED_LABEL, "untrained", False)
+    return ActiveModel(shared_untrained_bundle(), UNTRAINED_LABEL, "untrained", False, "untrained")
 
 
-def list_models() -> dict[str, ActiveModel]:
-    """The shared untrained model plus this session's own models (label -> ActiveModel)."""
-    out = {UNTRAINED_LABEL: _untrained()}
-    out.update(st.session_state.get(_K_MODELS, {}))
-    return out
+def _load_dir(path: Path):
+    """A bertcore checkpoint/run folder (load_checkpoint) or a transformers folder (import_hf)."""
+    from bertcore.io.checkpoint import load_checkpoint
+
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        cfg = {}
+    if isinstance(cfg, dict) and ("model_type" in cfg or "architectures" in cfg) and "bertcore_version" not in cfg:
+        from bertcore.io.hf_interop import import_hf
+
+        return import_hf(path), "pretrained"
+    return load_checkpoint(path), "uploaded"
 
 
-def set_active(kind: str, bundle, label: str) -> ActiveModel:
-    """Register ``bundle`` under ``label`` in this session and make it the active model."""
-    if kind == "untrained" or bundle is None:
-        st.session_state[_K_ACTIVE] = UNTRAINED_LABEL
+def _resolve(key: str, labels: dict | None = None) -> ActiveModel:
+    """The ActiveModel for ``key`` (loaded once per session and file version). BertcoreError/OSError if gone."""
+    from bertcore.errors import InputError
+    from bertcore.training import runs
+
+    if key == "untrained":
         return _untrained()
-    am = ActiveModel(bundle, label, kind, kind != "untrained")
-    st.session_state.setdefault(_K_MODELS, {})[label] = am
-    st.session_state[_K_ACTIVE] = label
+    if key == "minilm":
+        bundle = shared_minilm()
+        if bundle is None:
+            raise InputError("all-MiniLM-L6-v2 is not installed on this server")
+        return ActiveModel(bundle, MINILM_LABEL, "pretrained", True, key)
+    cache = st.session_state.setdefault(_K_MODELS, {})
+    if key.startswith("session:"):
+        if key not in cache:
+            raise InputError("that model was kept only in an earlier session; train or upload it again")
+        return cache[key]
+    if key.startswith("run:"):
+        d = runs.find_run(workspace_path(), key[4:])
+        if d is None:
+            raise InputError("that run is no longer in this workspace (it was deleted)")
+        info = runs.read_run(d)
+        if info.damaged:
+            raise InputError(f"that run is damaged: {info.damaged}")
+        label, kind = (labels or {}).get(key) or info.name, "trained"
+    elif key.startswith("dir:"):
+        d = Path(key[4:])
+        label, kind = f"folder: {d.name}", "uploaded"
+        if (d / runs.RUN_FILE).is_file():
+            label, kind = runs.read_run(d).name, "trained"
+    else:
+        raise InputError(f"unknown model {key!r}")
+    try:
+        stamp = (d / "model.safetensors").stat().st_mtime_ns
+    except OSError:
+        stamp = None
+    hit = cache.get(key)
+    if hit is not None and hit[0] == stamp:
+        hit[1].label = label
+        return hit[1]
+    bundle, loaded_kind = _load_dir(d)
+    am = ActiveModel(bundle, label, kind if key.startswith("run:") else loaded_kind, True, key)
+    cache[key] = (stamp, am) if not key.startswith("session:") else am
     return am
 
 
-def select_active(label: str) -> None:
-    """Switch to an already registered model by label."""
-    if label in list_models():
-        st.session_state[_K_ACTIVE] = label
+def _run_labels() -> dict[str, str]:
+    """key -> label of every loadable run of the workspace (names made unique with the run id's tail)."""
+    out, seen = {}, {}
+    for r in workspace_runs():
+        if not r.loadable or r.live:
+            continue
+        label = r.name
+        if label in seen or label in (UNTRAINED_LABEL, MINILM_LABEL):
+            label = f"{r.name} · {r.id[-6:]}"
+        seen[label] = True
+        out[f"run:{r.id}"] = label
+    return out
+
+
+class ModelChoices(Mapping):
+    """label -> ActiveModel of every model this browser can pick; models load only when looked up."""
+
+    def __init__(self):
+        self.keys_by_label = {UNTRAINED_LABEL: "untrained"}
+        for key, label in _run_labels().items():
+            self.keys_by_label[label] = key
+        for key, entry in st.session_state.get(_K_MODELS, {}).items():
+            if key.startswith(("session:", "dir:")):
+                am = entry if key.startswith("session:") else entry[1]
+                self.keys_by_label.setdefault(am.label, key)
+        if minilm_available():
+            self.keys_by_label[MINILM_LABEL] = "minilm"
+        self._labels = {v: k for k, v in self.keys_by_label.items()}
+
+    def __getitem__(self, label: str) -> ActiveModel:
+        return _resolve(self.keys_by_label[label], self._labels)
+
+    def __iter__(self):
+        return iter(self.keys_by_label)
+
+    def __len__(self) -> int:
+        return len(self.keys_by_label)
+
+
+def list_models() -> ModelChoices:
+    """The shared untrained model, this workspace's runs, MiniLM and this session's other models."""
+    return ModelChoices()
+
+
+def set_active(kind: str, bundle, label: str) -> ActiveModel:
+    """Make ``bundle`` the active model: by its run / folder when it has one, else kept in this session."""
+    if kind == "untrained" or bundle is None:
+        _remember_active("untrained")
+        return _untrained()
+    run_dir = getattr(bundle, "run_dir", None)
+    if run_dir is not None and Path(run_dir).is_dir():
+        _remember_active(_key_of_dir(Path(run_dir)))
+        return get_active()
+    key = f"session:{label}"
+    am = ActiveModel(bundle, label, kind, kind != "untrained", key)
+    st.session_state.setdefault(_K_MODELS, {})[key] = am
+    _remember_active(key)
+    return am
+
+
+def select_active(key_or_label: str) -> str | None:
+    """Switch to a model by key (``run:<id>``, ``minilm``, ...) or label; returns an error message or None."""
+    from bertcore.errors import BertcoreError
+
+    choices = ModelChoices()
+    key = choices.keys_by_label.get(key_or_label, key_or_label)
+    try:
+        _resolve(key, choices._labels)
+    except (BertcoreError, OSError) as e:
+        return str(e)
+    _remember_active(key)
+    return None
+
+
+def open_folder(path: str) -> str | None:
+    """Make a local folder the active model: a bertcore run/checkpoint folder or a transformers folder."""
+    from bertcore.errors import BertcoreError
+
+    p = Path(path.strip()).expanduser()
+    if not path.strip():
+        return "Type the path of a bertcore run/checkpoint folder or a transformers BERT folder first."
+    if not p.is_dir():
+        return f"{p} is not a folder on this server; give the folder that holds config.json"
+    key = f"dir:{p.resolve()}"
+    try:
+        _resolve(key)
+    except (BertcoreError, OSError) as e:
+        return str(e)
+    _remember_active(key)
+    return None
 
 
 def get_active() -> ActiveModel:
-    """The model every page shows: the session's choice, else the shared untrained model."""
+    """The model every page shows: this session's choice, else the workspace's, else the shared untrained one."""
+    from bertcore.errors import BertcoreError
+
     adopt_finished_runs()
-    models = list_models()
-    return models.get(st.session_state.get(_K_ACTIVE, UNTRAINED_LABEL), models[UNTRAINED_LABEL])
+    key = st.session_state.get(_K_ACTIVE)
+    if key is None:
+        from bertcore.training import runs
+
+        key = str(runs.read_workspace(workspace_id()).get("active") or "untrained")
+        st.session_state[_K_ACTIVE] = key
+    try:
+        return _resolve(key, ModelChoices()._labels if key.startswith("run:") else None)
+    except (BertcoreError, OSError) as e:
+        st.session_state[_K_ACTIVE] = "untrained"
+        st.session_state[_K_WS_NOTE] = f"The active model could not be loaded ({e}); showing the untrained model."
+        return _untrained()
 
 
 def session_tmp_dir() -> Path:
@@ -137,23 +362,89 @@ def session_tmp_dir() -> Path:
     return Path(p)
 
 
-
+# ----------------------------------------------------------------------------- runs
 def get_run(key: str = _K_RUN) -> TrainingRun | None:
-    return st.session_state.get(key)
+    """This session's run in ``key``, or the one another session of this workspace started (after a reload)."""
+    run = st.session_state.get(key)
+    if run is None:
+        run = find_live(workspace_id(), key)
+        if run is not None:
+            st.session_state[key] = run
+    return run
+
+
+def _corpus_spec(corpus) -> str | None:
+    """How a resume rebuilds ``corpus``: "builtin" / "tutorial", or None (its pairs are stored in the run)."""
+    if corpus is shared_corpus_and_tokenizer()[0]:
+        return "builtin"
+    from bertcore.data.corpus import tutorial_corpus
+
+    t = tutorial_corpus()
+    if getattr(corpus, "name", None) == t.name and list(getattr(corpus, "pairs", [])) == list(t.pairs):
+        return "tutorial"
+    return None
 
 
 def start_run(jobs, corpus, tokenizer=None, key: str = _K_RUN) -> str | None:
-    """Start a background run stored under ``key``; returns an error message or None."""
-    old = st.session_state.get(key)
+    """Start a background run stored under ``key``; its jobs write run directories into this workspace.
+    Returns an error message (busy server, workspace full, already running) or None."""
+    from bertcore.training import runs
+
+    old = get_run(key)
     if old is not None and old.running:
-        return "A training is already running in this session; stop it first."
-    run = TrainingRun(jobs, corpus, tokenizer)
+        return "A training is already running in this workspace; stop it first."
+    ws = workspace_id()
+    try:
+        runs.check_capacity(workspace_path(), new_runs=len(jobs))
+    except runs.RunLimitError as e:
+        return str(e)
+    on_end = (lambda d: runs.write_workspace(ws, active=f"run:{Path(d).name}")) if key == _K_RUN else None
+    run = TrainingRun(jobs, corpus, tokenizer, runs_dir=workspace_path(create=True), on_end=on_end,
+                      corpus_spec=_corpus_spec(corpus) if corpus is not None else None)
     try:
         run.start()
     except ServerBusy as e:
         return str(e)
     st.session_state[key] = run
+    register_live(ws, key, run)
     return None
+
+
+def resume_run(run_id: str) -> str | None:
+    """Continue a stopped run of this workspace in the background (Train page slot); an error message or None."""
+    from bertcore.config import TrainConfig
+    from bertcore.errors import BertcoreError
+    from bertcore.training import runs
+
+    d = runs.find_run(workspace_path(), run_id)
+    if d is None:
+        return "That run is no longer in this workspace."
+    info = runs.read_run(d)
+    if not info.resumable:
+        return f"“{info.name}” cannot be resumed ({info.summary()})."
+    try:
+        tc = TrainConfig.from_json(d / "train_config.json")
+    except (BertcoreError, OSError, ValueError) as e:
+        return f"“{info.name}” cannot be resumed: its train_config.json is damaged ({e})."
+    old = get_run()
+    if old is not None and old.running:
+        return "A training is already running in this workspace; stop it first."
+    ws = workspace_id()
+    run = TrainingRun([Job(None, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
+                      on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
+    try:
+        run.start()
+    except ServerBusy as e:
+        return str(e)
+    st.session_state[_K_RUN] = run
+    register_live(ws, _K_RUN, run)
+    return None
+
+
+def forget_run(key: str = _K_RUN) -> None:
+    """Drop the run in ``key`` from this session and from the workspace's live list (its run dir stays)."""
+    st.session_state.pop(key, None)
+    register_live(workspace_id(), key, None)
 
 
 def stop_all_runs() -> None:
@@ -164,23 +455,28 @@ def stop_all_runs() -> None:
 
 
 def adopt_finished_runs() -> bool:
-    """Make the finished main run's model this session's "trained in this session" active model."""
-    run = st.session_state.get(_K_RUN)
+    """Make the finished main run (the last job with a model) this browser's active model."""
+    run = get_run(_K_RUN)
     if run is None or run.running or run.adopted:
         return False
     run.adopted = True
-    bundle = run.results[-1] if run.results else None
-    if bundle is None:
-        return False
-    set_active("trained", bundle, TRAINED_LABEL)
-    return True
+    for d, bundle in zip(reversed(run.run_dirs), reversed(run.results)):
+        if bundle is not None and d is not None:
+            _remember_active(_key_of_dir(Path(d)))
+            return True
+    return False
+
+
+def _key_of_dir(d: Path) -> str:
+    """``run:<id>`` for a run of this workspace, else ``dir:<path>``."""
+    return f"run:{d.name}" if d.parent.resolve() == workspace_path().resolve() else f"dir:{d.resolve()}"
 
 
 def default_jobs():
     from bertcore.config import BertConfig, TrainConfig
 
     _, tok = shared_corpus_and_tokenizer()
-    return [Job(BertConfig(vocab_size=tok.vocab_size), TrainConfig(), "default model")]
+    return [Job(BertConfig(vocab_size=tok.vocab_size), TrainConfig(), "default model", preset="original BERT (tiny)")]
 
 
 def default_train_button(key: str) -> None:
@@ -209,8 +505,25 @@ def untrained_notice() -> None:
 
 
 def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.zip"):
-    """Safely extract and load an uploaded checkpoint zip into this session's temp dir (BertcoreError only)."""
-    return load_checkpoint_zip(data, session_tmp_dir(), name)
+    """Safely extract and load an uploaded checkpoint zip (in this session's temp dir), then keep it as a run of
+    this workspace so it survives a reload. Raises BertcoreError only; a full workspace says what to delete."""
+    from bertcore.io.checkpoint import save_checkpoint
+    from bertcore.training import runs
+
+    bundle = load_checkpoint_zip(data, session_tmp_dir(), name)
+    ws_dir = workspace_path()
+    runs.check_capacity(ws_dir)
+    label = f"uploaded: {name}"
+    d = runs.new_run_dir(workspace_path(create=True), label)
+    save_checkpoint(bundle, d)
+    hist = bundle.history
+    steps = int(hist["step"].max()) if hist is not None and len(hist) and "step" in hist else 0
+    runs.write_run_json(d, {"format": 1, "name": label, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                            "status": "finished", "reason": "uploaded", "steps_done": steps, "total_steps": steps,
+                            "seed": None, "preset": None, "corpus": "", "source": f"uploaded {name}",
+                            "metrics": None})
+    bundle.run_dir = d
+    return bundle
 
 
 def show_run_status(s, per_job: bool = False) -> None:

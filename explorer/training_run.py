@@ -1,7 +1,9 @@
 """Background training runner of the explorer (no streamlit here: the thread never calls ``st.*``).
 
-``TrainingRun`` runs ``bertcore.training.trainer.Trainer`` for one or more ``Job`` s, one after the other, in a plain
-``threading.Thread``. The UI polls ``snapshot()``, which doubles as a heartbeat: a run nobody polled for
+``TrainingRun`` drives the one training route, ``bertcore.training.service`` (``train`` / ``resume``), for one or
+more ``Job`` s, one after the other, in a plain ``threading.Thread``: each job becomes a run directory below
+``runs_dir`` (the browser's workspace), written while it trains. Runs are also registered per workspace
+(``find_live``), so a reloaded tab of the same workspace finds the run still training and keeps polling it. The UI polls ``snapshot()``, which doubles as a heartbeat: a run nobody polled for
 ``BERTCORE_ABANDON_SECONDS`` (default 10 s) stops itself, because its tab was closed. At most
 ``BERTCORE_MAX_TRAININGS`` (default 2) runs train at once in this server process; the next ``start()``
 raises ``ServerBusy`` with a "try again" message. Trainers build their own model, so the shared untrained
@@ -42,35 +44,17 @@ def max_trainings() -> int:
 
 
 def max_model_mb() -> float:
-    """Training-memory budget per run in MB (env BERTCORE_MAX_MODEL_MB, default 1024)."""
-    try:
-        return max(1.0, float(os.environ.get("BERTCORE_MAX_MODEL_MB", "1024")))
-    except ValueError:
-        return 1024.0
+    """Training-memory budget per run in MB (one place: ``bertcore.training.service.max_model_mb``)."""
+    from bertcore.training.service import max_model_mb as budget
 
+    return budget()
 
 
 # ----------------------------------------------------------------------------- bundles
-@dataclass
-class _StandInBundle:
-    """Used only if bertcore.io.checkpoint is missing; same fields as ModelBundle."""
-
-    model: Any
-    tokenizer: Any
-    history: Any = None
-    name: str = ""
-    source: str = ""
-    snapshots: list = field(default_factory=list)
-    probe_tokens: list = field(default_factory=list)
-
-
 def make_bundle(**kw):
-    try:
-        from bertcore.io.checkpoint import ModelBundle
-    except ImportError:
-        return _StandInBundle(**kw)
-    return ModelBundle(**kw)
+    from bertcore.io.checkpoint import ModelBundle
 
+    return ModelBundle(**kw)
 
 
 # ----------------------------------------------------------------------------- runner
@@ -132,6 +116,8 @@ class Job:
     model_config: Any
     train_config: Any
     label: str = "model"
+    preset: str | None = None
+    resume_dir: Any = None  # a stopped run directory to continue instead of a new run
 
 
 @dataclass
@@ -149,14 +135,11 @@ class RunSnapshot:
     labels: list
     message: str | None
     errors: list  # Trainer.error per job (NaN stop etc.)
+    run_dirs: list = field(default_factory=list)  # one run directory (or None) per job
 
     @property
     def progress(self) -> float:
         return min(1.0, self.total_done / self.total_steps) if self.total_steps else 0.0
-
-
-_HISTORY_COLUMNS = ["step", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s",
-                    "eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc"]
 
 
 def _clean_row(row) -> dict:
@@ -171,21 +154,50 @@ def _clean_row(row) -> dict:
     return out
 
 
-class TrainingRun:
-    """One background training of one or more jobs (run one after the other)."""
+_LIVE_LOCK = threading.Lock()
+_LIVE: dict[tuple[str, str], "TrainingRun"] = {}  # (workspace id, slot) -> the workspace's latest run
 
-    def __init__(self, jobs, corpus, tokenizer=None, abandon_after: float | None = None):
+
+def register_live(workspace: str, slot: str, run: "TrainingRun | None") -> None:
+    with _LIVE_LOCK:
+        if run is None:
+            _LIVE.pop((workspace, slot), None)
+        else:
+            _LIVE[(workspace, slot)] = run
+
+
+def find_live(workspace: str, slot: str) -> "TrainingRun | None":
+    """The latest run a session of ``workspace`` started in ``slot`` (it may have ended since)."""
+    with _LIVE_LOCK:
+        return _LIVE.get((workspace, slot))
+
+
+class TrainingRun:
+    """One background training of one or more jobs (run one after the other), each into its own run directory.
+
+    ``runs_dir``: the folder new run directories go to (default: ``bertcore.training.runs.cli_runs_dir()``).
+    ``corpus_spec``: how to rebuild ``corpus`` for a resume ("builtin", "tutorial"; None stores its pairs).
+    ``on_end(run_dir)``: called in the thread after the last job with a usable checkpoint (e.g. remember it
+    as the workspace's active model)."""
+
+    def __init__(self, jobs, corpus, tokenizer=None, abandon_after: float | None = None, runs_dir=None,
+                 corpus_spec: str | None = None, on_end=None):
         self.jobs = list(jobs)
         self.corpus = corpus
         self.tokenizer = tokenizer
+        self.corpus_spec = corpus_spec
+        self.runs_dir = runs_dir
+        self.on_end = on_end
         self.abandon_after = abandon_seconds() if abandon_after is None else float(abandon_after)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop = None  # the current job's StopSignal
+        self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self._rows: list[list[dict]] = [[] for _ in self.jobs]
         self._final_hist: list = [None for _ in self.jobs]
         self._errors: list = [None for _ in self.jobs]
         self.results: list = [None for _ in self.jobs]
+        self.run_dirs: list = [None for _ in self.jobs]
         self._status = "idle"
         self._message: str | None = None
         self._job = 0
@@ -208,8 +220,11 @@ class TrainingRun:
             raise
         return self
 
-    def stop(self) -> None:
-        self._stop.set()
+    def stop(self, reason: str = "stopped by the user") -> None:
+        with self._lock:
+            self._stopped.set()
+            if self._stop is not None:
+                self._stop.request(reason)
 
     def join(self, timeout: float | None = None) -> bool:
         if self._thread is not None:
@@ -227,6 +242,8 @@ class TrainingRun:
 
     def snapshot(self) -> RunSnapshot:
         """A consistent copy of the state (plain floats / DataFrames); also the heartbeat."""
+        from bertcore.training.trainer import HISTORY_COLUMNS
+
         self.last_poll = time.monotonic()
         with self._lock:
             hists = []
@@ -234,7 +251,7 @@ class TrainingRun:
                 if self._final_hist[i] is not None:
                     hists.append(self._final_hist[i].copy())
                 else:
-                    hists.append(pd.DataFrame(rows, columns=None if rows else _HISTORY_COLUMNS))
+                    hists.append(pd.DataFrame(rows, columns=None if rows else HISTORY_COLUMNS))
             job = self._job
             step = len(self._rows[job]) if self.jobs else 0
             steps = int(self.jobs[job].train_config.steps) if self.jobs else 0
@@ -242,51 +259,65 @@ class TrainingRun:
             done = sum(len(r) for r in self._rows)
             status, message, errors = self._status, self._message, list(self._errors)
             end = self._finished if self._finished is not None else time.monotonic()
+            dirs = list(self.run_dirs)
         elapsed = max(0.0, end - self._started) if self._started else 0.0
         eta = None
         if done and status in ("running", "preparing"):
             eta = elapsed / done * max(0, total_steps - done)
         return RunSnapshot(status, self.running, job, step, steps, done, total_steps, elapsed, eta, hists,
-                           [j.label for j in self.jobs], message, errors)
+                           [j.label for j in self.jobs], message, errors, dirs)
 
     # -- worker thread: never calls st.* --
+    def _hooks(self, i: int):
+        from bertcore.training.service import Hooks
+
+        def on_start(trainer, run_dir):
+            rows = [_clean_row(r) for r in trainer._rows]  # a resumed run starts with its history so far
+            with self._lock:
+                self._rows[i], self.run_dirs[i], self._status = rows, run_dir, "running"
+
+        def on_step(trainer, row):
+            with self._lock:
+                self._rows[i].append(_clean_row(row))
+            if time.monotonic() - self.last_poll > self.abandon_after and not self._stopped.is_set():
+                with self._lock:
+                    self._status = "abandoned"
+                self.stop("abandoned (the tab was closed)")
+
+        return Hooks(on_start=on_start, on_step=on_step)
+
     def _run(self) -> None:
         try:
             import torch
 
             torch.set_num_threads(1)
-            from bertcore.training.trainer import Trainer
+            from bertcore.training import service
 
             for i, job in enumerate(self.jobs):
-                if self._stop.is_set():
+                if self._stopped.is_set():
                     break
+                stop = service.StopSignal()
                 with self._lock:
-                    self._job, self._status = i, "preparing"
-                trainer = Trainer(job.model_config, job.train_config, self.corpus, tokenizer=self.tokenizer)
-                with self._lock:
-                    self._status = "running"
-                steps = int(job.train_config.steps)
-                while not getattr(trainer, "done", False) and trainer.step_count < steps:
-                    if self._stop.is_set():
-                        break
-                    if time.monotonic() - self.last_poll > self.abandon_after:
-                        with self._lock:
-                            self._status = "abandoned"
-                        self._stop.set()
-                        break
-                    row = _clean_row(trainer.step())
-                    with self._lock:
-                        self._rows[i].append(row)
-                    if getattr(trainer, "error", None):
-                        break
-                if not getattr(trainer, "done", True) and hasattr(trainer, "finalize"):
-                    trainer.finalize()  # stopped early: evaluate the weights we keep, last snapshot
-                self._finish_job(i, job, trainer)
+                    self._job, self._status, self._stop = i, "preparing", stop
+                    if self._stopped.is_set():
+                        stop.request()
+                if job.resume_dir is not None:
+                    result = service.resume(job.resume_dir, stop=stop, hooks=self._hooks(i))
+                else:
+                    spec = service.RunSpec(job.model_config, job.train_config, corpus=self.corpus,
+                                           corpus_spec=self.corpus_spec,
+                                           tokenizer=self.tokenizer if self.tokenizer is not None else "word",
+                                           preset=job.preset, name=job.label, source=TRAINED_LABEL)
+                    result = service.train(spec, parent=self._parent(), stop=stop, hooks=self._hooks(i))
+                self._finish_job(i, result)
                 if self._errors[i]:
                     break
             with self._lock:
                 if self._status != "abandoned":
-                    self._status = "stopped" if self._stop.is_set() else "finished"
+                    self._status = "stopped" if self._stopped.is_set() else "finished"
+            last = next((d for d, b in zip(reversed(self.run_dirs), reversed(self.results)) if b is not None), None)
+            if last is not None and self.on_end is not None:
+                self.on_end(last)
         except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
             from bertcore.errors import BertcoreError
 
@@ -298,20 +329,24 @@ class TrainingRun:
                 self._finished = time.monotonic()
             _release_slot(id(self))
 
-    def _finish_job(self, i: int, job: Job, trainer) -> None:
+    def _parent(self):
+        from bertcore.training import runs
+
+        return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()
+
+    def _finish_job(self, i: int, result) -> None:
+        trainer = result.trainer
         hist = trainer.history
-        if not isinstance(hist, pd.DataFrame):
-            hist = pd.DataFrame(hist)
-        model = trainer.model
-        model.eval()
-        bundle = make_bundle(model=model, tokenizer=trainer.tokenizer, history=hist.copy(), name=job.label,
-                             source=TRAINED_LABEL, snapshots=list(getattr(trainer, "snapshots", []) or []),
-                             probe_tokens=list(getattr(trainer, "probe_tokens", []) or []))
+        bundle = result.bundle
+        bundle.model.eval()
+        bundle.name = result.run_dir.name if not bundle.name else bundle.name
+        bundle.history = hist.copy()
+        bundle.run_dir = result.run_dir  # the app names it by its run (explorer.state.set_active)
         with self._lock:
             self._final_hist[i] = hist.copy()
             self._errors[i] = getattr(trainer, "error", None)
             self.results[i] = bundle
-
+            self.run_dirs[i] = result.run_dir
 
 
 def fmt_seconds(s: float | None) -> str:

@@ -1,5 +1,6 @@
 """Shared fixtures: the browser tests' app server and chromium launch settings (tests/test_browser.py),
-and the clean-up of background training runs that any test started (append them to TRAINING_RUNS).
+the clean-up of background training runs that any test started (append them to TRAINING_RUNS), and a
+per-test BERTCORE_RUNS_DIR in tmp so no test writes runs outside tmp.
 """
 from __future__ import annotations
 
@@ -33,6 +34,15 @@ def browser_context_args(browser_context_args):
 # TrainingRun objects a test started (``from conftest import TRAINING_RUNS``); stopped after every test so
 # no training thread outlives the test that made it.
 TRAINING_RUNS: list = []
+
+
+@pytest.fixture(autouse=True)
+def _runs_dir_in_tmp(tmp_path, monkeypatch):
+    """Every test's runs (BERTCORE_RUNS_DIR) land in its own tmp dir, never in the user's data folder.
+    Subprocesses and app servers started by a test inherit it through the environment."""
+    d = tmp_path / "bertcore-runs"
+    monkeypatch.setenv("BERTCORE_RUNS_DIR", str(d))
+    return d
 
 
 @pytest.fixture(autouse=True)

@@ -102,7 +102,7 @@ def test_pages_render_with_trained_model(trained_run):
     at.session_state["bx_run"] = trained_run
     at.run()
     _no_exception(at)
-    assert state.TRAINED_LABEL in at.sidebar.markdown[0].value
+    assert at.sidebar.markdown[0].value == "**Active model:** test"  # the run's name (run.json)
     hist = trained_run.snapshot().histories[0]
     assert len(hist) == 30
     at.switch_page("app_pages/train.py").run()

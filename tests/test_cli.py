@@ -130,7 +130,8 @@ def test_bad_inputs_subprocess(ckpt, corpus_file, tmp_path):
 
 
 @pytest.mark.parametrize("argv,needle", [
-    (["train"], "--out"),
+    (["train", "--resume", "X", "--steps", "5"], "--resume"),
+    (["train", "--resume", "X"], "run.json"),
     (["train", "--out", "X", "--set", "hidden_size=abc"], "hidden_size"),
     (["train", "--out", "X", "--set", "hidden_size"], "KEY=VALUE"),
     (["train", "--out", "X", "--set", "hidden_size=30", "--set", "num_attention_heads=4"], "divisible"),

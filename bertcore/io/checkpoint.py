@@ -15,8 +15,11 @@ Only JSON and safetensors are ever read. ``torch.load`` / pickle are never used,
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,39 +60,76 @@ def _unique_state_dict(model) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
-    """Write ``bundle`` to ``directory`` (created if needed); see the module docstring for the layout."""
-    from safetensors.torch import save_file
+def atomic_write(path: str | Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` atomically: a temp file in the same folder, fsync, then ``os.replace``.
 
+    A crash or kill mid-write leaves the previous file (or none) in place, never a half-written one."""
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp makes 0600; a checkpoint is an ordinary, shareable file
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_save_safetensors(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict | None = None) -> None:
+    """``safetensors.torch.save`` written through ``atomic_write``."""
+    from safetensors.torch import save
+
+    atomic_write(path, save(tensors, metadata=metadata))
+
+
+def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
+    """Write ``bundle`` to ``directory`` (created if needed); see the module docstring for the layout.
+
+    Every file is replaced atomically, so a checkpoint rewritten while a run trains (or killed mid-save)
+    stays loadable: each file is either its previous or its new version. Files from an earlier save that
+    this bundle does not have (e.g. history.csv) are removed after the new files are in place."""
     from bertcore import __version__
 
     d = Path(directory).expanduser()
     if d.exists() and not d.is_dir():
         raise CheckpointError(f"{d} exists and is not a directory; choose another output folder")
     d.mkdir(parents=True, exist_ok=True)
-    for stale in ("history.csv", "train_config.json", "snapshots.safetensors", "tokenizer.json", "bundle.json"):
-        if (d / stale).is_file():  # left over from an earlier save into the same folder
-            (d / stale).unlink()
     model, tok = bundle.model, bundle.tokenizer
+    written = {"config.json", "model.safetensors", "bundle.json"}
+    with tempfile.TemporaryDirectory(dir=d, prefix=".tok-") as tmp:  # the tokenizer writes plain files
+        tok.save(tmp)
+        for f in sorted(Path(tmp).iterdir()):
+            os.replace(f, d / f.name)
+            written.add(f.name)
     cfg = model.config.to_dict()
     cfg.update(tokenizer_kind=getattr(tok, "kind", "word"), bertcore_version=__version__,
                heads={"mlm": bool(getattr(model, "has_mlm_head", True)), "nsp": bool(getattr(model, "has_nsp_head", True))})
-    (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
-    save_file(_unique_state_dict(model), str(d / "model.safetensors"), metadata={"format": "pt"})
-    tok.save(d)
+    atomic_write(d / "config.json", json.dumps(cfg, indent=2) + "\n")
+    atomic_save_safetensors(_unique_state_dict(model), d / "model.safetensors", metadata={"format": "pt"})
     if bundle.history is not None and len(bundle.history):
-        bundle.history.to_csv(d / "history.csv", index=False)
+        atomic_write(d / "history.csv", bundle.history.to_csv(index=False))
+        written.add("history.csv")
     tc = bundle.train_config
     if tc is not None:
         tc = tc.to_dict() if hasattr(tc, "to_dict") else dict(tc)
-        (d / "train_config.json").write_text(json.dumps(tc, indent=2) + "\n", encoding="utf-8")
-    meta = {"name": bundle.name, "source": bundle.source, "notes": list(bundle.notes or []),
-            "probe_tokens": list(bundle.probe_tokens or []), "snapshot_steps": [int(s.step) for s in bundle.snapshots]}
-    (d / "bundle.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        atomic_write(d / "train_config.json", json.dumps(tc, indent=2) + "\n")
+        written.add("train_config.json")
     if bundle.snapshots:
         snaps = {f"step_{i}_{int(s.step)}": torch.from_numpy(s.attentions).contiguous()
                  for i, s in enumerate(bundle.snapshots)}
-        save_file(snaps, str(d / "snapshots.safetensors"))
+        atomic_save_safetensors(snaps, d / "snapshots.safetensors")
+        written.add("snapshots.safetensors")
+    meta = {"name": bundle.name, "source": bundle.source, "notes": list(bundle.notes or []),
+            "probe_tokens": list(bundle.probe_tokens or []), "snapshot_steps": [int(s.step) for s in bundle.snapshots]}
+    atomic_write(d / "bundle.json", json.dumps(meta, indent=2) + "\n")
+    for stale in ("history.csv", "train_config.json", "snapshots.safetensors", "tokenizer.json"):
+        if stale not in written and (d / stale).is_file():  # left over from an earlier save into the same folder
+            (d / stale).unlink()
     return d
 
 

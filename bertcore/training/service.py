@@ -1,0 +1,326 @@
+"""The one training route: a ``RunSpec`` goes in, a run directory comes out (BERT §3.1 MLM + §3.2 NSP pretraining).
+
+Every front end trains through ``train`` (and ``resume``): ``python -m bertcore train``, the app's Train page,
+Compare designs and the "Train the default model" buttons. Each caller only drives it: it passes hooks
+(``on_start``, ``on_step``, ``on_checkpoint``) and a ``StopSignal``; the service builds config → memory
+budget → corpus and tokenizer → ``Trainer``, and keeps the run directory current (layout in
+``bertcore.training.runs``): the checkpoint, history.csv, attention snapshots, the resume state and
+run.json are rewritten atomically at every held-out evaluation and when training ends, never every step.
+"""
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
+from bertcore.errors import ConfigError, InputError
+from bertcore.training import runs
+from bertcore.training.resume import RESUME_FILE, load_trainer_state, save_trainer_state
+
+REBUILDABLE_CORPORA = ("builtin", "tutorial")  # specs get_corpus rebuilds exactly (also "builtin:SEED")
+CORPUS_FILE = "corpus.tsv"
+EVAL_KEYS = ("eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc")
+
+
+def max_model_mb() -> float:
+    """Training-memory budget per run in MB: env BERTCORE_MAX_MODEL_MB (default 1024; garbage reads as 1024)."""
+    try:
+        return max(1.0, float(os.environ.get("BERTCORE_MAX_MODEL_MB", "1024")))
+    except ValueError:
+        return 1024.0
+
+
+def check_budget(model_config: BertConfig, train_config: TrainConfig) -> dict:
+    """``estimate(...)`` of a valid pair of configs; ConfigError when it is over ``max_model_mb()``."""
+    check_compatible(model_config, train_config)
+    est = estimate(model_config, train_config)
+    budget = max_model_mb()
+    if est["memory_bytes"] > budget * 2**20:
+        raise ConfigError(f"this configuration needs about {est['memory_bytes'] / 2**20:,.0f} MB to train "
+                          f"({est['params']:,} parameters), over the {budget:,.0f} MB budget; use a smaller "
+                          "hidden_size, num_hidden_layers, batch_size or max_seq_len, or raise the budget with env "
+                          "BERTCORE_MAX_MODEL_MB")
+    return est
+
+
+@dataclass
+class RunSpec:
+    """What to train. ``corpus`` is a ``get_corpus`` spec ("builtin", "builtin:7", "tutorial", a file) or a
+    ``Corpus``; give ``corpus_spec`` with a Corpus object that a spec rebuilds (else its pairs are stored in
+    the run as corpus.tsv so it can be resumed). ``tokenizer``: "word", "wordpiece" or a tokenizer object.
+    ``init_from``: a checkpoint directory whose weights and tokenizer start the run (fine-tuning)."""
+
+    model_config: BertConfig
+    train_config: TrainConfig
+    corpus: Any = "builtin"
+    corpus_spec: str | None = None
+    tokenizer: Any = "word"
+    tokenizer_vocab_size: int = 1000  # for "wordpiece"
+    preset: str | None = None
+    name: str = ""
+    init_from: str | Path | None = None
+    source: str = "bertcore train"
+
+
+class StopSignal(threading.Event):
+    """A stop event that carries why: ``request("abandoned: the tab was closed")``."""
+
+    reason: str | None = None
+
+    def request(self, reason: str = "stopped by the user") -> None:
+        if not self.is_set():
+            self.reason = reason
+        self.set()
+
+
+@dataclass
+class Hooks:
+    on_start: Callable[[Any, Path], None] | None = None  # (trainer, run_dir), once the trainer is built
+    on_step: Callable[[Any, dict], None] | None = None  # (trainer, history row), after every step
+    on_checkpoint: Callable[[Path, dict], None] | None = None  # (run_dir, run.json), after every write
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str  # finished | stopped | failed
+    reason: str | None
+    trainer: Any
+    bundle: Any
+    interrupted: bool = False  # Ctrl-C
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _is_rebuildable(spec: str) -> bool:
+    return spec in REBUILDABLE_CORPORA or (spec.startswith("builtin:") and spec[8:].isdigit())
+
+
+def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None):
+    from bertcore.data.corpus import get_corpus, load_corpus_file
+
+    if spec == f"run:{CORPUS_FILE}":
+        if run_dir is None or not (run_dir / CORPUS_FILE).is_file():
+            raise InputError(f"the run's {CORPUS_FILE} is missing; this run cannot be resumed")
+        return load_corpus_file(run_dir / CORPUS_FILE, name=name, mode="pairs")
+    return get_corpus(spec)
+
+
+def _tokenizer(spec: RunSpec, corpus):
+    from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+
+    if spec.tokenizer == "word" or spec.tokenizer is None:
+        return WordTokenizer.build(corpus.texts())
+    if spec.tokenizer == "wordpiece":
+        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(spec.tokenizer_vocab_size))
+    if isinstance(spec.tokenizer, str):
+        raise ConfigError(f"tokenizer {spec.tokenizer!r} is unknown; use 'word' or 'wordpiece'")
+    return spec.tokenizer
+
+
+def _last_eval(trainer) -> dict:
+    for row in reversed(trainer._rows):
+        v = row.get("eval_mlm_loss")
+        if v is not None and math.isfinite(v):
+            return {"step": int(row["step"]), **{k: (float(row[k]) if math.isfinite(row.get(k, math.nan)) else None)
+                                                 for k in EVAL_KEYS}}
+    return {}
+
+
+def _bundle(trainer, meta: dict):
+    from bertcore.io.checkpoint import ModelBundle
+
+    return ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history,
+                       name=meta.get("name", ""), source=meta.get("source", ""), snapshots=list(trainer.snapshots),
+                       probe_tokens=list(trainer.probe_tokens), train_config=trainer.config.to_dict())
+
+
+def _write(trainer, run_dir: Path, meta: dict, hooks: Hooks) -> dict:
+    """Rewrite the run directory for the trainer's current step (every file atomically, run.json last)."""
+    from bertcore.io.checkpoint import atomic_write, save_checkpoint
+
+    save_checkpoint(_bundle(trainer, meta), run_dir)
+    probe = getattr(trainer, "probe_history", None)
+    if probe:
+        import pandas as pd
+
+        atomic_write(run_dir / "probe.csv", pd.DataFrame(list(probe)).to_csv(index=False))
+    save_trainer_state(trainer, run_dir / RESUME_FILE)
+    meta.update(steps_done=int(trainer.step_count), metrics=_last_eval(trainer) or None, updated=_now())
+    runs.write_run_json(run_dir, meta)
+    if hooks.on_checkpoint is not None:
+        hooks.on_checkpoint(run_dir, dict(meta))
+    return meta
+
+
+def _drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: Hooks) -> RunResult:
+    """Run ``trainer`` to its end (or a stop / NaN / Ctrl-C), keeping ``run_dir`` current; the final status."""
+    stop = stop if stop is not None else StopSignal()
+    runs.mark_active(run_dir, True)
+    interrupted = False
+    try:
+        meta.update(status="running", reason=None, pid=os.getpid())
+        _write(trainer, run_dir, meta, hooks)
+        if hooks.on_start is not None:
+            hooks.on_start(trainer, run_dir)
+
+        def step_hook(tr, row):
+            if hooks.on_step is not None:
+                hooks.on_step(tr, row)
+            if stop.is_set():
+                tr.stop()
+            elif not tr.done and math.isfinite(row.get("eval_mlm_loss", math.nan)):
+                _write(tr, run_dir, meta, hooks)
+
+        try:
+            if stop.is_set():
+                trainer.stop()
+            trainer.run(callback=step_hook)
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.request("interrupted (Ctrl-C)")
+            try:
+                trainer.finalize()
+            except KeyboardInterrupt:
+                pass
+        except Exception as e:  # noqa: BLE001 - recorded in run.json, then re-raised for the caller
+            meta.update(status="failed", reason=f"training failed: {type(e).__name__}: {e}")
+            try:
+                _write(trainer, run_dir, meta, hooks)
+            finally:
+                runs.mark_active(run_dir, False)
+            raise
+        if trainer.error:
+            status, reason = "failed", trainer.error
+        elif trainer.step_count >= trainer.config.steps:
+            status, reason = "finished", None
+        else:
+            status = "stopped"
+            reason = f"{stop.reason or 'stopped'} at step {trainer.step_count}"
+        meta.update(status=status, reason=reason)
+        trainer.model.eval()
+        _write(trainer, run_dir, meta, hooks)
+    finally:
+        runs.mark_active(run_dir, False)
+    return RunResult(run_dir, meta["status"], meta["reason"], trainer, _bundle(trainer, meta), interrupted)
+
+
+def prepare(spec: RunSpec):
+    """Validate ``spec`` and build (trainer, corpus spec to record, corpus). Raises BertcoreError on bad input."""
+    from bertcore.training.trainer import Trainer
+
+    bert, tc = spec.model_config, spec.train_config
+    check_compatible(bert, tc)
+    corpus = _load_corpus(spec.corpus) if isinstance(spec.corpus, str) else spec.corpus
+    corpus_spec = spec.corpus if isinstance(spec.corpus, str) else spec.corpus_spec
+    model = None
+    if spec.init_from is not None:
+        from bertcore.io.checkpoint import load_checkpoint
+
+        init = load_checkpoint(spec.init_from)
+        model, tokenizer, bert = init.model, init.tokenizer, init.model.config
+        model.train()
+    else:
+        tokenizer = _tokenizer(spec, corpus)
+        bert = bert.replace(vocab_size=tokenizer.vocab_size)
+    check_budget(bert, tc)
+    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model)
+    return trainer, corpus_spec, corpus
+
+
+def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Path | None = None,
+          stop: StopSignal | None = None, hooks: Hooks | None = None) -> RunResult:
+    """Train ``spec`` into ``run_dir`` (or a new folder below ``parent``, default ``runs.cli_runs_dir()``).
+
+    Bad input raises BertcoreError before any folder is created. NaN/divergence ends with status "failed"
+    and the last good weights saved; ``stop`` ends with "stopped" and a resumable checkpoint."""
+    hooks = hooks or Hooks()
+    trainer, corpus_spec, corpus = prepare(spec)
+    tc = spec.train_config
+    name = " ".join((spec.name or f"{spec.preset or 'custom'}, seed {tc.seed}").split())[:runs.MAX_NAME_LEN]
+    if run_dir is None:
+        d = runs.new_run_dir(parent if parent is not None else runs.cli_runs_dir(), name)
+    else:
+        d = Path(run_dir).expanduser()
+        if d.exists() and not d.is_dir():
+            raise InputError(f"{d} exists and is a file; give a directory path")
+        d.mkdir(parents=True, exist_ok=True)
+    if corpus_spec is None or not _is_rebuildable(corpus_spec):
+        from bertcore.io.checkpoint import atomic_write
+
+        atomic_write(d / CORPUS_FILE, "".join(f"{a}\t{b}\n" for a, b in corpus.pairs))
+        corpus_spec = f"run:{CORPUS_FILE}"
+    meta = {"format": 1, "name": name, "created": _now(), "status": "running", "reason": None, "steps_done": 0,
+            "total_steps": int(tc.steps), "seed": int(tc.seed), "preset": spec.preset, "corpus": corpus.name,
+            "corpus_spec": corpus_spec, "tokenizer": getattr(trainer.tokenizer, "kind", "word"),
+            "init_from": str(spec.init_from) if spec.init_from is not None else None, "source": spec.source,
+            "metrics": None}
+    return _drive(trainer, d, meta, stop, hooks)
+
+
+def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks | None = None) -> RunResult:
+    """Continue a stopped run from its last checkpoint: same weights, AdamW moments, LR schedule position,
+    data order and masking/dropout RNG streams, so the losses match an uninterrupted run."""
+    from bertcore.io.checkpoint import load_checkpoint
+    from bertcore.training.trainer import Trainer
+
+    d = Path(run_dir).expanduser()
+    info = runs.read_run(d)
+    if info.damaged:
+        raise InputError(f"{d} cannot be resumed: {info.damaged}")
+    if info.status == "running":
+        raise InputError(f"{info.name} is still training; stop it before resuming")
+    if info.status == "failed":
+        raise InputError(f"{info.name} failed ({info.reason}); start a new run with a lower lr instead")
+    if info.steps_done >= info.total_steps:
+        raise InputError(f"{info.name} already finished all {info.total_steps} steps; there is nothing to resume")
+    if not info.resumable:
+        raise InputError(f"{info.name} has no resume state ({RESUME_FILE}); start a new run")
+    meta = runs.read_run_json(d)
+    bundle = load_checkpoint(d)
+    if bundle.train_config is None:
+        raise InputError(f"{d} has no train_config.json; this run cannot be resumed")
+    tc = TrainConfig.from_dict(bundle.train_config)
+    corpus = _load_corpus(str(meta.get("corpus_spec") or ""), d, meta.get("corpus"))
+    model = bundle.model.train()
+    trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model)
+    step = load_trainer_state(trainer, d / RESUME_FILE)
+    _restore_records(trainer, bundle, d, step)
+    return _drive(trainer, d, meta, stop, hooks or Hooks())
+
+
+def _restore_records(trainer, bundle, run_dir: Path, step: int) -> None:
+    """Put history rows, attention snapshots (and probe rows) up to ``step`` back into a resumed trainer."""
+    hist = bundle.history
+    rows = []
+    if hist is not None and len(hist):
+        for r in hist.to_dict("records"):
+            if int(r["step"]) <= step:
+                rows.append({k: (int(v) if k == "step" else _num(v)) for k, v in r.items()})
+    trainer._rows = rows
+    trainer._hist_cache = None
+    snaps = [s for s in bundle.snapshots if s.step <= step]
+    if snaps:
+        trainer.snapshots = snaps
+    if hasattr(trainer, "probe_history") and (run_dir / "probe.csv").is_file():
+        import pandas as pd
+
+        try:
+            probe = pd.read_csv(run_dir / "probe.csv").to_dict("records")
+            trainer.probe_history = [r for r in probe if int(r.get("step", 0)) <= step]
+        except Exception:  # noqa: BLE001 - the probe is a display aid; a damaged file just restarts it
+            pass
+
+
+def _num(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
