@@ -9,24 +9,11 @@ STEP_CHOICES = [10, 20, 50, 100, 150, 200, 300, 500]
 _UPLOAD = "your CSV (upload below)"
 
 
-def _pretrained_choices() -> dict:
-    """label -> (BertForPreTraining, tokenizer, kind) for every model that can start a fine-tune."""
-    out = {label: (am.model, am.tokenizer, am.kind) for label, am in state.list_models().items()
-           if am.kind != "untrained"}
-    from explorer import sidebar
-
-    if sidebar._minilm_available():
-        out.setdefault(sidebar.MINILM_LABEL, None)  # imported only when picked (a few seconds)
-    return out
-
-
-def _resolve(label: str, choices: dict):
-    if choices[label] is None:  # MiniLM, shared read-only per server
-        from explorer import sidebar
-
-        b = sidebar._shared_minilm()
-        return b.model, b.tokenizer, "pretrained"
-    return choices[label]
+def _pretrained_choices() -> dict[str, str]:
+    """label -> model key (``state.list_models``) of every model that can start a fine-tune; loaded only when
+    Start is pressed."""
+    models = state.list_models()
+    return {label: key for label, key in models.keys_by_label.items() if key != "untrained"}
 
 
 def _task(name: str):
@@ -54,14 +41,20 @@ def _cached_task(name: str):
     return get_task(name)
 
 
-def _start(pre, tok, task, cfg, source: str) -> str | None:
+def _start(label: str, task, cfg) -> str | None:
+    from bertcore.errors import BertcoreError
     from bertcore.training.finetune_compare import PretrainingComparison
     from explorer import training_run
 
     old = st.session_state.get(_KEY)
     if old is not None and old.running:
         return "A fine-tuning is already running in this session; stop it first."
-    run = PretrainingComparison(pre, tok, task, cfg, source, abandon_after=training_run.abandon_seconds())
+    try:
+        am = state.list_models()[label]
+    except (BertcoreError, OSError, KeyError) as e:
+        return f"That model cannot be loaded: {e}"
+    run = PretrainingComparison(am.model, am.tokenizer, task, cfg, label,
+                                abandon_after=training_run.abandon_seconds())
     slot = id(run)
     try:
         training_run._acquire_slot(slot)  # the server-wide cap on concurrent trainings (BERTCORE_MAX_TRAININGS)
@@ -69,7 +62,7 @@ def _start(pre, tok, task, cfg, source: str) -> str | None:
         return str(e)
     run.start(on_exit=lambda: training_run._release_slot(slot))
     st.session_state[_KEY] = run
-    st.session_state["finetune_meta"] = dict(task=task, source=source, labels=cfg.labels)
+    st.session_state["finetune_meta"] = dict(task=task, source=label, labels=cfg.labels)
     return None
 
 
@@ -163,13 +156,12 @@ def render() -> None:
     probe = d2.radio("mode", ["full fine-tuning", "linear probe"], key="finetune_mode", disabled=running,
                      help="Linear probe: the encoder is frozen and only the classifier trains.") == "linear probe"
     seed = int(d3.number_input("seed", 0, 2**31 - 1, 0, key="finetune_seed", disabled=running))
-    is_minilm = choices.get(label, ()) is None
+    is_minilm = choices.get(label) == "minilm"
     cfg = FinetuneConfig(steps=steps, labels=n, seed=seed, freeze_encoder=probe, lr=MINILM_LR if is_minilm else FinetuneConfig.lr,
                          eval_every=max(1, steps // (6 if is_minilm else 15)))
     b1, b2, _ = st.columns([1, 1, 4])
     if b1.button("Start", key="finetune_start", type="primary", disabled=running or task is None):
-        pre, tok, _ = _resolve(label, choices)
-        err = _start(pre, tok, task, cfg, label)
+        err = _start(label, task, cfg)
         if err:
             st.error(err)
         else:

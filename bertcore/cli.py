@@ -136,7 +136,8 @@ def _add_finetune_parsers(sub) -> None:
     ft.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), default=0)
     ft.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-4; 5e-5 for minilm)")
     ft.add_argument("--probe", action="store_true", help="freeze the encoder and train only a linear probe")
-    ft.add_argument("--out", metavar="DIR", help="run directory to write")
+    ft.add_argument("--out", metavar="DIR", help="run directory to write (default: a new folder below the runs "
+                    "root, env BERTCORE_RUNS_DIR)")
     ft.add_argument("--json", action="store_true", help='print {"eval_accuracy": x, ...}')
     ft.add_argument("--list-tasks", action="store_true", help="print the built-in task names, one a line")
 
@@ -370,12 +371,12 @@ def cmd_finetune(args) -> int:
     if args.list_tasks:
         print("\n".join(task_names()))
         return 0
-    missing = [f for f, v in (("--from", args.source), ("--task", args.task), ("--out", args.out)) if v is None]
+    missing = [f for f, v in (("--from", args.source), ("--task", args.task)) if v is None]
     if missing:
         raise CliError(f"finetune needs {', '.join(missing)} (e.g. --from DIR|minilm|scratch --task "
                        f"{task_names()[0]} --out DIR)")
-    out = os.path.expanduser(args.out)
-    if os.path.exists(out) and not os.path.isdir(out):
+    out = os.path.expanduser(args.out) if args.out else None
+    if out is not None and os.path.exists(out) and not os.path.isdir(out):
         raise CliError(f"--out {out} exists and is a file; give a directory path")
     import math
 
@@ -401,6 +402,10 @@ def cmd_finetune(args) -> int:
     except KeyboardInterrupt:
         tuner.finalize()
         status = "stopped"
+    if out is None:  # like `train`: a new folder below the runs root (BERTCORE_RUNS_DIR)
+        from bertcore.training import runs
+
+        out = str(runs.new_run_dir(runs.cli_runs_dir(), f"finetune-{task.name}"))
     save_finetune_run(out, tuner, desc, status=status if not tuner.error else "failed")
     if tuner.error:
         raise CliError(f"{tuner.error}; the run was saved to {out}")

@@ -15,6 +15,7 @@ from bertcore.io.hf_interop import export_hf_classifier, packaged_minilm_dir
 from bertcore.model.classification import BertForSequenceClassification
 from bertcore.training.finetune import (FinetuneConfig, FineTuner, _encode_examples, classify, load_classifier,
                                         save_finetune_run, scratch_twin, start_model)
+from bertcore.training import runs
 from bertcore.training.trainer import init_model
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
@@ -204,7 +205,10 @@ def test_run_directory_round_trip_and_classify(tmp_path):
     tuner.run()
     d = save_finetune_run(tmp_path / "run", tuner, "test")
     run = json.loads((d / "run.json").read_text())
-    assert run["kind"] == "finetune" and run["steps_done"] == 4 and run["eval_accuracy"] == tuner.eval_accuracy
+    assert run["kind"] == "finetune" and run["steps_done"] == 4
+    assert run["metrics"]["eval_accuracy"] == tuner.eval_accuracy
+    info = runs.read_run(d)
+    assert info.damaged is None and info.status == "finished" and info.loadable
     assert not [p for p in d.iterdir() if p.name.startswith(".")]  # no temp files left
     m2, tok2, meta = load_classifier(d)
     a, b = task.held_out[0].text_a, task.held_out[0].text_b

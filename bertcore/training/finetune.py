@@ -285,23 +285,8 @@ def classify(model, tokenizer, text_a: str, text_b: str | None = None) -> list[f
     return torch.softmax(logits.float(), -1).tolist()
 
 
-def _write_atomic(path, data: bytes) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished"):
-    """Write a fine-tune run directory (every file atomically: temp file, then os.replace)::
+def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished", name: str = ""):
+    """Write a fine-tune run directory, every file atomically (``bertcore.io.checkpoint.atomic_write``)::
 
         config.json          BertConfig + tokenizer_kind, bertcore_version
         classifier.json      architecture, labels, pair, task, source, mode
@@ -309,15 +294,17 @@ def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "f
         model.safetensors    bert.* + classifier.* (HF BertForSequenceClassification names)
         vocab.txt            (+ tokenizer.json for WordPiece)
         history.csv          FineTuner.history
-        run.json             kind "finetune", status, steps, seed, task, labels used, final held-out accuracy
+        run.json             the run-directory fields of bertcore.training.runs (name, created, status, steps,
+                             seed, metrics) + kind "finetune", task, labels used, source; written last
     """
     import json
     import tempfile
+    import time
     from pathlib import Path
 
-    from safetensors.torch import save
-
     from bertcore import __version__
+    from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write
+    from bertcore.training import runs
 
     d = Path(directory).expanduser()
     if d.exists() and not d.is_dir():
@@ -325,27 +312,30 @@ def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "f
     d.mkdir(parents=True, exist_ok=True)
     m, tok, task, cfg = tuner.model, tuner.tokenizer, tuner.task, tuner.config
 
-    def js(obj) -> bytes:
-        return (json.dumps(obj, indent=2) + "\n").encode("utf-8")
+    def js(obj) -> str:
+        return json.dumps(obj, indent=2) + "\n"
 
-    _write_atomic(d / "config.json", js({**m.config.to_dict(), "tokenizer_kind": getattr(tok, "kind", "word"),
-                                         "bertcore_version": __version__}))
-    _write_atomic(d / "classifier.json", js({
+    atomic_write(d / "config.json", js({**m.config.to_dict(), "tokenizer_kind": getattr(tok, "kind", "word"),
+                                        "bertcore_version": __version__}))
+    atomic_write(d / "classifier.json", js({
         "architecture": "BertForSequenceClassification", "labels": m.labels, "pair": task.pair, "task": task.name,
         "task_description": task.description, "source": source,
         "mode": "linear probe (frozen encoder)" if cfg.freeze_encoder else "full fine-tuning"}))
-    _write_atomic(d / "finetune_config.json", js(cfg.to_dict()))
-    sd = {k: v.detach().contiguous().clone() for k, v in m.state_dict().items()}
-    _write_atomic(d / "model.safetensors", save(sd, metadata={"format": "pt"}))
+    atomic_write(d / "finetune_config.json", js(cfg.to_dict()))
+    atomic_save_safetensors({k: v.detach().contiguous().clone() for k, v in m.state_dict().items()},
+                            d / "model.safetensors", metadata={"format": "pt"})
     with tempfile.TemporaryDirectory(dir=d) as tmp:
         tok.save(tmp)
         for f in Path(tmp).iterdir():
-            _write_atomic(d / f.name, f.read_bytes())
-    _write_atomic(d / "history.csv", tuner.history.to_csv(index=False).encode("utf-8"))
-    _write_atomic(d / "run.json", js({
-        "kind": "finetune", "status": status, "steps_done": tuner.step_count, "total_steps": cfg.steps,
-        "seed": cfg.seed, "task": task.name, "labels_used": len(tuner.examples), "source": source,
-        "eval_accuracy": tuner.eval_accuracy, "error": tuner.error}))
+            atomic_write(d / f.name, f.read_bytes())
+    atomic_write(d / "history.csv", tuner.history.to_csv(index=False))
+    acc = tuner.eval_accuracy
+    runs.write_run_json(d, {
+        "format": 1, "kind": "finetune", "name": name or f"fine-tune {task.name}, {len(tuner.examples)} labels",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "status": status, "reason": tuner.error,
+        "steps_done": tuner.step_count, "total_steps": cfg.steps, "seed": cfg.seed, "preset": None,
+        "corpus": f"task {task.name}", "task": task.name, "labels_used": len(tuner.examples), "source": source,
+        "metrics": {"eval_accuracy": None if math.isnan(acc) else acc}})
     return d
 
 
