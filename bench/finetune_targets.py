@@ -43,23 +43,37 @@ def measure(pretrained: str, tasks: list[str], seeds: list[int], labels: int, wo
         for seed in seeds:
             row = {"task": task, "seed": seed, "load_before": _load()}
             for src, key in ((pretrained, "pretrained"), ("scratch", "scratch")):
+                c0 = time.process_time()
                 r = _cli(["finetune", "--from", src, "--task", task, "--labels", str(labels), "--seed", str(seed),
                           "--out", os.path.join(work, f"{task}-{seed}-{key}"), "--json"])
                 row[key], row[f"{key}_s"] = r["eval_accuracy"], r["train_seconds"]
+                row[f"{key}_cpu_s"] = time.process_time() - c0  # 1 torch thread: the wall time on an idle core
             row["points"] = 100 * (row["pretrained"] - row["scratch"])
-            row["met"] = row["points"] >= TARGET_POINTS and max(row["pretrained_s"], row["scratch_s"]) < TARGET_SECONDS
             print(f"{task} seed {seed}: {row}", file=sys.stderr, flush=True)
             rows.append(row)
     return rows
 
 
+def _verdict(r: dict) -> str:
+    points = r["points"] >= TARGET_POINTS
+    wall = max(r["pretrained_s"], r["scratch_s"]) < TARGET_SECONDS
+    cpu = max(r["pretrained_cpu_s"], r["scratch_cpu_s"]) < TARGET_SECONDS
+    if points and wall:
+        return "met"
+    if points and cpu:
+        return "points met; time met in CPU s only (busy machine)"
+    return "points met, time NOT met" if points else "NOT met"
+
+
 def render(rows: list[dict], labels: int) -> str:
-    lines = [f"| task | seed | pretrained | random init | points | train s (pre / scratch) | load (1/5/15 min) | "
-             f"target (≥ {TARGET_POINTS:g} points, < {TARGET_SECONDS:g} s) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [f"| task | seed | pretrained | random init | points | wall s (pre / scratch) | CPU s (pre / scratch) | "
+             f"load (1/5/15 min) | target (≥ {TARGET_POINTS:g} points, < {TARGET_SECONDS:g} s) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['task']} | {r['seed']} | {r['pretrained']:.3f} | {r['scratch']:.3f} | "
-                     f"{r['points']:+.1f} | {r['pretrained_s']:.1f} / {r['scratch_s']:.1f} | {r['load_before']} | "
-                     f"{'met' if r['met'] else 'NOT met'} |")
+                     f"{r['points']:+.1f} | {r['pretrained_s']:.1f} / {r['scratch_s']:.1f} | "
+                     f"{r['pretrained_cpu_s']:.1f} / {r['scratch_cpu_s']:.1f} | {r['load_before']} | "
+                     f"{_verdict(r)} |")
     return "\n".join(lines) + f"\n\n{labels} labelled examples each; held-out accuracy on 600 examples per task."
 
 

@@ -30,9 +30,19 @@ class ClassifierOutput:
 
 def encode(bert: BertModel, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor | None,
            gen: torch.Generator | None) -> Tensor:
-    """Final hidden states (B, T, D) of ``bert`` (embeddings + encoder; pre-norm adds the final LayerNorm)."""
+    """Final hidden states (B, T, D) of ``bert``: embeddings, then the encoder (pre-norm adds its final LayerNorm).
+
+    Uses the sub-modules' own forwards where they have them (branch ``model``: ``BertEncoder.forward``);
+    otherwise the block-by-block path of the current ``bertcore.model.bert``. Both give the same numbers.
+    """
+    pad = attention_mask is not None and not bool(attention_mask.all())
+    if type(bert.encoder).forward is not nn.Module.forward:
+        mask = attention_mask[:, None, None, :].bool() if pad and getattr(bert.config, "attention_padding_mask",
+                                                                          True) else None
+        x = bert.embeddings(input_ids, token_type_ids, attention_mask, None)
+        return bert.encoder(x, mask)[0]
     bool_mask = add_mask = None
-    if attention_mask is not None and not bool(attention_mask.all()):
+    if pad:
         keep = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T): padded keys get no attention
         bool_mask = keep
         add_mask = torch.zeros(keep.shape, dtype=torch.float32).masked_fill(~keep, torch.finfo(torch.float32).min)
@@ -75,7 +85,11 @@ class BertForSequenceClassification(nn.Module):
         return model
 
     def set_dropout_generator(self, gen: torch.Generator | None) -> None:
+        """Draw every dropout mask from ``gen`` (also in dropout modules that carry a generator)."""
         self.dropout_generator = gen
+        for m in self.modules():
+            if hasattr(m, "generator") and isinstance(m, nn.Module):
+                m.generator = gen
 
     def set_freeze_encoder(self, frozen: bool) -> None:
         """Linear probe: only ``classifier`` trains; the encoder also runs without dropout."""
@@ -95,7 +109,7 @@ class BertForSequenceClassification(nn.Module):
             with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze_encoder):
                 h = encode(self.bert, input_ids, token_type_ids, attention_mask, gen)[:, 0]  # (B, D)
                 if self.bert.pooler is not None:
-                    h = torch.tanh(self.bert.pooler.dense(h))
+                    h = torch.tanh(self.bert.pooler.dense(h))  # BertPooler: tanh(W h_[CLS] + b)
         finally:
             self.bert.train(self.training)
         return h
