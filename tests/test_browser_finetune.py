@@ -1,0 +1,67 @@
+"""The Fine-tune page in chromium: upload a small checkpoint, fine-tune it and its random-init twin side by
+side, watch both held-out curves grow, read the summary line, then classify a typed sentence with both."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
+]
+
+from playwright.sync_api import Page, expect  # noqa: E402
+
+from test_browser import LOAD, MAIN, SIDEBAR, assert_offline, assert_page_ok, offline_page, plot, \
+    trace_points, wait_idle  # noqa: E402,F401 (offline_page is a fixture)
+
+
+def _small_checkpoint_zip(tmp_path) -> Path:
+    from bertcore.io.checkpoint import untrained_bundle
+    from explorer.uploads import checkpoint_zip_bytes
+
+    b = untrained_bundle(seed=1, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    p = tmp_path / "small-bert.zip"
+    p.write_bytes(checkpoint_zip_bytes(b))
+    return p
+
+
+def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noqa: F811 (the fixture)
+    page = offline_page
+    page.goto(f"{app_server.url}/train")
+    expect(page.locator(".st-key-train_upload input[type=file]")).to_be_attached(timeout=LOAD)
+    page.locator(".st-key-train_upload input[type=file]").set_input_files(str(_small_checkpoint_zip(tmp_path)))
+    page.locator(".st-key-train_load_upload button").click()
+    expect(page.locator(SIDEBAR)).to_contain_text("uploaded: small-bert.zip", timeout=LOAD)
+
+    page.locator(f'{SIDEBAR} [data-testid="stSidebarNav"] a').filter(has_text="Fine-tune").click()
+    assert_page_ok(page, "Fine-tune", ".st-key-finetune_start button", model_label="uploaded: small-bert.zip")
+    # 16 labels, 10 steps: the first notch of both sliders
+    for name, value in (("labelled examples", "16"), ("steps", "10")):
+        s = page.locator(f'{MAIN} input[type="range"][aria-label="{name}"]')
+        s.focus()
+        s.press("Home")
+        expect(s).to_have_attribute("aria-valuetext", value, timeout=30_000)
+        wait_idle(page)
+    page.locator(".st-key-finetune_start button").click()
+    chart = plot("finetune_curves")
+    expect(page.locator(MAIN)).to_contain_text(re.compile(r"Pretraining \(.*\) (bought|cost) \d+\.\d points"),
+                                               timeout=LOAD)
+    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("finished", timeout=LOAD)
+    assert trace_points(page, chart) >= 4  # two models, evaluated at least twice each
+    names = page.locator(chart).first.evaluate("el => el._fullData.map(t => t.name)")
+    assert {"from pretrained weights", "from random init weights"} <= set(names)
+
+    expect(page.locator(plot("finetune_probs")).first).to_be_visible(timeout=LOAD)
+    box = page.locator(".st-key-finetune_text_a input")
+    box.fill("The cows eats hay.")
+    box.press("Enter")
+    wait_idle(page)
+    bars = page.locator(plot("finetune_probs")).first.evaluate("el => el._fullData.map(t => t.x)")
+    assert len(bars) == 2 and all(abs(sum(x) - 1) < 1e-4 for x in bars)
+    page.screenshot(path=str(tmp_path / "finetune.png"), full_page=True)
+    exc = page.locator('[data-testid="stException"]')
+    assert exc.count() == 0, exc.first.inner_text()[:2000]
+    assert_offline(page)
