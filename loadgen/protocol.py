@@ -3,7 +3,8 @@
 What the frontend does, and so what ``StreamlitTab`` does (learned from streamlit 1.67's
 ``web/server/starlette/starlette_websocket.py``, ``runtime/app_session.py`` and the frontend bundle):
 
-* Connect with the subprotocol ``streamlit``; the server creates a session and waits.
+* Load the page's HTML (``GET /path``; a sticky proxy may set its cookie there), then open the websocket
+  with the subprotocol ``streamlit`` and those cookies; the server creates a session and waits.
 * Send a ``BackMsg.rerun_script`` (a ``ClientState``). The first one names the page by its URL path in
   ``page_name`` (``""`` is the default page) with an empty ``page_script_hash``; a click in the page menu
   sends the target page's ``page_script_hash``; a widget change sends the current page's hash and the
@@ -37,6 +38,25 @@ _INPUT_KINDS = ("text_area", "text_input")
 _FRAGMENT_WAIT = 5.0  # seconds: at most one auto-rerun in flight; give up waiting for its finish after this
 
 
+async def http_get(port: int, path: str, timeout: float = 10.0,
+                   cookie: str = "") -> tuple[int, list[tuple[str, str]], bytes]:
+    """A minimal HTTP/1.1 GET to 127.0.0.1: (status, headers, body). Reads to the end (Connection: close)."""
+    async def go():
+        reader, writer = await asyncio.open_connection(HOST, port)
+        try:
+            extra = f"Cookie: {cookie}\r\n" if cookie else ""
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\n{extra}Connection: close\r\n\r\n".encode())
+            await writer.drain()
+            data = await reader.read(-1)
+        finally:
+            writer.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = [tuple(x.strip() for x in line.split(":", 1)) for line in lines[1:] if ":" in line]
+        return int(lines[0].split()[1]), headers, body
+    return await asyncio.wait_for(go(), timeout)
+
+
 @dataclass
 class RunResult:
     """The outcome of one request: seconds to the run's finish, and what went wrong in it."""
@@ -67,7 +87,8 @@ class StreamlitTab:
         self.on_element = on_element
         self.pages: dict[str, str] = {}  # url path ("" = the default page) -> page script hash
         self.page_hash = ""  # the page shown now
-        self.elements: dict[tuple[int, ...], object] = {}  # delta path -> Element of the latest full run
+        self.elements: dict[tuple[int, ...], object] = {}  # delta path -> Element, latest finished full run
+        self._building: dict[tuple[int, ...], object] = {}  # the same for the full run in progress
         self.values: dict[str, WidgetState] = {}  # widget id -> the value this tab last gave it
         self.bytes_in = 0
         self.closed_reason = ""
@@ -86,10 +107,15 @@ class StreamlitTab:
         """Connect and load the page at URL path ``path`` (``""`` is the default page), as a page load does."""
         t0 = time.perf_counter()
         try:
+            # the page's HTML first, as a browser loads it; keep its cookies (a sticky proxy may set one)
+            status, headers, _ = await http_get(self.port, "/" + path, self.timeout)
+            if status != 200:
+                return RunResult(time.perf_counter() - t0, False, f"GET /{path} answered HTTP {status}")
+            cookies = "; ".join(v.split(";", 1)[0] for k, v in headers if k.lower() == "set-cookie")
             self._ws = await asyncio.wait_for(
                 # no client pings: a browser sends none (the server pings, and pongs are automatic)
                 connect(self.url, subprotocols=["streamlit"], max_size=None, open_timeout=self.timeout,
-                        ping_interval=None),
+                        ping_interval=None, additional_headers={"Cookie": cookies} if cookies else None),
                 self.timeout)
         except Exception as e:  # noqa: BLE001 - reported as an error of this request
             return RunResult(time.perf_counter() - t0, False, f"connect failed: {type(e).__name__}: {e}")
@@ -147,7 +173,9 @@ class StreamlitTab:
             else:
                 trigger = [WidgetState(id=wid, trigger_value=True)]
         if missing:
-            return RunResult(0.0, False, f"widget(s) not on the page: {', '.join(missing)}")
+            page = next((p for p, h in self.pages.items() if h == self.page_hash), self.page_hash)
+            return RunResult(0.0, False, f"widget(s) not on the page /{page} ({len(self.elements)} elements): "
+                                         f"{', '.join(missing)}")
         return await self._request(page_hash=self.page_hash, states=self._page_states() + trigger)
 
     # ------------------------------------------------------------------ what the page shows
@@ -252,7 +280,7 @@ class StreamlitTab:
         kind = msg.WhichOneof("type")
         if kind == "new_session" and not msg.metadata.run.fragment_ids:
             self._run_id = msg.metadata.run.script_run_id
-            self.elements = {}
+            self._building = {}  # the page stays as it was until this run finishes, as in a browser
             self._auto.clear()  # the frontend drops its timers on every full run; this run re-registers them
             self._full_started = self._waiter is not None
         elif kind == "navigation":
@@ -260,7 +288,10 @@ class StreamlitTab:
             self.page_hash = msg.navigation.page_script_hash
         elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
             el = msg.delta.new_element
-            self.elements[tuple(msg.metadata.delta_path)] = el
+            path = tuple(msg.metadata.delta_path)
+            self._building[path] = el
+            if msg.delta.fragment_id:  # a fragment redraws its part of the page in place
+                self.elements[path] = el
             ek = el.WhichOneof("type")
             if ek == "exception":
                 self._run_exceptions.append(f"{el.exception.type}: {el.exception.message}"[:300])
@@ -279,9 +310,10 @@ class StreamlitTab:
             status = msg.script_finished
             if status == ForwardMsg.FINISHED_WITH_COMPILE_ERROR:
                 self._resolve("the script did not compile")
-            elif (status == ForwardMsg.FINISHED_SUCCESSFULLY and self._full_started
-                  and msg.metadata.run.script_run_id == self._run_id):
-                self._resolve("")
+            elif status == ForwardMsg.FINISHED_SUCCESSFULLY and msg.metadata.run.script_run_id == self._run_id:
+                self.elements = self._building
+                if self._full_started:
+                    self._resolve("")
 
     async def _auto_reruns(self) -> None:
         """Rerun fragments with ``run_every`` like the frontend's timers, one in flight, none during a request."""

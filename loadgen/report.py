@@ -79,31 +79,36 @@ def proc_sample(pid: int) -> tuple[float, float] | None:
 
 
 class ServerMonitor:
-    """Samples the server's RSS and CPU once a second while a phase runs (bounded by ``max_seconds``)."""
+    """Samples the server processes' RSS and CPU (summed) once a second while a phase runs."""
 
-    def __init__(self, pid: int | None, interval: float = 1.0):
-        self.pid = pid
+    def __init__(self, pids: list[int], interval: float = 1.0):
+        self.pids = [p for p in pids if p]
         self.interval = interval
         self.rss: list[float] = []
         self.cpu_pct: list[float] = []
         self._stop = asyncio.Event()
 
+    def sample(self) -> tuple[float, float] | None:
+        """(RSS MB, CPU seconds) summed over the processes; None when one of them is gone."""
+        parts = [proc_sample(p) for p in self.pids]
+        if not parts or any(x is None for x in parts):
+            return None
+        return sum(x[0] for x in parts), sum(x[1] for x in parts)
+
     def now(self) -> float | None:
-        s = proc_sample(self.pid) if self.pid else None
+        s = self.sample()
         return s[0] if s else None
 
     async def run(self, max_seconds: float) -> None:
-        if not self.pid:
-            return
+        """Sample until ``stop()`` or ``max_seconds``."""
         end = time.monotonic() + max_seconds
-        prev = proc_sample(self.pid)
-        t_prev = time.monotonic()
+        prev, t_prev = self.sample(), time.monotonic()
         while prev is not None and time.monotonic() < end and not self._stop.is_set():
             try:
                 await asyncio.wait_for(self._stop.wait(), self.interval)
             except asyncio.TimeoutError:
                 pass
-            cur, t = proc_sample(self.pid), time.monotonic()
+            cur, t = self.sample(), time.monotonic()
             if cur is None:
                 return
             self.rss.append(cur[0])
@@ -119,7 +124,7 @@ class ServerMonitor:
 def format_table(rep: dict) -> str:
     """The report as a few readable lines and a per-page table (what --json prints, for people)."""
     lines = [f"load test: {rep['sessions']} sessions for {rep['seconds']:.0f} s, {rep['trainings']} training(s), "
-             f"think {rep['think'][0]:g}-{rep['think'][1]:g} s; server pid {rep.get('server_pid')}",
+             f"think {rep['think'][0]:g}-{rep['think'][1]:g} s; server pid(s) {rep.get('server_pids')}",
              f"load average before/after: {rep['load_average']['before']} / {rep['load_average']['after']}", "",
              f"{'page':<22}{'n':>6}{'p50 s':>9}{'p95 s':>9}{'max s':>9}"]
     for name, s in rep["pages"].items():

@@ -18,7 +18,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from loadgen import HOST
+from loadgen.protocol import http_get
 from loadgen.report import ServerMonitor, find_server_pid, page_stats
 from loadgen.student import INSPECT_PAGES, LEARN_PAGES, VISIT, Outcome, Student, new_marker
 
@@ -42,26 +42,12 @@ class Settings:
     timeout: float = 60.0
     seed: int = 0
     rounds: int = 0  # > 0: each student goes round the visit this many times, then leaves
-
-
-async def http_get(port: int, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
-    """A minimal HTTP/1.1 GET to 127.0.0.1 (what the frontend asks before it opens the websocket)."""
-    async def go():
-        reader, writer = await asyncio.open_connection(HOST, port)
-        try:
-            writer.write(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\nConnection: close\r\n\r\n".encode())
-            await writer.drain()
-            data = await reader.read(-1)  # to EOF: the server closes (Connection: close)
-        finally:
-            writer.close()
-        head, _, body = data.partition(b"\r\n\r\n")
-        return int(head.split()[1]), body
-    return await asyncio.wait_for(go(), timeout)
+    pids: tuple[int, ...] = ()  # processes to sample; default: the one listening on the port
 
 
 async def server_ready(port: int) -> bool:
     try:
-        status, body = await http_get(port, "/_stcore/health")
+        status, _, body = await http_get(port, "/_stcore/health")
     except (OSError, asyncio.TimeoutError, ValueError, IndexError):
         return False
     return status == 200 and body.strip() == b"ok"
@@ -111,7 +97,7 @@ def _merge(outs: list[Outcome]) -> dict:
 async def run_load_test(s: Settings) -> dict:
     """All three phases; returns the report dict (see ``scripts/loadtest.py --json``)."""
     rng = random.Random(s.seed)
-    pid = find_server_pid(s.port)
+    pids = list(s.pids) or [p for p in [find_server_pid(s.port)] if p]
     load_before = [round(x, 2) for x in os.getloadavg()]
     extra: list[Outcome] = []
     if s.warmup:
@@ -121,7 +107,7 @@ async def run_load_test(s: Settings) -> dict:
         solo, out = await solo_training(s.port, s.solo_seconds, s.timeout)
         extra.append(out)
 
-    monitor = ServerMonitor(pid)
+    monitor = ServerMonitor(pids)
     rss_start = monitor.now()
     deadline = time.monotonic() + s.seconds
     taken: set[str] = set()
@@ -140,11 +126,11 @@ async def run_load_test(s: Settings) -> dict:
     await mon_task
     crashed = [f"{st.out.name}: {t.exception()!r}" for st, t in zip(students, tasks)
                if t in done and t.exception() is not None]
-    return _report(s, students, extra, monitor, rss_start, solo, pid, load_before, crashed, len(pending))
+    return _report(s, students, extra, monitor, rss_start, solo, pids, load_before, crashed, len(pending))
 
 
 def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor: ServerMonitor,
-            rss_start, solo, pid, load_before, crashed: list[str], stuck: int) -> dict:
+            rss_start, solo, pids, load_before, crashed: list[str], stuck: int) -> dict:
     outs = [st.out for st in students]
     every = outs + extra
     errors = [e for o in every for e in o.errors] + crashed + [f"{stuck} session(s) did not finish in time"] * bool(stuck)
@@ -166,7 +152,7 @@ def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor:
         "training_speed_vs_solo": ratio,
         "isolation_ok": not leaks,
         "sessions": s.sessions, "seconds": s.seconds, "trainings": s.trainings, "think": list(s.think),
-        "server_pid": pid,
+        "server_pids": pids,
         "server_rss_mb_start": round(rss_start, 1) if rss_start is not None else None,
         "server_cpu_pct_mean": round(sum(monitor.cpu_pct) / len(monitor.cpu_pct), 1) if monitor.cpu_pct else None,
         "server_cpu_pct_max": round(max(monitor.cpu_pct), 1) if monitor.cpu_pct else None,

@@ -59,6 +59,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed pass over the pages")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds one request may take (default 60)")
     p.add_argument("--seed", type=int, default=0, help="seed of the think times and marker words")
+    p.add_argument("--pid", type=int, action="append", default=[],
+                   help="server process to sample (repeat for several, e.g. behind a proxy); default: the "
+                        "process listening on --port")
     p.add_argument("--rounds", type=int, default=0,
                    help="each student goes round the pages this many times, then leaves (default 0: until --seconds)")
     a = p.parse_args(argv)
@@ -71,6 +74,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         (0 <= a.solo_seconds <= 600, f"--solo-seconds must be 0..600 (got {a.solo_seconds:g})"),
         (1 <= a.timeout <= 600, f"--timeout must be 1..600 (got {a.timeout:g})"),
         (0 <= a.rounds <= 1000, f"--rounds must be 0..1000 (got {a.rounds})"),
+        (all(p > 0 for p in a.pid), "--pid must be a process id"),
     ]
     for ok, msg in checks:
         if not ok:
@@ -86,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     s = Settings(port=a.port, sessions=a.sessions, seconds=a.seconds, trainings=a.trainings, think=a.think,
                  ramp=a.ramp, solo_seconds=a.solo_seconds, warmup=not a.no_warmup, timeout=a.timeout, seed=a.seed,
-                 rounds=a.rounds)
+                 rounds=a.rounds, pids=tuple(a.pid))
     rep = asyncio.run(run_load_test(s))
     print(json.dumps(rep) if a.json else format_table(rep))
     return 0 if rep["errors"] == 0 and rep["exceptions"] == 0 and rep["isolation_ok"] else 1

@@ -49,7 +49,7 @@ def test_three_sessions_once_round_the_pages(server):
     assert rep["busy"] == 0
     # the one training ran (the trainer saw its own progress bars), and the report found the server process
     assert len(rep["training"]["progress_seen"]) == 1 and rep["training"]["progress_seen"][0] >= 1
-    assert rep["server_pid"] == server.proc.pid
+    assert rep["server_pids"] == [server.proc.pid]
     assert rep["server_rss_mb"] > 50
 
 
