@@ -20,8 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from loadgen.report import format_table  # noqa: E402
-from loadgen.runner import Settings, run_load_test, server_ready  # noqa: E402
+from loadgen.report import format_table  # noqa: E402 - stdlib only; loadgen.runner (streamlit) after the args
 
 MAX_SESSIONS = 500
 MAX_SECONDS = 3600.0
@@ -84,6 +83,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    from loadgen.runner import Settings, run_load_test, server_ready
+
     if not asyncio.run(server_ready(a.port)):
         sys.stderr.write(f"error: no Streamlit server answers on 127.0.0.1:{a.port}/_stcore/health; start one with "
                          f"`streamlit run app.py --server.port {a.port}` first\n")

@@ -12,14 +12,14 @@ import sys
 
 import pytest
 
-from explorer.harness import REPO, AppServer
+from loadgen.server import REPO, LocalServer, free_port
 
 SCRIPT = REPO / "scripts" / "loadtest.py"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = AppServer(tmp_path_factory.mktemp("loadtest") / "server.log").start()
+    srv = LocalServer(tmp_path_factory.mktemp("loadtest") / "server.log").start()
     yield srv
     srv.stop()
 
@@ -49,7 +49,7 @@ def test_three_sessions_once_round_the_pages(server):
     assert rep["busy"] == 0
     # the one training ran (the trainer saw its own progress bars), and the report found the server process
     assert len(rep["training"]["progress_seen"]) == 1 and rep["training"]["progress_seen"][0] >= 1
-    assert rep["server_pids"] == [server.proc.pid]
+    assert rep["server_pids"] == [server.pid]
     assert rep["server_rss_mb"] > 50
 
 
@@ -70,8 +70,6 @@ def test_bad_arguments_exit_2(args, message):
 
 
 def test_no_server_on_the_port_exits_2():
-    from explorer.harness import free_port
-
     r = _loadtest("--port", str(free_port()), "--sessions", "1", "--seconds", "1", "--trainings", "0", timeout=60)
     assert r.returncode == 2
     assert r.stderr.startswith("error: no Streamlit server answers")
