@@ -35,7 +35,7 @@ class Settings:
     sessions: int
     seconds: float
     trainings: int = 0
-    think: tuple[float, float] = (2.0, 8.0)
+    think: tuple[float, float] = (5.0, 15.0)
     ramp: float = 10.0
     solo_seconds: float = 20.0
     warmup: bool = True

@@ -50,8 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--trainings", type=int, required=True,
                    help="how many of the sessions start a training (the server's cap is BERTCORE_MAX_TRAININGS)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    p.add_argument("--think", type=_think, default=(2.0, 8.0), metavar="MIN,MAX",
-                   help="think time before each action, uniform in seconds (default 2,8)")
+    p.add_argument("--think", type=_think, default=(5.0, 15.0), metavar="MIN,MAX",
+                   help="think time before each action, uniform in seconds (default 5,15)")
     p.add_argument("--ramp", type=float, default=10.0, help="seconds over which the sessions start (default 10)")
     p.add_argument("--solo-seconds", type=float, default=20.0,
                    help="length of the solo-training baseline before the load (default 20; 0 skips it)")
