@@ -1,0 +1,149 @@
+"""Numbers for the load test: percentiles, the server process's memory and CPU (read from /proc), the
+JSON report and its readable table."""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+_PROC = Path("/proc")
+
+
+# ----------------------------------------------------------------------------- statistics
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0..100), linear between the closest ranks (as numpy's default); None if empty."""
+    if not values:
+        return None
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def page_stats(times: dict[str, list[float]]) -> dict[str, dict]:
+    """label -> {p50, p95, max, n} in seconds, rounded to milliseconds."""
+    out = {}
+    for label, xs in times.items():
+        out[label] = {"p50": round(percentile(xs, 50), 3), "p95": round(percentile(xs, 95), 3),
+                      "max": round(max(xs), 3), "n": len(xs)}
+    return out
+
+
+# ----------------------------------------------------------------------------- the server process
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = (_PROC / "net" / name).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) > 9 and parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(parts[9])
+    return inodes
+
+
+def find_server_pid(port: int) -> int | None:
+    """The pid of the process listening on ``port`` (through /proc; needs the same user or root), or None."""
+    inodes = _listening_inodes(port)
+    if not inodes:
+        return None
+    targets = {f"socket:[{i}]" for i in inodes}
+    for d in _PROC.iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            for fd in (d / "fd").iterdir():
+                if os.readlink(fd) in targets:
+                    return int(d.name)
+        except OSError:
+            continue
+    return None
+
+
+def proc_sample(pid: int) -> tuple[float, float] | None:
+    """(RSS in MB, CPU seconds used so far) of a process, or None when it is gone."""
+    try:
+        status = (_PROC / str(pid) / "status").read_text()
+        stat = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    rss_kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    fields = stat.rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    return rss_kb / 1024.0, cpu
+
+
+class ServerMonitor:
+    """Samples the server processes' RSS and CPU (summed) once a second while a phase runs."""
+
+    def __init__(self, pids: list[int], interval: float = 1.0):
+        self.pids = [p for p in pids if p]
+        self.interval = interval
+        self.rss: list[float] = []
+        self.cpu_pct: list[float] = []
+        self._stop = asyncio.Event()
+
+    def sample(self) -> tuple[float, float] | None:
+        """(RSS MB, CPU seconds) summed over the processes; None when one of them is gone."""
+        parts = [proc_sample(p) for p in self.pids]
+        if not parts or any(x is None for x in parts):
+            return None
+        return sum(x[0] for x in parts), sum(x[1] for x in parts)
+
+    def now(self) -> float | None:
+        s = self.sample()
+        return s[0] if s else None
+
+    async def run(self, max_seconds: float) -> None:
+        """Sample until ``stop()`` or ``max_seconds``."""
+        end = time.monotonic() + max_seconds
+        prev, t_prev = self.sample(), time.monotonic()
+        while prev is not None and time.monotonic() < end and not self._stop.is_set():
+            try:
+                await asyncio.wait_for(self._stop.wait(), self.interval)
+            except asyncio.TimeoutError:
+                pass
+            cur, t = self.sample(), time.monotonic()
+            if cur is None:
+                return
+            self.rss.append(cur[0])
+            if t > t_prev:
+                self.cpu_pct.append(100.0 * (cur[1] - prev[1]) / (t - t_prev))
+            prev, t_prev = cur, t
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+# ----------------------------------------------------------------------------- the report
+def format_table(rep: dict) -> str:
+    """The report as a few readable lines and a per-page table (what --json prints, for people)."""
+    lines = [f"load test: {rep['sessions']} sessions for {rep['seconds']:.0f} s, {rep['trainings']} training(s), "
+             f"think {rep['think'][0]:g}-{rep['think'][1]:g} s; server pid(s) {rep.get('server_pids')}",
+             f"load average before/after: {rep['load_average']['before']} / {rep['load_average']['after']}", "",
+             f"{'page':<22}{'n':>6}{'p50 s':>9}{'p95 s':>9}{'max s':>9}"]
+    for name, s in rep["pages"].items():
+        lines.append(f"{name:<22}{s['n']:>6}{s['p50']:>9.3f}{s['p95']:>9.3f}{s['max']:>9.3f}")
+    tr = rep.get("training", {})
+    speeds = ", ".join(f"{x:.1f}" for x in tr.get("steps_per_s", []) if x is not None) or "-"
+    lines += ["",
+              f"requests {rep['requests']}, errors {rep['errors']}, exceptions {rep['exceptions']}, "
+              f"'server busy' answers {rep['busy']}",
+              f"server RSS {rep['server_rss_mb_start']} MB at the start, max {rep['server_rss_mb']} MB; server CPU "
+              f"mean {rep['server_cpu_pct_mean']}%, max {rep['server_cpu_pct_max']}% (200% = both cores)",
+              f"training steps/s: solo {tr.get('solo_steps_per_s')}, under load {speeds}; "
+              f"vs solo {rep['training_speed_vs_solo']}",
+              f"isolation: {'ok' if rep['isolation_ok'] else 'FAILED'} ({rep['own_text_checks']} own-text checks)"]
+    targets = rep.get("targets", {})
+    if targets:
+        lines.append("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in targets.items()))
+    for title, key in (("errors", "error_samples"), ("exceptions", "exception_samples"),
+                       ("isolation failures", "leak_samples")):
+        if rep.get(key):
+            lines += ["", f"first {title}:"] + [f"  {s}" for s in rep[key]]
+    return "\n".join(lines)

@@ -1,0 +1,185 @@
+"""Runs a load test against a server that is already running on 127.0.0.1:PORT.
+
+Phases (each bounded in time):
+
+1. **Warm-up** (not timed): one session opens every page once, as a teacher does before class, so that
+   the first student does not pay the server's imports.
+2. **Solo training** (only with trainings > 0 and ``solo_seconds`` > 0): one session starts a training,
+   moves to the Overview and lets its sidebar poll for ``solo_seconds``; its steps/s is the baseline.
+3. **Load**: ``sessions`` students start within ``ramp`` seconds and follow ``loadgen.student.VISIT`` until
+   ``seconds`` have passed; the first ``trainings`` of them start a training first. The server's RSS and
+   CPU are sampled every second meanwhile.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+from dataclasses import dataclass
+
+from loadgen.protocol import http_get
+from loadgen.report import ServerMonitor, find_server_pid, page_stats
+from loadgen.student import INSPECT_PAGES, LEARN_PAGES, VISIT, Outcome, Student, new_marker
+
+TRAIN_STEPS_BASE = 4000  # trainers get 4000, 4010, ...: long enough not to finish, unique per session
+SOLO_TRAIN_STEPS = 4990
+TARGET_P95 = 1.5
+TARGET_RSS_MB = 4096
+TARGET_TRAIN_RATIO = 0.6
+
+
+@dataclass
+class Settings:
+    port: int
+    sessions: int
+    seconds: float
+    trainings: int = 0
+    think: tuple[float, float] = (5.0, 15.0)
+    ramp: float = 10.0
+    solo_seconds: float = 20.0
+    warmup: bool = True
+    timeout: float = 60.0
+    seed: int = 0
+    rounds: int = 0  # > 0: each student goes round the visit this many times, then leaves
+    pids: tuple[int, ...] = ()  # processes to sample; default: the one listening on the port
+
+
+async def server_ready(port: int) -> bool:
+    try:
+        status, _, body = await http_get(port, "/_stcore/health")
+    except (OSError, asyncio.TimeoutError, ValueError, IndexError):
+        return False
+    return status == 200 and body.strip() == b"ok"
+
+
+async def warm_up(port: int, timeout: float) -> Outcome:
+    """One untimed pass over the visited pages (and the Train page)."""
+    st = Student("warm-up", port, "zqxwarmupwarm", rng=random.Random(0), think=(0.0, 0.0),
+                 deadline=time.monotonic() + 10 * timeout, timeout=timeout, record=False)
+    try:
+        if st._note("Overview", await st.tab.open(""), "open /"):
+            for label, path, _ in VISIT[1:] + [("Train", "train", "visit")]:
+                if not st._note(label, await st.tab.goto(path), f"open /{path}"):
+                    break
+    finally:
+        await st.tab.close()
+    return st.out
+
+
+async def solo_training(port: int, seconds: float, timeout: float) -> tuple[float | None, Outcome]:
+    """Steps/s of one training alone: start it, move to the Overview, let the sidebar poll, press Stop."""
+    st = Student("solo", port, "zqxsolosolosx", rng=random.Random(0), think=(0.0, 0.0),
+                 deadline=time.monotonic() + seconds + 2 * timeout, train_steps=SOLO_TRAIN_STEPS,
+                 timeout=timeout, record=False)
+    speed = None
+    try:
+        if st._note("Overview", await st.tab.open(""), "open /") and await st.start_training():
+            st._note("Overview", await st.tab.goto(""), "open /")
+            await asyncio.sleep(seconds)
+            speed = st.steps_per_second()
+            await st.stop_training()
+    finally:
+        await st.tab.close()
+    return speed, st.out
+
+
+def _merge(outs: list[Outcome]) -> dict:
+    times: dict[str, list[float]] = {}
+    for label in [v[0] for v in VISIT] + ["Attention: typed", "Predict: typed", "Train", "Train: start",
+                                           "Train: stop"]:
+        for o in outs:
+            if o.times.get(label):
+                times.setdefault(label, []).extend(o.times[label])
+    return times
+
+
+async def run_load_test(s: Settings) -> dict:
+    """All three phases; returns the report dict (see ``scripts/loadtest.py --json``)."""
+    rng = random.Random(s.seed)
+    pids = list(s.pids) or [p for p in [find_server_pid(s.port)] if p]
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    extra: list[Outcome] = []
+    if s.warmup:
+        extra.append(await warm_up(s.port, s.timeout))
+    solo = None
+    if s.trainings > 0 and s.solo_seconds > 0:
+        solo, out = await solo_training(s.port, s.solo_seconds, s.timeout)
+        extra.append(out)
+
+    monitor = ServerMonitor(pids)
+    rss_start = monitor.now()
+    deadline = time.monotonic() + s.seconds
+    taken: set[str] = set()
+    students = [Student(f"s{i:02d}", s.port, new_marker(rng, taken), rng=random.Random(rng.random()),
+                        think=s.think, deadline=deadline, timeout=s.timeout, rounds=s.rounds,
+                        train_steps=TRAIN_STEPS_BASE + 10 * i if i < s.trainings else None)
+                for i in range(s.sessions)]
+    ramp = min(s.ramp, s.seconds / 2)
+    mon_task = asyncio.create_task(monitor.run(s.seconds + 2 * s.timeout + 60))
+    tasks = [asyncio.create_task(st.run(ramp * i / max(1, s.sessions))) for i, st in enumerate(students)]
+    done, pending = await asyncio.wait(tasks, timeout=s.seconds + 2 * s.timeout + 30)
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    monitor.stop()
+    await mon_task
+    crashed = [f"{st.out.name}: {t.exception()!r}" for st, t in zip(students, tasks)
+               if t in done and t.exception() is not None]
+    return _report(s, students, extra, monitor, rss_start, solo, pids, load_before, crashed, len(pending))
+
+
+def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor: ServerMonitor,
+            rss_start, solo, pids, load_before, crashed: list[str], stuck: int) -> dict:
+    outs = [st.out for st in students]
+    every = outs + extra
+    errors = [e for o in every for e in o.errors] + crashed + [f"{stuck} session(s) did not finish in time"] * bool(stuck)
+    exceptions = [e for o in every for e in o.exceptions]
+    leaks = [e for o in every for e in o.leaks]
+    if not any(o.own_text_seen + o.own_text_missing for o in outs):
+        leaks.append("not checked: no session reached a page where it types (give it more --seconds)")
+    trainers = [st for st in students if st.train_steps is not None]
+    speeds = [st.steps_per_second() for st in trainers if st.out.busy == 0]
+    measured = [x for x in speeds if x is not None]
+    ratio = round(min(measured) / solo, 3) if solo and measured else None
+    pages = page_stats(_merge(outs))
+    rss_max = max(monitor.rss) if monitor.rss else None
+    rep = {
+        "pages": pages,
+        "errors": len(errors),
+        "exceptions": len(exceptions),
+        "server_rss_mb": round(rss_max, 1) if rss_max is not None else None,
+        "training_speed_vs_solo": ratio,
+        "isolation_ok": not leaks,
+        "sessions": s.sessions, "seconds": s.seconds, "trainings": s.trainings, "think": list(s.think),
+        "server_pids": pids,
+        "server_rss_mb_start": round(rss_start, 1) if rss_start is not None else None,
+        "server_cpu_pct_mean": round(sum(monitor.cpu_pct) / len(monitor.cpu_pct), 1) if monitor.cpu_pct else None,
+        "server_cpu_pct_max": round(max(monitor.cpu_pct), 1) if monitor.cpu_pct else None,
+        "requests": sum(o.requests for o in outs),
+        "busy": sum(o.busy for o in outs),
+        "own_text_checks": sum(o.own_text_seen + o.own_text_missing for o in outs),
+        "training": {"solo_steps_per_s": round(solo, 2) if solo else None,
+                     "steps_per_s": [round(x, 2) if x is not None else None for x in speeds],
+                     "progress_seen": [len(st.out.steps) for st in trainers]},
+        "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
+        "error_samples": errors[:10],
+        "exception_samples": exceptions[:10],
+        "leak_samples": leaks[:10],
+    }
+    rep["targets"] = _targets(rep)
+    return rep
+
+
+def _targets(rep: dict) -> dict[str, bool]:
+    """The issue's targets that this run can judge (p95 only over the pages it measured)."""
+    p95 = [v["p95"] for k, v in rep["pages"].items() if k in LEARN_PAGES + INSPECT_PAGES]
+    out = {f"p95 <= {TARGET_P95} s (Learn, Inspect)": bool(p95) and max(p95) <= TARGET_P95,
+           "0 exceptions": rep["exceptions"] == 0,
+           "0 errors": rep["errors"] == 0,
+           f"RSS <= {TARGET_RSS_MB} MB": rep["server_rss_mb"] is not None and rep["server_rss_mb"] <= TARGET_RSS_MB,
+           "isolation": rep["isolation_ok"]}
+    if rep["trainings"]:
+        r = rep["training_speed_vs_solo"]
+        out[f"trainings >= {TARGET_TRAIN_RATIO:.0%} of solo"] = r is not None and r >= TARGET_TRAIN_RATIO
+    return out

@@ -1,0 +1,101 @@
+"""Load test of a running BERT explorer server: N simulated students over Streamlit's websocket protocol.
+
+Start the server first (``streamlit run app.py --server.port P``), then:
+
+    python scripts/loadtest.py --port P --sessions 30 --seconds 180 --trainings 2 [--json]
+
+Only 127.0.0.1 is contacted. Prints a table (or one JSON object with --json) of the per-page times from
+request to the script's finish (p50, p95, max), errors, exceptions, the server's RSS and CPU, the
+trainings' speed against one training alone, and whether every session saw only its own text and run.
+Exit status: 0 when there were no errors, no exceptions and isolation held; 1 otherwise; 2 for bad
+arguments or when no server answers on the port. See docs/BENCH.md ("Classroom load test").
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from loadgen.report import format_table  # noqa: E402 - stdlib only; loadgen.runner (streamlit) after the args
+
+MAX_SESSIONS = 500
+MAX_SECONDS = 3600.0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # "error: ..." and exit 2, like the bertcore CLI
+        sys.stderr.write(f"error: {message}\n")
+        sys.exit(2)
+
+
+def _think(text: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--think takes MIN,MAX in seconds, e.g. 2,8 (got {text!r})") from None
+    if not (0 <= lo <= hi <= 600):
+        raise argparse.ArgumentTypeError(f"--think needs 0 <= MIN <= MAX <= 600 (got {text!r})")
+    return lo, hi
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = _Parser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, required=True, help="port of the server on 127.0.0.1")
+    p.add_argument("--sessions", type=int, required=True, help="simulated students (browser tabs)")
+    p.add_argument("--seconds", type=float, required=True, help="length of the load phase")
+    p.add_argument("--trainings", type=int, required=True,
+                   help="how many of the sessions start a training (the server's cap is BERTCORE_MAX_TRAININGS)")
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--think", type=_think, default=(5.0, 15.0), metavar="MIN,MAX",
+                   help="think time before each action, uniform in seconds (default 5,15)")
+    p.add_argument("--ramp", type=float, default=10.0, help="seconds over which the sessions start (default 10)")
+    p.add_argument("--solo-seconds", type=float, default=20.0,
+                   help="length of the solo-training baseline before the load (default 20; 0 skips it)")
+    p.add_argument("--no-warmup", action="store_true", help="skip the untimed pass over the pages")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds one request may take (default 60)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the think times and marker words")
+    p.add_argument("--pid", type=int, action="append", default=[],
+                   help="server process to sample (repeat for several, e.g. behind a proxy); default: the "
+                        "process listening on --port")
+    p.add_argument("--rounds", type=int, default=0,
+                   help="each student goes round the pages this many times, then leaves (default 0: until --seconds)")
+    a = p.parse_args(argv)
+    checks = [
+        (1 <= a.port <= 65535, f"--port must be 1..65535 (got {a.port})"),
+        (1 <= a.sessions <= MAX_SESSIONS, f"--sessions must be 1..{MAX_SESSIONS} (got {a.sessions})"),
+        (0 < a.seconds <= MAX_SECONDS, f"--seconds must be > 0 and <= {MAX_SECONDS:.0f} (got {a.seconds:g})"),
+        (0 <= a.trainings <= a.sessions, f"--trainings must be 0..--sessions (got {a.trainings})"),
+        (0 <= a.ramp <= MAX_SECONDS, f"--ramp must be 0..{MAX_SECONDS:.0f} (got {a.ramp:g})"),
+        (0 <= a.solo_seconds <= 600, f"--solo-seconds must be 0..600 (got {a.solo_seconds:g})"),
+        (1 <= a.timeout <= 600, f"--timeout must be 1..600 (got {a.timeout:g})"),
+        (0 <= a.rounds <= 1000, f"--rounds must be 0..1000 (got {a.rounds})"),
+        (all(p > 0 for p in a.pid), "--pid must be a process id"),
+    ]
+    for ok, msg in checks:
+        if not ok:
+            p.error(msg)
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    from loadgen.runner import Settings, run_load_test, server_ready
+
+    if not asyncio.run(server_ready(a.port)):
+        sys.stderr.write(f"error: no Streamlit server answers on 127.0.0.1:{a.port}/_stcore/health; start one with "
+                         f"`streamlit run app.py --server.port {a.port}` first\n")
+        return 2
+    s = Settings(port=a.port, sessions=a.sessions, seconds=a.seconds, trainings=a.trainings, think=a.think,
+                 ramp=a.ramp, solo_seconds=a.solo_seconds, warmup=not a.no_warmup, timeout=a.timeout, seed=a.seed,
+                 rounds=a.rounds, pids=tuple(a.pid))
+    rep = asyncio.run(run_load_test(s))
+    print(json.dumps(rep) if a.json else format_table(rep))
+    return 0 if rep["errors"] == 0 and rep["exceptions"] == 0 and rep["isolation_ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""The classroom load generator (scripts/loadtest.py, loadgen/) against a real headless server.
+
+No browser: the generator speaks Streamlit's websocket protocol itself. One server for the module; the
+generator runs as a subprocess with 3 sessions going once round the pages (one of them trains), and the
+report must show no errors, no exceptions and isolation held. No timing is asserted.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from loadgen.server import REPO, LocalServer, free_port
+
+SCRIPT = REPO / "scripts" / "loadtest.py"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = LocalServer(tmp_path_factory.mktemp("loadtest") / "server.log").start()
+    yield srv
+    srv.stop()
+
+
+def _loadtest(*args: str, timeout: float = 150) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_three_sessions_once_round_the_pages(server):
+    r = _loadtest("--port", str(server.port), "--sessions", "3", "--seconds", "90", "--trainings", "1",
+                  "--rounds", "1", "--think", "0.1,0.3", "--ramp", "0.5", "--solo-seconds", "0", "--no-warmup",
+                  "--json")
+    assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}\n{server.log_tail()}"
+    rep = json.loads(r.stdout)
+    assert rep["errors"] == 0, rep["error_samples"]
+    assert rep["exceptions"] == 0, rep["exception_samples"]
+    assert rep["isolation_ok"] is True, rep["leak_samples"]
+    # every session typed on Attention and Predict and found its own text there (3 sessions x 2 pages)
+    assert rep["own_text_checks"] == 6
+    for page in ("Overview", "Data & tokens", "Masking & NSP", "Attention", "Attention: typed", "Predict",
+                 "Predict: typed", "Embeddings", "Train: start", "Train: stop"):
+        assert page in rep["pages"], sorted(rep["pages"])
+        s = rep["pages"][page]
+        assert 0 < s["p50"] <= s["p95"] <= s["max"]
+    assert rep["pages"]["Overview"]["n"] == 3
+    assert rep["busy"] == 0
+    # the one training ran (the trainer saw its own progress bars), and the report found the server process
+    assert len(rep["training"]["progress_seen"]) == 1 and rep["training"]["progress_seen"][0] >= 1
+    assert rep["server_pids"] == [server.pid]
+    assert rep["server_rss_mb"] > 50
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sessions", "3", "--seconds", "5", "--trainings", "0"], "--port"),
+    (["--port", "0", "--sessions", "3", "--seconds", "5", "--trainings", "0"], "--port must be"),
+    (["--port", "8501", "--sessions", "0", "--seconds", "5", "--trainings", "0"], "--sessions must be"),
+    (["--port", "8501", "--sessions", "3", "--seconds", "-1", "--trainings", "0"], "--seconds must be"),
+    (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "4"], "--trainings must be"),
+    (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "0", "--think", "5,2"], "--think"),
+    (["--port", "8501", "--sessions", "x", "--seconds", "5", "--trainings", "0"], "invalid int"),
+])
+def test_bad_arguments_exit_2(args, message):
+    r = _loadtest(*args, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: ") and message in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_no_server_on_the_port_exits_2():
+    r = _loadtest("--port", str(free_port()), "--sessions", "1", "--seconds", "1", "--trainings", "0", timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: no Streamlit server answers")
