@@ -172,10 +172,10 @@ def _resolve(key: str, labels: dict | None = None) -> ActiveModel:
             raise InputError("all-MiniLM-L6-v2 is not installed on this server")
         return ActiveModel(bundle, MINILM_LABEL, "pretrained", True, key)
     cache = st.session_state.setdefault(_K_MODELS, {})
-    if key.startswith("session:"):
-        if key not in cache:
-            raise InputError("that model was kept only in an earlier session; train or upload it again")
+    if isinstance(cache.get(key), ActiveModel):  # registered in this session (set_active, tests)
         return cache[key]
+    if key.startswith("session:"):
+        raise InputError("that model was kept only in an earlier session; train or upload it again")
     if key.startswith("run:"):
         d = runs.find_run(workspace_path(), key[4:])
         if d is None:
@@ -201,7 +201,7 @@ def _resolve(key: str, labels: dict | None = None) -> ActiveModel:
         return hit[1]
     bundle, loaded_kind = _load_dir(d)
     am = ActiveModel(bundle, label, kind if key.startswith("run:") else loaded_kind, True, key)
-    cache[key] = (stamp, am) if not key.startswith("session:") else am
+    cache[key] = (stamp, am)
     return am
 
 
@@ -227,8 +227,8 @@ class ModelChoices(Mapping):
         for key, label in _run_labels().items():
             self.keys_by_label[label] = key
         for key, entry in st.session_state.get(_K_MODELS, {}).items():
-            if key.startswith(("session:", "dir:")):
-                am = entry if key.startswith("session:") else entry[1]
+            if isinstance(entry, ActiveModel) or key.startswith("dir:"):
+                am = entry if isinstance(entry, ActiveModel) else entry[1]
                 self.keys_by_label.setdefault(am.label, key)
         if minilm_available():
             self.keys_by_label[MINILM_LABEL] = "minilm"

@@ -164,13 +164,14 @@ def test_closed_tab_run_is_back_after_reload(page: Page, server):
     assert_back_after_reload(p2, server, ws, run)
 
 
+@pytest.mark.timeout(1500)  # two server starts and a training + resume on a shared 2-core machine
 def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_path):
     from bench.harness import AppServer
 
     runs_dir = tmp_path / "runs"
     first = AppServer(tmp_path / "first.log", runs_dir=runs_dir).start()
     try:
-        open_train(page, f"{first.url}/train", "Home", right=18)  # 200 steps: a checkpoint every 10
+        open_train(page, f"{first.url}/train", "Home", right=4)  # 60 steps: a checkpoint every 10
         ws, link = ws_of(page), page.url.replace(first.url, "{url}")
         start(page)
         wait_for(lambda: any(r["steps_done"] >= 10 and r["status"] == "running" for r in ws_runs(first, ws)),
@@ -178,14 +179,14 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
     finally:
         first.kill()  # SIGKILL mid-training: no clean-up runs
     (run,) = ws_runs(first, ws)
-    assert run["status"] == "running" and 10 <= run["steps_done"] < 200  # as the killed process left it
+    assert run["status"] == "running" and 10 <= run["steps_done"] < 60  # as the killed process left it
     second = AppServer(tmp_path / "second.log", runs_dir=runs_dir).start()
     try:
         page.goto(link.format(url=second.url))
         sidebar = page.locator(SIDEBAR)
         expect(sidebar).to_contain_text("Active model:", timeout=LOAD)
         sidebar.get_by_text(re.compile(r"Runs in this workspace \(1\)")).click()
-        expect(sidebar).to_contain_text(f"stopped at step {run['steps_done']}/200", timeout=LOAD)
+        expect(sidebar).to_contain_text(f"stopped at step {run['steps_done']}/60", timeout=LOAD)
         sidebar.locator(".st-key-sb_run_use button").first.click()
         expect(sidebar).to_contain_text(f"Active model: {NAME}", timeout=LOAD)
         assert page.locator('[data-testid="stException"]').count() == 0
@@ -199,8 +200,8 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
         sidebar.locator(".st-key-sb_run_resume button").first.click()
         wait_for(lambda: ws_runs(second, ws)[0]["status"] == "finished", timeout=600, what="the resumed run")
         done = ws_runs(second, ws)[0]
-        assert done["steps_done"] == 200 and done["id"] == run["id"]
+        assert done["steps_done"] == 60 and done["id"] == run["id"]
         hist = (run["dir"] / "history.csv").read_text().splitlines()
-        assert len(hist) == 1 + 200
+        assert [int(r.split(",")[0]) for r in hist[1:]] == list(range(1, 61))
     finally:
         second.stop()
