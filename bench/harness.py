@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -29,8 +30,12 @@ class AppServer:
     ``start()`` returns once /_stcore/health answers (that runs no page script, so the first *page*
     request is still the caller's) and records the seconds it took in ``healthy_after``."""
 
-    def __init__(self, log_path: Path | None = None, port: int | None = None):
+    def __init__(self, log_path: Path | None = None, port: int | None = None, runs_dir: Path | None = None,
+                 env: dict | None = None):
         self.port = port or free_port()
+        # Its own BERTCORE_RUNS_DIR (a fresh temp dir unless given): runs never land in the user's data folder.
+        self.runs_dir = Path(runs_dir) if runs_dir else Path(tempfile.mkdtemp(prefix="bertx-runs-"))
+        self.extra_env = dict(env or {})
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen | None = None
@@ -38,7 +43,7 @@ class AppServer:
         self._log = None
 
     def start(self, timeout: float = 90.0, poll: float = 0.3) -> "AppServer":
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONUNBUFFERED="1", BERTCORE_RUNS_DIR=str(self.runs_dir), **self.extra_env)
         cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
                "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false",
                "--server.fileWatcherType=none"]
@@ -75,6 +80,15 @@ class AppServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=15)
+        if self._log not in (None, subprocess.DEVNULL):
+            self._log.close()
+        self._log = None
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crash: no clean-up runs), e.g. to test what survives a restart."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
         if self._log not in (None, subprocess.DEVNULL):
             self._log.close()
         self._log = None

@@ -97,11 +97,12 @@ def _run_actions(info) -> None:
     c1, c2 = st.columns(2)
     if info.loadable and not info.live and c1.button("Use", key="sb_run_use", help="Make it the active model"):
         err = state.select_active(f"run:{info.id}")
-        _say("error", err) if err else None
+        if err:
+            _say("error", err)
         st.rerun()
     if info.resumable and c2.button("Resume", key="sb_run_resume", help=f"Continue from step {info.steps_done}"):
         err = state.resume_run(info.id)
-        _say("error", err) if err else _say("success", f"Resuming “{info.name}” from step {info.steps_done}.")
+        _say(*(("error", err) if err else ("success", f"Resuming “{info.name}” from step {info.steps_done}.")))
         st.rerun()
     if not info.damaged:
         new = st.text_input("Name", value=info.name, key=f"sb_run_name_{info.id}", max_chars=runs.MAX_NAME_LEN)
@@ -137,7 +138,7 @@ def _open_folder() -> None:
                              placeholder="/path/to/run (config.json + model.safetensors + vocab.txt)")
         if st.button("Open", key="sb_hf_import"):
             err = state.open_folder(path)
-            _say("error", err) if err else _say("success", f"Opened {path.strip()}.")
+            _say(*(("error", err) if err else ("success", f"Opened {path.strip()}.")))
             st.rerun()
 
 

@@ -8,7 +8,8 @@
   ``dir:<path>`` (a local checkpoint or transformers folder) or ``session:<label>`` (kept in this session only).
 * The untrained default model is one shared, read-only resource (``st.cache_resource``);
   trainers never touch it (they build their own model).
-* The background runner (``TrainingRun``, caps, heartbeat) lives in ``explorer.training_run`` and the
+* The workspace id and the model choices live in ``explorer.workspace``; the background runner
+  (``TrainingRun``, caps, heartbeat) lives in ``explorer.training_run`` and the
   safe checkpoint zips in ``explorer.uploads``; both are re-exported here, so ``state.TrainingRun`` etc. work.
 """
 from __future__ import annotations
@@ -17,13 +18,9 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported (see bertcore/__init__.py)
 
-import json
 import tempfile
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
@@ -43,6 +40,28 @@ from explorer.training_run import (  # noqa: F401 - re-exported for pages and te
     running_trainings,
     warmup_optimizer,
 )
+from explorer.workspace import (  # noqa: F401 - re-exported for pages and tests
+    _K_ACTIVE,
+    _K_MODELS,
+    _K_WS,
+    _K_WS_NOTE,
+    MINILM_LABEL,
+    UNTRAINED_LABEL,
+    ActiveModel,
+    ModelChoices,
+    _remember_active,
+    _resolve,
+    _untrained,
+    list_models,
+    minilm_available,
+    shared_corpus_and_tokenizer,
+    shared_minilm,
+    shared_untrained_bundle,
+    sync_workspace_param,
+    workspace_id,
+    workspace_path,
+    workspace_runs,
+)
 from explorer.uploads import (  # noqa: F401 - re-exported for pages and tests
     FORBIDDEN_SUFFIXES,
     MAX_UPLOAD_UNCOMPRESSED,
@@ -51,239 +70,10 @@ from explorer.uploads import (  # noqa: F401 - re-exported for pages and tests
     safe_extract_zip,
 )
 
-UNTRAINED_LABEL = "fresh untrained (shared)"
-MINILM_LABEL = "all-MiniLM-L6-v2 (pretrained)"
 DEFAULT_TRAIN_LABEL = "Train the default model (~1 min)"
-
-_K_WS = "bx_ws"  # this browser's workspace id
-_K_WS_NOTE = "bx_ws_note"  # a message about the link's workspace id (shown once in the sidebar)
-_K_MODELS = "bx_models"  # key -> ActiveModel: models loaded by this session (a cache for runs and dirs)
-_K_ACTIVE = "bx_active"  # key of the active model
 _K_RUN = "bx_run"  # TrainingRun of the Train page / default button
 _K_COMPARE = "bx_compare_run"  # TrainingRun of the Compare page
 _K_TMP = "bx_tmp"  # this session's temp dir (uploads)
-
-
-# ----------------------------------------------------------------------------- workspace
-def workspace_id() -> str:
-    """This browser's workspace id: session state, else the link's ``?ws=``, else a new unguessable one."""
-    from bertcore.training import runs
-
-    ws = st.session_state.get(_K_WS)
-    if runs.valid_workspace_id(ws):
-        return ws
-    q = st.query_params.get("ws")
-    if runs.valid_workspace_id(q):
-        ws = q
-    else:
-        if q:
-            st.session_state[_K_WS_NOTE] = ("The link's workspace id is not valid, so a new, empty workspace was "
-                                            "started. Check the link (it ends with ?ws= and 22 characters).")
-        ws = runs.new_workspace_id()
-    st.session_state[_K_WS] = ws
-    return ws
-
-
-def sync_workspace_param() -> None:
-    """Put ``?ws=`` back into the URL (app.py calls this on every run, before ``pg.run()``)."""
-    ws = workspace_id()
-    if st.query_params.get("ws") != ws:
-        st.query_params["ws"] = ws
-
-
-def workspace_path(create: bool = False) -> Path:
-    from bertcore.training import runs
-
-    return runs.workspace_dir(workspace_id(), create=create)
-
-
-def workspace_runs() -> list:
-    """``RunInfo`` of every run of this workspace, newest first (damaged ones included)."""
-    from bertcore.training import runs
-
-    return runs.list_runs(workspace_path())
-
-
-def _remember_active(key: str) -> None:
-    """Store the active model's key in this session and (for keys that survive a restart) in workspace.json."""
-    from bertcore.training import runs
-
-    st.session_state[_K_ACTIVE] = key
-    if not key.startswith("session:"):
-        try:
-            runs.write_workspace(workspace_id(), active=key)
-        except OSError:
-            pass  # a read-only disk: the session still has it
-
-
-# ----------------------------------------------------------------------------- bundles and models
-@dataclass
-class ActiveModel:
-    bundle: Any
-    label: str
-    kind: str  # "untrained" | "trained" | "uploaded" | "pretrained"
-    is_trained: bool
-    key: str = ""
-
-    @property
-    def model(self):
-        return self.bundle.model
-
-    @property
-    def tokenizer(self):
-        return self.bundle.tokenizer
-
-
-@st.cache_resource(show_spinner="Building the built-in corpus and tokenizer…")
-def shared_corpus_and_tokenizer():
-    """The built-in corpus (seed 0) and its word-level tokenizer, shared read-only by all sessions."""
-    from bertcore.data.corpus import builtin_corpus
-    from bertcore.data.tokenization import WordTokenizer
-
-    corpus = builtin_corpus(seed=0)
-    return corpus, WordTokenizer.build(corpus.texts())
-
-
-@st.cache_resource(show_spinner="Building the untrained default model…")
-def shared_untrained_bundle():
-    """BertForPreTraining(BertConfig(vocab_size=...)) with torch.manual_seed(0), eval mode. Never mutated."""
-    import torch
-
-    from bertcore.config import BertConfig
-    from bertcore.model import BertForPreTraining
-
-    _, tok = shared_corpus_and_tokenizer()
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size)).eval()
-    return make_bundle(model=model, tokenizer=tok, history=None, name="untrained default",
-                       source="random init, seed 0")
-
-
-@st.cache_resource(show_spinner="Importing all-MiniLM-L6-v2…")
-def shared_minilm():
-    """all-MiniLM-L6-v2 imported once per server and shared read-only (None when it is not installed)."""
-    from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-
-    d = packaged_minilm_dir()
-    return None if d is None else import_hf(d, name="all-MiniLM-L6-v2")
-
-
-def minilm_available() -> bool:
-    try:
-        from bertcore.io.hf_interop import packaged_minilm_dir
-
-        return packaged_minilm_dir() is not None
-    except Exception:  # noqa: BLE001 - module missing or broken: just do not offer it
-        return False
-
-
-def _untrained() -> ActiveModel:
-    return ActiveModel(shared_untrained_bundle(), UNTRAINED_LABEL, "untrained", False, "untrained")
-
-
-def _load_dir(path: Path):
-    """A bertcore checkpoint/run folder (load_checkpoint) or a transformers folder (import_hf)."""
-    from bertcore.io.checkpoint import load_checkpoint
-
-    try:
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        cfg = {}
-    if isinstance(cfg, dict) and ("model_type" in cfg or "architectures" in cfg) and "bertcore_version" not in cfg:
-        from bertcore.io.hf_interop import import_hf
-
-        return import_hf(path), "pretrained"
-    return load_checkpoint(path), "uploaded"
-
-
-def _resolve(key: str, labels: dict | None = None) -> ActiveModel:
-    """The ActiveModel for ``key`` (loaded once per session and file version). BertcoreError/OSError if gone."""
-    from bertcore.errors import InputError
-    from bertcore.training import runs
-
-    if key == "untrained":
-        return _untrained()
-    if key == "minilm":
-        bundle = shared_minilm()
-        if bundle is None:
-            raise InputError("all-MiniLM-L6-v2 is not installed on this server")
-        return ActiveModel(bundle, MINILM_LABEL, "pretrained", True, key)
-    cache = st.session_state.setdefault(_K_MODELS, {})
-    if key.startswith("session:"):
-        if key not in cache:
-            raise InputError("that model was kept only in an earlier session; train or upload it again")
-        return cache[key]
-    if key.startswith("run:"):
-        d = runs.find_run(workspace_path(), key[4:])
-        if d is None:
-            raise InputError("that run is no longer in this workspace (it was deleted)")
-        info = runs.read_run(d)
-        if info.damaged:
-            raise InputError(f"that run is damaged: {info.damaged}")
-        label, kind = (labels or {}).get(key) or info.name, "trained"
-    elif key.startswith("dir:"):
-        d = Path(key[4:])
-        label, kind = f"folder: {d.name}", "uploaded"
-        if (d / runs.RUN_FILE).is_file():
-            label, kind = runs.read_run(d).name, "trained"
-    else:
-        raise InputError(f"unknown model {key!r}")
-    try:
-        stamp = (d / "model.safetensors").stat().st_mtime_ns
-    except OSError:
-        stamp = None
-    hit = cache.get(key)
-    if hit is not None and hit[0] == stamp:
-        hit[1].label = label
-        return hit[1]
-    bundle, loaded_kind = _load_dir(d)
-    am = ActiveModel(bundle, label, kind if key.startswith("run:") else loaded_kind, True, key)
-    cache[key] = (stamp, am) if not key.startswith("session:") else am
-    return am
-
-
-def _run_labels() -> dict[str, str]:
-    """key -> label of every loadable run of the workspace (names made unique with the run id's tail)."""
-    out, seen = {}, {}
-    for r in workspace_runs():
-        if not r.loadable or r.live:
-            continue
-        label = r.name
-        if label in seen or label in (UNTRAINED_LABEL, MINILM_LABEL):
-            label = f"{r.name} · {r.id[-6:]}"
-        seen[label] = True
-        out[f"run:{r.id}"] = label
-    return out
-
-
-class ModelChoices(Mapping):
-    """label -> ActiveModel of every model this browser can pick; models load only when looked up."""
-
-    def __init__(self):
-        self.keys_by_label = {UNTRAINED_LABEL: "untrained"}
-        for key, label in _run_labels().items():
-            self.keys_by_label[label] = key
-        for key, entry in st.session_state.get(_K_MODELS, {}).items():
-            if key.startswith(("session:", "dir:")):
-                am = entry if key.startswith("session:") else entry[1]
-                self.keys_by_label.setdefault(am.label, key)
-        if minilm_available():
-            self.keys_by_label[MINILM_LABEL] = "minilm"
-        self._labels = {v: k for k, v in self.keys_by_label.items()}
-
-    def __getitem__(self, label: str) -> ActiveModel:
-        return _resolve(self.keys_by_label[label], self._labels)
-
-    def __iter__(self):
-        return iter(self.keys_by_label)
-
-    def __len__(self) -> int:
-        return len(self.keys_by_label)
-
-
-def list_models() -> ModelChoices:
-    """The shared untrained model, this workspace's runs, MiniLM and this session's other models."""
-    return ModelChoices()
 
 
 def set_active(kind: str, bundle, label: str) -> ActiveModel:

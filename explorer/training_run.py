@@ -158,8 +158,15 @@ _LIVE_LOCK = threading.Lock()
 _LIVE: dict[tuple[str, str], "TrainingRun"] = {}  # (workspace id, slot) -> the workspace's latest run
 
 
+LIVE_KEEP_SECONDS = 600.0  # a finished run stays findable by a reloaded tab this long (then only its run dir)
+
+
 def register_live(workspace: str, slot: str, run: "TrainingRun | None") -> None:
     with _LIVE_LOCK:
+        now = time.monotonic()
+        for k, r in list(_LIVE.items()):  # forget long-finished runs, so their models can be freed
+            if r._finished is not None and now - r._finished > LIVE_KEEP_SECONDS:
+                del _LIVE[k]
         if run is None:
             _LIVE.pop((workspace, slot), None)
         else:

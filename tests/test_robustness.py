@@ -204,7 +204,8 @@ def test_hostile_zips_through_the_train_page(hostile, ckpt_files, tmp_path, monk
         assert not at.exception, (name, [e.message for e in at.exception])
         errs = [e.value for e in at.error]
         assert any(e.startswith("Checkpoint rejected:") and needle in e for e in errs), (name, errs)
-        assert "bx_active" not in at.session_state  # the untrained model stays active
+        # the untrained model stays active
+        assert "bx_active" not in at.session_state or at.session_state["bx_active"] == "untrained"
     session = Path(at.session_state["bx_tmp"])
     assert session.parent == systmp
     assert {p for p in _listing(tmp_path) if not p.startswith("systmp/")} == outside_before
@@ -213,7 +214,13 @@ def test_hostile_zips_through_the_train_page(hostile, ckpt_files, tmp_path, monk
     # and a good upload becomes the active model
     at.file_uploader(key="train_upload").set_value(("good.zip", _zip(ckpt_files["good"]), "application/zip")).run()
     at.button(key="train_load_upload").click().run()
-    assert not at.exception and at.session_state["bx_active"] == "uploaded: good.zip"
+    assert not at.exception and at.session_state["bx_active"].startswith("run:")
+    # ... kept as a run of the browser's workspace, so it survives a reload
+    from bertcore.training import runs
+
+    kept = runs.list_runs(runs.workspace_dir(at.session_state["bx_ws"], create=False))
+    assert [(r.name, r.status, f"run:{r.id}") for r in kept] == [("uploaded: good.zip", "finished",
+                                                                   at.session_state["bx_active"])]
 
 
 # ------------------------------------------------------------------ corpus uploads through the Data page

@@ -68,7 +68,7 @@ def _inside(path: Path, root: Path) -> Path:
 
 
 def valid_workspace_id(ws: object) -> bool:
-    return isinstance(ws, str) and bool(WORKSPACE_ID_RE.match(ws))
+    return isinstance(ws, str) and bool(WORKSPACE_ID_RE.fullmatch(ws))
 
 
 def new_workspace_id() -> str:
@@ -267,14 +267,14 @@ def list_runs(parent: str | Path) -> list[RunInfo]:
         return []
     out = []
     for d in parent.iterdir():
-        if d.is_dir() and not d.name.startswith(".") and RUN_ID_RE.match(d.name):
+        if d.is_dir() and not d.name.startswith(".") and RUN_ID_RE.fullmatch(d.name):
             out.append(read_run(d))
     return sorted(out, key=lambda r: (r.created, r.id), reverse=True)
 
 
 def find_run(parent: str | Path, run_id: str) -> Path | None:
     """The folder of run ``run_id`` below ``parent``, or None (ids are validated; no path escapes)."""
-    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_RE.fullmatch(run_id):
         return None
     d = Path(parent) / run_id
     return d if d.is_dir() else None
