@@ -224,6 +224,10 @@ def render() -> None:
         g1.plotly_chart(F.length_histogram(stats["lengths"]), key="dt_len_chart")
         g2.plotly_chart(F.top_words_bar(stats["word_counts"], 20), key="dt_top_chart")
 
+        if choice.key == cs.TUTORIAL:
+            from explorer.seed_example import render_seed003
+
+            render_seed003("dt_seed003")
         _vocab_table(tokenizer, stats["token_counts"])
         a, b = corpus.pairs[0]
         _try_text(tokenizer, f"{a} {b}")

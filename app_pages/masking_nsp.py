@@ -166,6 +166,35 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
                "very low rates, where one token per sequence is already more than asked, does it stay above).")
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def _maskable_lengths(ckey: str, _corpus, _tokenizer, max_len: int, n_pairs: int) -> list[int]:
+    """Maskable tokens (no [CLS]/[SEP]) of the first pairs as training builds them ([CLS] A [SEP] B [SEP],
+    truncated to max_len)."""
+    from bertcore.data.pretraining import build_pair
+
+    out = []
+    for a, b in _corpus.pairs[:n_pairs]:
+        ids, _ = build_pair(_tokenizer, _tokenizer.encode(a), _tokenizer.encode(b), max_len)
+        out.append(sum(i not in _tokenizer.special_ids for i in ids))
+    return out
+
+
+def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
+    """The masking rule in words, and the selection rate it gives on this corpus (BERT §3.1)."""
+    from bertcore.data.pretraining import MaskingRates, expected_selection_rate, masking_rule
+
+    rate, mask, rnd, _keep, max_len = rates
+    lengths = _maskable_lengths(f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}", corpus, tokenizer, max_len,
+                                STATS_PAIRS)
+    expected = expected_selection_rate(lengths, rate)
+    c1, c2 = st.columns([3, 1])
+    c1.caption("**Selection rule** (`bertcore.data.pretraining.masking_rule`): "
+               + masking_rule(MaskingRates(rate, mask, rnd)))
+    c2.metric("selected on this corpus", f"{expected:.1%}", delta=f"{expected - rate:+.1%} vs slider",
+              delta_color="off", help=f"Expected share of maskable tokens selected over the first {len(lengths):,} "
+              "pairs at this max_seq_len (the empirical rate over many draws is in the chart at the bottom).")
+
+
 def render() -> None:
     from bertcore.errors import BertcoreError
 
@@ -178,6 +207,8 @@ def render() -> None:
         st.caption(f"Corpus **{corpus.name}** ({len(corpus.pairs):,} pairs) with a {tokenizer.kind} tokenizer "
                    f"of {tokenizer.vocab_size:,} tokens; change both on the *Data & tokens* page.")
         rates = _controls()
+        if rates is not None:
+            _selection_rule(corpus, tokenizer, ckey, rates)
         a, b, idx = _pair_input(corpus)
         seed = int(st.session_state.get("mn_seed", 0))
         if len(a) > MAX_CHARS or len(b) > MAX_CHARS:
@@ -194,6 +225,10 @@ def render() -> None:
         if not b.strip():
             st.info("Sentence B is empty, so the example is [CLS] A [SEP]; type a B for the NSP part.")
         _nsp_section(corpus, a, b if b.strip() else None, idx, seed)
+        if ckey.startswith("tutorial|"):
+            from explorer.seed_example import render_seed003
+
+            render_seed003("mn_seed003")
         _stats_section(corpus, tokenizer, ckey, rates, seed)
     except BertcoreError as e:
         st.error(str(e))

@@ -36,6 +36,18 @@ def model_card(model) -> tuple[pd.DataFrame, pd.DataFrame]:
     return cfg_df, pd.DataFrame(rows, columns=["part", "parameters", "share"])
 
 
+def _loss_formulas(config) -> None:
+    """The pretraining loss of the active model, written from its config (bertcore.model.formulas)."""
+    from bertcore.model.formulas import formulas
+
+    f = formulas(config)
+    st.latex(r"\mathcal{L} = \mathcal{L}_{\mathrm{MLM}} + \mathcal{L}_{\mathrm{NSP}}")
+    st.latex(f["mlm"])
+    st.latex(f["nsp"])
+    st.caption("Written from the active model's config (`bertcore.model.formulas`): its MLM head, tying and "
+               "activation, and its NSP head. The NSP loss averages −log p(y | x) over both labels, IsNext and NotNext.")
+
+
 def render() -> None:
     from explorer.figures_overview import pipeline_figure
 
@@ -47,10 +59,8 @@ def render() -> None:
         "follows A (NSP). Everything here is computed by `bertcore`: the model is `bertcore.model.BertForPreTraining`, "
         "the training loop `bertcore.training.trainer.Trainer`, and the parameter counts `bertcore.model.count_parameters`."
     )
-    st.latex(r"\mathcal{L} = \underbrace{-\frac{1}{|M|}\sum_{i\in M}\log p(x_i \mid \tilde{x})}_{\text{MLM}}"
-             r" \; + \; \underbrace{-\log p(\text{IsNext} \mid \tilde{x})}_{\text{NSP}}")
-
     active = state.get_active()
+    _loss_formulas(active.model.config)
     state.untrained_notice()
     if active.kind == "untrained":
         state.default_train_button("overview_train_default")

@@ -86,8 +86,10 @@ def _section_sentence():
     from explorer import state
 
     st.subheader("Token + segment + position = the input to layer 1")
-    st.latex(r"x_t = \mathrm{LayerNorm}\big(E_{\text{token}}[w_t] + E_{\text{segment}}[s_t] + E_{\text{position}}[t]\big)")
+    from bertcore.model.formulas import formulas
+
     am = state.get_active()
+    st.latex(formulas(am.model.config)["embeddings"])  # with or without scale and LayerNorm, as the model has
     a = st.text_input("sentence A", value="the cat eats the cheese in the kitchen .", key="pe_sent_a")
     b = st.text_input("sentence B (optional)", value="", key="pe_sent_b")
     if not a.strip():
@@ -100,6 +102,8 @@ def _section_sentence():
     try:
         ins = inspect_pair(model, tok, a, b if b.strip() else None)
         tokens, embs, truncated = list(ins.tokens), dict(ins.embeddings), bool(ins.truncated)
+        if not getattr(model.config, "embedding_layer_norm", True):
+            embs.pop("normed", None)  # this model adds the parts and feeds the sum to layer 1: no LayerNorm row
     except BertcoreError as e:
         st.error(str(e))
         return

@@ -199,7 +199,7 @@ def _why_section(active, text, pair):
         "alone. **Gradient × input** and **integrated gradients** (Sundararajan et al. 2017): each token's share "
         "of the log-probability, with the integral from a baseline where every word is [MASK] (positions and "
         "segments kept). Integrated gradients sum to f(input) − f(baseline); the gap says how close they get.")
-    st.latex(r"\mathrm{IG}_i = (x_i - x'_i)\int_0^1 rac{\partial f(x' + lpha(x - x'))}{\partial x_i}\,dlpha")
+    st.latex(r"\mathrm{IG}_i = (x_i - x'_i)\int_0^1 \frac{\partial f(x' + \alpha(x - x'))}{\partial x_i}\,d\alpha")
     targets = _why_targets(active, text, pair)
     if not targets:
         st.info("Nothing to explain yet: type a text with [MASK] above, or two sentences for NSP. (A model without "
@@ -325,8 +325,9 @@ def render():
         "head turns the final hidden state at each [MASK] into a probability for every vocabulary word "
         "(`bertcore.analysis.inference.fill_mask`). **Next sentence**: the NSP head says how likely B really "
         "followed A (`bertcore.analysis.inference.nsp_probability`).")
-    st.latex(r"P(w \mid \text{context}) = \mathrm{softmax}\big(W_{\text{emb}}\,"
-             r"\mathrm{LN}(\mathrm{gelu}(W h_{\text{[MASK]}}))+b\big)_w")
+    from bertcore.model.formulas import formulas
+
+    st.latex(formulas(active.model.config)["mlm"])  # the active model's own head, activation and tying
     if active.kind == "untrained":
         state.untrained_notice()
         state.default_train_button("pred_train_default")

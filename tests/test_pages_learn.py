@@ -294,3 +294,37 @@ def test_masking_bad_inputs(mn, case):
     if case == "masks":  # typed [MASK]s are special: never selected, labels -100
         assert text[0].count("[MASK]") == 20
     assert mn.table  # NSP example with a random corpus B
+
+
+# ----------------------------------------------------------------------------- the seeds on screen (issue 12)
+def test_tutorial_corpus_shows_seed003_example_and_its_selection_rate():
+    """Data & tokens' choice travels to Masking & NSP (explorer.corpus_state). With the seed's two-line corpus the
+    page shows seed 003's own ids, labels 1/2 with 0 for padding, padding to 20, and the rate the at-least-one
+    rule really gives on such short pairs (above the slider's 15%)."""
+    from bertcore.data.corpus import tutorial_corpus
+    from explorer.corpus_state import CorpusChoice
+
+    at = AppTest.from_file(str(ROOT / "app_pages" / "masking_nsp.py"), default_timeout=60)
+    at.session_state["bx_corpus_choice"] = CorpusChoice(tutorial_corpus(), "tutorial")
+    at.run()
+    no_exception(at)
+    rows = next(d.value for d in at.dataframe if "bert_input" in d.value)
+    assert rows["bert_input"].tolist() == [3, 4, 14, 5, 2, 5, 10, 2] + [0] * 12
+    assert rows["segment_label"].tolist() == [1] * 5 + [2] * 3 + [0] * 12
+    assert rows["mask (x > 0)"].tolist() == [1] * 8 + [0] * 12
+    metric = next(m for m in at.metric if m.label == "selected on this corpus")
+    assert float(metric.value.rstrip("%")) / 100 > 0.15 + 0.02
+    assert any("max(1, round(n x 0.15))" in c.value for c in at.caption)
+
+
+def test_overview_formulas_follow_the_active_model():
+    """The Overview writes the loss from the active model's config: the NSP loss over both labels."""
+    from bertcore.config import BertConfig
+    from bertcore.model.formulas import formulas
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    no_exception(at)
+    shown = [x.value.strip("$\n") for x in at.latex]
+    f = formulas(BertConfig())
+    assert f["nsp"] in shown and f["mlm"] in shown
+    assert r"\mathrm{IsNext}, \mathrm{NotNext}" in f["nsp"]
