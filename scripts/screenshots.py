@@ -50,7 +50,7 @@ def main(argv=None) -> int:
         page.goto(server.url + "/train")
         page.wait_for_selector('[data-testid="stMain"] h1', timeout=90_000)
         page.locator(".st-key-train_start button").first.click()
-        page.frame_locator(".st-key-train_live iframe").first.locator("#loss.js-plotly-plot").wait_for(timeout=90_000)
+        page.frame_locator(".st-key-train_live iframe").first.locator("#loss.js-plotly-plot").wait_for(timeout=300_000)
         time.sleep(args.seconds)  # no scrolling: progress, charts, probe table and Stop are all in view at 1400x900
         page.screenshot(path=str(out / "train.png"))
 
