@@ -53,10 +53,13 @@ def _probe_inputs(corpus, tok, ckey: str, disabled: bool):
     from bertcore.analysis.probe import Probe, check_probe, default_probe
     from bertcore.errors import BertcoreError
 
-    try:
-        d = default_probe(corpus, tok)
-    except BertcoreError:
-        d = Probe("the [MASK] is here .", "a", "b")
+    cache = st.session_state.setdefault("train_probe_default", {})
+    if ckey not in cache:
+        try:
+            cache[ckey] = default_probe(corpus, tok)
+        except BertcoreError:
+            cache[ckey] = Probe("the [MASK] is here .", "a", "b")
+    d = cache[ckey]
     k = f"train_probe_{abs(hash(ckey)) % 10**8}_"
     st.markdown("**Live probe** (`bertcore.analysis.probe`): asked at every evaluation")
     c1, c2, c3 = st.columns([2, 2, 2])

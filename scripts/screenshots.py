@@ -43,18 +43,15 @@ def main(argv=None) -> int:
 
     with AppServer() as server, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 820})
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
         blocked: list[str] = []
         page.route(OUTSIDE, lambda route: (blocked.append(route.request.url), route.abort()))
 
         page.goto(server.url + "/train")
         page.wait_for_selector('[data-testid="stMain"] h1', timeout=90_000)
         page.locator(".st-key-train_start button").first.click()
-        page.wait_for_selector(".st-key-train_loss .js-plotly-plot", timeout=90_000)
-        time.sleep(args.seconds)
-        page.locator(".st-key-train_loss").first.scroll_into_view_if_needed()
-        page.evaluate("window.scrollBy(0, -260)")
-        time.sleep(1.5)
+        page.frame_locator(".st-key-train_live iframe").first.locator("#loss.js-plotly-plot").wait_for(timeout=300_000)
+        time.sleep(args.seconds)  # no scrolling: progress, charts, probe table and Stop are all in view at 1400x900
         page.screenshot(path=str(out / "train.png"))
 
         page.locator(".st-key-train_stop button").first.click()

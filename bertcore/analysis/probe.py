@@ -75,26 +75,26 @@ def default_probe(corpus, tokenizer=None) -> Probe:
     pairs = list(getattr(corpus, "pairs", []) or [])
     if not pairs:
         raise InputError("the corpus has no sentence pairs; load a corpus first")
-    counts = Counter(w for a, b in pairs[:2000] for s in (a, b) for w in basic_tokenize(s))
+    sentences = [s for p in pairs[:300] for s in p]  # the start of the corpus is enough, and fast
+    toks = [basic_tokenize(s) for s in sentences]
+    counts = Counter(w for t in toks for w in t)
 
     def single(w: str) -> bool:
         return tokenizer is None or (w in tokenizer.token_to_id and not tokenizer.unknown_words(w))
 
     text = None
-    sentences = [s for p in pairs[:2000] for s in p]
     for verb in _PREFERRED_VERBS:
-        hits = [s for s in sentences if verb in basic_tokenize(s) and len(basic_tokenize(s)) <= 10 and single(verb)]
-        if hits:
-            words = basic_tokenize(min(hits, key=lambda s: (basic_tokenize(s)[0] != "the", len(s))))
+        hits = [t for t in toks if verb in t and len(t) <= 10]
+        if hits and single(verb):
+            words = list(min(hits, key=lambda t: (t[0] != "the", len(" ".join(t)))))
             words[words.index(verb)] = "[MASK]"
             text = " ".join(words)
             break
     if text is None:
-        short = sorted(sentences[:200], key=lambda s: abs(len(basic_tokenize(s)) - 8))
-        for s in short:
-            words = basic_tokenize(s)
-            inner = [(counts[w], i) for i, w in enumerate(words[1:-1], 1) if w.isalpha() and single(w)]
+        for t in sorted(toks[:200], key=lambda t: abs(len(t) - 8)):
+            inner = [(counts[w], i) for i, w in enumerate(t[1:-1], 1) if w.isalpha() and single(w)]
             if inner:
+                words = list(t)
                 words[min(inner)[1]] = "[MASK]"
                 text = " ".join(words)
                 break

@@ -24,6 +24,7 @@ from bertcore.training.resume import RESUME_FILE, load_trainer_state, save_train
 
 REBUILDABLE_CORPORA = ("builtin", "tutorial")  # specs get_corpus rebuilds exactly (also "builtin:SEED")
 CORPUS_FILE = "corpus.tsv"
+DOCUMENTS_FILE = "corpus_documents.txt"  # the document id of each corpus.tsv line, when the corpus has them
 EVAL_KEYS = ("eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc")
 
 
@@ -113,7 +114,14 @@ def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None
     if spec == f"run:{CORPUS_FILE}":
         if run_dir is None or not (run_dir / CORPUS_FILE).is_file():
             raise InputError(f"the run's {CORPUS_FILE} is missing; this run cannot be resumed")
-        return load_corpus_file(run_dir / CORPUS_FILE, name=name, mode="pairs")
+        corpus = load_corpus_file(run_dir / CORPUS_FILE, name=name, mode="pairs")
+        try:
+            docs = [int(x) for x in (run_dir / DOCUMENTS_FILE).read_text(encoding="utf-8").split()]
+        except (OSError, ValueError):
+            docs = None
+        if docs is not None and len(docs) == len(corpus.pairs):
+            corpus.documents = docs
+        return corpus
     return get_corpus(spec)
 
 
@@ -294,6 +302,8 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
         from bertcore.io.checkpoint import atomic_write
 
         atomic_write(d / CORPUS_FILE, "".join(f"{a}\t{b}\n" for a, b in corpus.pairs))
+        if getattr(corpus, "documents", None) is not None:  # NotNext comes from another document (BERT §A.1)
+            atomic_write(d / DOCUMENTS_FILE, "".join(f"{int(k)}\n" for k in corpus.documents))
         corpus_spec = f"run:{CORPUS_FILE}"
     meta = {"format": 1, "name": name, "created": _now(), "status": "running", "reason": None, "steps_done": 0,
             "total_steps": int(tc.steps), "seed": int(tc.seed), "preset": spec.preset,

@@ -1,0 +1,99 @@
+"""The Train page (AppTest): live panel component args (only new rows), the probe editor, WordPiece uploads."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
+from explorer import state
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+@pytest.fixture(scope="module")
+def trained_run():
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.data.corpus import builtin_corpus
+    from bertcore.data.tokenization import WordTokenizer
+
+    corpus = builtin_corpus(seed=0, n_pairs=600)
+    tok = WordTokenizer.build(corpus.texts())
+    bcfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    tcfg = TrainConfig(steps=30, batch_size=8, eval_every=10, eval_size=32, snapshot_every=10, max_seq_len=32)
+    r = state.TrainingRun([state.Job(bcfg, tcfg, "test")], corpus, tok)
+    RUNS.append(r)
+    r.start()
+    while r.running:
+        r.snapshot()
+        time.sleep(0.05)
+    return r
+
+
+def live_args(at) -> dict:
+    els = [e for e in at.get("component_instance") if "livechart" in e.proto.component_name]
+    assert len(els) == 1, "the Train page draws one live panel"
+    return json.loads(els[0].proto.json_args)
+
+
+def test_live_panel_carries_history_probe_and_baseline(trained_run):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["bx_run"] = trained_run
+    at.run()
+    at.switch_page("app_pages/train.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    s = trained_run.snapshot()
+    hist = s.histories[0]
+    args = live_args(at)
+    assert args["train_start"] == 0 and len(args["train"]) == 30
+    assert [r[1] for r in args["train"]] == pytest.approx(hist["mlm_loss"].tolist())
+    ev = hist.dropna(subset=["eval_mlm_acc"])
+    assert [r[0] for r in args["evals"]] == ev["step"].tolist() == [10, 20, 30]
+    assert [r[3] for r in args["evals"]] == pytest.approx(ev["eval_mlm_acc"].tolist())
+    assert args["baseline"] == pytest.approx(s.baselines[0]) and 0 < args["baseline"] < 1
+    probe = s.probes[0]
+    assert [r["step"] for r in probe] == [0, 10, 20, 30]
+    assert [r[0] for r in args["probe"]] == [0, 10, 20, 30]
+    assert args["probe"][-1][1] == [probe[-1]["top1"], pytest.approx(probe[-1]["p1"])]
+    assert args["probe"][-1][4] == pytest.approx(probe[-1]["p_is_next"])
+    # the next rerun sends only what the browser does not have yet: nothing
+    at.run()
+    again = live_args(at)
+    assert again["train"] == [] and again["train_start"] == 30
+    assert again["evals"] == [] and again["probe"] == [] and again["probe_start"] == 4
+
+
+def test_bad_probe_blocks_start_with_a_message():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("app_pages/train.py").run()
+    text = next(t for t in at.text_input if t.label.startswith("sentence with one [MASK]"))
+    assert text.value.count("[MASK]") == 1  # a default from the corpus
+    assert not at.button(key="train_start").disabled
+    text.set_value("the cat eats the cheese").run()
+    assert at.button(key="train_start").disabled
+    assert any("exactly one [MASK]" in e.value for e in at.error)
+
+
+def test_uploaded_prose_trains_wordpiece_by_default():
+    from streamlit.testing.v1 import AppTest
+
+    from bertcore.data.corpus import load_corpus_file, suggested_vocab_size
+
+    prose = " ".join(f"Sentence number {i} talks about topic {i % 7} and ends here." for i in range(400))
+    corpus = load_corpus_file(prose.encode(), "prose.txt", mode="prose")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["dt_uploaded"] = (corpus, "upload:test")
+    at.run()
+    at.switch_page("app_pages/train.py").run()
+    at.radio(key="train_corpus").set_value("uploaded: prose.txt").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="train_tok_kind").value == "wordpiece"
+    size = next(n for n in at.number_input if n.label == "WordPiece vocabulary size")
+    assert size.value == suggested_vocab_size(corpus)
+    assert "[UNK]" not in " ".join(c.value for c in at.caption if "Not in the vocabulary" in c.value)
