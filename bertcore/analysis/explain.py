@@ -92,14 +92,14 @@ class Attribution:
 # ----------------------------------------------------------------------------- rollout
 def attention_rollout(attentions) -> np.ndarray:
     """Attention rollout ``Ā_L ··· Ā_1`` of attentions ``[L, H, T, T]`` (Abnar & Zuidema 2020, §3), ``[T, T]``."""
-    A = np.asarray(attentions, dtype=np.float64)
+    A = np.asarray(attentions)  # no float64 copy of all heads: each layer's mean is taken in float64
     if A.ndim != 4 or A.shape[-1] != A.shape[-2]:
         raise InputError(f"attentions must be [layers, heads, T, T], got shape {A.shape}")
     T = A.shape[-1]
     eye = np.eye(T)
     rollout = eye
     for layer in A:
-        a = 0.5 * layer.mean(axis=0) + 0.5 * eye
+        a = 0.5 * layer.mean(axis=0, dtype=np.float64) + 0.5 * eye
         a = a / a.sum(axis=-1, keepdims=True)
         rollout = a @ rollout  # the newer layer on the left: Ā_l (Ā_{l-1} ··· Ā_1)
     return rollout
