@@ -48,20 +48,3 @@ def probabilities_figure(labels: Sequence[str], probs: Mapping[str, Sequence[flo
     fig.update_layout(barmode="group", height=height, xaxis=dict(range=[0, 1], tickformat=".0%", title="probability"),
                       margin=dict(l=10, r=10, t=10, b=30), legend=dict(orientation="h", y=-0.3))
     return fig
-
-
-def sweep_figure(rows: Sequence[Mapping], chance: float | None = None, height: int = 320) -> go.Figure:
-    """Final held-out accuracy vs number of labelled examples; ``rows`` of {labels, model, accuracy}."""
-    df = pd.DataFrame(list(rows), columns=["labels", "model", "accuracy"])
-    fig = go.Figure()
-    for i, (model, sub) in enumerate(df.groupby("model", sort=False)):
-        sub = sub.sort_values("labels")
-        fig.add_trace(go.Scatter(x=[int(n) for n in sub["labels"]], y=[float(a) for a in sub["accuracy"]],
-                                 name=f"from {model} weights", mode="lines+markers",
-                                 line=dict(color=_color(str(model), i), width=2), meta=dict(label=model)))
-    if chance is not None:
-        fig.add_hline(y=float(chance), line_dash="dash", line_color="gray", annotation_text="chance")
-    fig.update_layout(height=height, xaxis=dict(type="log", title="labelled examples"),
-                      yaxis=dict(range=[0, 1.02], tickformat=".0%", title="final held-out accuracy"),
-                      margin=dict(l=50, r=10, t=10, b=30), legend=dict(orientation="h", y=-0.25))
-    return fig

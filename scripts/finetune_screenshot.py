@@ -52,8 +52,13 @@ def main(argv=None) -> int:
         page.get_by_role("option", name=args.task, exact=True).click()
         page.wait_for_timeout(2000)
         page.locator(".st-key-finetune_start button").click()
-        page.locator('[data-testid="stProgress"]').filter(has_text="finished").first.wait_for()
-        page.locator(".st-key-finetune_probs .js-plotly-plot").first.wait_for()
+        done = page.locator('[data-testid="stProgress"]').filter(has_text=re.compile("finished|stopped|abandoned|error"))
+        done.first.wait_for()
+        status = done.first.inner_text()
+        if "finished" in status:
+            page.locator(".st-key-finetune_probs .js-plotly-plot").first.wait_for()
+        else:
+            print(f"note: the run ended as {status!r}", file=sys.stderr)
         page.wait_for_timeout(1500)
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)

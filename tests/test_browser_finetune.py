@@ -31,7 +31,8 @@ def _small_checkpoint_zip(tmp_path) -> Path:
 def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noqa: F811 (the fixture)
     page = offline_page
     page.goto(f"{app_server.url}/train")
-    expect(page.locator(".st-key-train_upload input[type=file]")).to_be_attached(timeout=LOAD)
+    # the Train page's first render (torch import, run list) can take minutes on a busy 2-core machine
+    expect(page.locator(".st-key-train_upload input[type=file]")).to_be_attached(timeout=3 * LOAD)
     page.locator(".st-key-train_upload input[type=file]").set_input_files(str(_small_checkpoint_zip(tmp_path)))
     page.locator(".st-key-train_load_upload button").click()
     expect(page.locator(SIDEBAR)).to_contain_text("uploaded: small-bert.zip", timeout=LOAD)

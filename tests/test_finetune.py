@@ -256,3 +256,60 @@ def test_cli_bad_csv_and_bad_source(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["classify", str(tmp_path), "hello"]) == 2
     assert "classifier.json" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ side-by-side comparison (the page's runner)
+def test_comparison_runs_both_models_on_the_same_batches():
+    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, PretrainingComparison, summary_line
+    from explorer.figures_finetune import heldout_accuracy_figure, probabilities_figure
+
+    task = _small_task(get_task("same_topic"))
+    tok = builtin_tokenizer()
+    pre = init_model(BertConfig(vocab_size=tok.vocab_size, **SMALL), 5)
+    run = PretrainingComparison(pre, tok, task, FinetuneConfig(steps=6, batch_size=8, labels=16, eval_every=3),
+                                abandon_after=600)
+    run.start()
+    assert run.join(120)
+    s = run.snapshot()
+    assert s.status == "finished" and s.step == 6 and s.message is None
+    for label in (PRETRAINED, SCRATCH):
+        assert list(s.histories[label].dropna().step) == [3, 6]
+    assert s.histories[PRETRAINED].loss.iloc[0] != s.histories[SCRATCH].loss.iloc[0]  # different weights
+    assert run.tuners[PRETRAINED].examples == run.tuners[SCRATCH].examples
+    fig = heldout_accuracy_figure(s.histories, chance=0.5)
+    assert [list(t.y) for t in fig.data] == [list(s.histories[k].eval_accuracy.dropna()) for k in (PRETRAINED, SCRATCH)]
+    acc = {k: s.final_accuracy(k) for k in (PRETRAINED, SCRATCH)}
+    line = summary_line(acc[PRETRAINED], acc[SCRATCH], 16)
+    assert f"{abs(100 * (acc[PRETRAINED] - acc[SCRATCH])):.1f} points" in line and "16 labelled" in line
+    probs = {k: classify(m, tok, task.held_out[0].text_a, task.held_out[0].text_b) for k, m in run.models.items()}
+    bars = probabilities_figure(task.labels, probs)
+    assert [list(t.x) for t in bars.data] == [probs[PRETRAINED], probs[SCRATCH]]
+
+
+def test_comparison_stops_and_keeps_evaluated_weights():
+    from bertcore.training.finetune_compare import PRETRAINED, PretrainingComparison
+
+    task = _small_task(get_task("coherence"))
+    tok = builtin_tokenizer()
+    pre = init_model(BertConfig(vocab_size=tok.vocab_size, **SMALL), 5)
+    run = PretrainingComparison(pre, tok, task, FinetuneConfig(steps=5000, batch_size=8, labels=16, eval_every=0),
+                                abandon_after=600)
+    run.start()
+    run.stop()
+    assert run.join(120)
+    s = run.snapshot()
+    assert s.status == "stopped" and s.step < 5000
+    if s.step:
+        assert s.final_accuracy(PRETRAINED) is not None
+
+
+def test_comparison_abandons_when_nobody_polls():
+    from bertcore.training.finetune_compare import PretrainingComparison
+
+    task = _small_task(get_task("coherence"))
+    tok = builtin_tokenizer()
+    pre = init_model(BertConfig(vocab_size=tok.vocab_size, **SMALL), 5)
+    run = PretrainingComparison(pre, tok, task, FinetuneConfig(steps=100_000, batch_size=8, labels=16, eval_every=0),
+                                abandon_after=0.5).start()
+    assert run.join(120)
+    assert run.snapshot().status == "abandoned"

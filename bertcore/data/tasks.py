@@ -1,8 +1,8 @@
 """Downstream classification tasks for fine-tuning (BERT §4.1; d2l §14.8): built-in tasks and the user's CSV.
 
 Built-in tasks are derived from the built-in corpus grammar (``bertcore.data.corpus``): sentences of a corpus
-with another seed are parsed with the grammar's public lexicon (``TOPICS``, ``MASS``, ``verb_forms``,
-``plural``) and, for the negative class, minimally edited. They are chosen so that *word identity alone is not
+with another seed are parsed with the grammar's public lexicon (``TOPICS``, ``MASS``, ``plural``) and, for
+the negative class, minimally edited. They are chosen so that *word identity alone is not
 enough*: every frequent word appears at about the same rate in both classes (tests/test_finetune.py checks
 this), so a model must relate words to each other. Pre-training taught the encoder exactly such relations;
 a randomly initialised model cannot learn them from a few dozen labels.
