@@ -58,9 +58,9 @@ async def warm_up(port: int, timeout: float) -> Outcome:
     st = Student("warm-up", port, "zqxwarmupwarm", rng=random.Random(0), think=(0.0, 0.0),
                  deadline=time.monotonic() + 10 * timeout, timeout=timeout, record=False)
     try:
-        if st._note("Overview", await st.tab.open(""), "open /"):
+        if st.note("Overview", await st.tab.open(""), "open /"):
             for label, path, _ in VISIT[1:] + [("Train", "train", "visit")]:
-                if not st._note(label, await st.tab.goto(path), f"open /{path}"):
+                if not st.note(label, await st.tab.goto(path), f"open /{path}"):
                     break
     finally:
         await st.tab.close()
@@ -74,8 +74,8 @@ async def solo_training(port: int, seconds: float, timeout: float) -> tuple[floa
                  timeout=timeout, record=False)
     speed = None
     try:
-        if st._note("Overview", await st.tab.open(""), "open /") and await st.start_training():
-            st._note("Overview", await st.tab.goto(""), "open /")
+        if st.note("Overview", await st.tab.open(""), "open /") and await st.start_training():
+            st.note("Overview", await st.tab.goto(""), "open /")
             await asyncio.sleep(seconds)
             speed = st.steps_per_second()
             await st.stop_training()

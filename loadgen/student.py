@@ -66,6 +66,7 @@ class Outcome:
     busy: int = 0  # "Server busy" answers to a Start
     steps: list[tuple[float, int]] = field(default_factory=list)  # (monotonic time, step) of its own run
     train_total: int | None = None
+    training_started: bool = False
     requests: int = 0
 
 
@@ -110,7 +111,8 @@ class Student:
             self.out.steps.append((time.monotonic(), step))
 
     # ------------------------------------------------------------------ recording
-    def _note(self, label: str, r: RunResult, where: str) -> bool:
+    def note(self, label: str, r: RunResult, where: str) -> bool:
+        """Record one request: its time under ``label`` (when ok and recording), its error and exceptions."""
         self.out.requests += 1
         if self.record and r.ok:
             self.out.times.setdefault(label, []).append(r.seconds)
@@ -141,7 +143,7 @@ class Student:
             await asyncio.sleep(max(0.0, start_delay))
             if time.monotonic() >= self.deadline:
                 return self.out
-            if not self._note("Overview", await self.tab.open(""), "open /"):
+            if not self.note("Overview", await self.tab.open(""), "open /"):
                 return self.out
             if self.train_steps is not None:
                 await self._think() and await self.start_training()
@@ -158,7 +160,7 @@ class Student:
             for label, path, action in VISIT[first:]:
                 if not await self._think():
                     return
-                if not self._note(label, await self.tab.goto(path), f"open /{path}"):
+                if not self.note(label, await self.tab.goto(path), f"open /{path}"):
                     return
                 if action == "type":
                     if not await self._think():
@@ -173,17 +175,17 @@ class Student:
             texts = {ATTENTION_INPUT: f"the cat {word} sits on the mat ."}
         else:
             texts = {PREDICT_INPUT: f"the cows [MASK] the hay near the {word} ."}
-        ok = self._note(f"{label}: typed", await self.tab.interact(texts=texts), f"type on {label}")
+        ok = self.note(f"{label}: typed", await self.tab.interact(texts=texts), f"type on {label}")
         if ok:
             self._check_own_text(label)
         return ok
 
     async def start_training(self) -> bool:
         """Open the Train page, set this run's own number of steps and press Start."""
-        if not self._note("Train", await self.tab.goto("train"), "open /train"):
+        if not self.note("Train", await self.tab.goto("train"), "open /train"):
             return False
         r = await self.tab.interact(sliders={STEPS_SLIDER: self.train_steps}, click="Start")
-        if not self._note("Train: start", r, "press Start"):
+        if not self.note("Train: start", r, "press Start"):
             return False
         if b"Server busy" in self.tab.shown_bytes():
             self.out.busy += 1
@@ -192,17 +194,23 @@ class Student:
         if start is None or not start.disabled:
             self.out.errors.append(f"{self.out.name}: pressed Start, but no training is running")
             return False
+        self.out.training_started = True
         return True
 
     async def stop_training(self) -> None:
         """Go to the Train page and press Stop (bounded by the tab's timeout), as a tidy student would."""
         if self.tab.closed_reason:
             return
-        if not self._note("Train", await self.tab.goto("train"), "open /train to stop"):
+        if not self.note("Train", await self.tab.goto("train"), "open /train to stop"):
             return
         stop = self.tab.widget("button", "Stop")
         if stop is not None and not stop.disabled:
-            self._note("Train: stop", await self.tab.interact(click="Stop"), "press Stop")
+            self.note("Train: stop", await self.tab.interact(click="Stop"), "press Stop")
+        elif self.out.training_started:  # too many steps to finish in a test: it stopped on its own
+            status = [el.progress.text for el in self.tab.elements.values() if el.WhichOneof("type") == "progress"]
+            self.out.errors.append(f"{self.out.name}: its training was no longer running at the end "
+                                   f"({status[0] if status else 'no progress bar'}); abandoned because the "
+                                   "page's polls came too late?")
 
     def steps_per_second(self, skip_seconds: float = 2.0) -> float | None:
         """Its own run's speed from the progress bars it saw: steps over time, after the first ``skip_seconds``."""
