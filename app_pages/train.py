@@ -75,18 +75,24 @@ def _probe_inputs(corpus, tok, ckey: str, disabled: bool):
     return probe, None
 
 
-def _widgets(preset: str, disabled: bool, vocab_size: int):
-    """All config widgets; returns (bert kwargs, train kwargs). Keys depend on the preset so it resets them."""
-    from bertcore.config import PRESETS, BertConfig, TrainConfig
+NORMS = ["post", "pre", "sublayer_output"]
+MLM_HEADS = ["transform", "linear", "mlp"]
 
-    b = {**BertConfig().to_dict(), **PRESETS[preset][0]}
-    t = {**TrainConfig().to_dict(), **PRESETS[preset][1]}
-    k = f"train_{preset}_"
+
+def _widgets(preset: str, size: str, disabled: bool, vocab_size: int):
+    """All config widgets; returns (bert kwargs, train kwargs). Every switch of the preset that has no widget is
+    kept as the preset sets it (bertcore.presets). Keys depend on the preset and size so a change resets them."""
+    from bertcore.config import BertConfig, TrainConfig, preset as preset_configs
+
+    pb, pt = preset_configs(preset, size)
+    b = {**BertConfig().to_dict(), **pb}
+    t = {**TrainConfig().to_dict(), **pt}
+    k = f"train_{preset}_{size}_"
     cm, ct = st.columns(2)
     with cm:
         st.markdown("**Model** (`bertcore.config.BertConfig`)")
-        bk = dict(vocab_size=vocab_size)
-        bk["num_hidden_layers"] = st.slider("encoder layers", 1, 8, int(b["num_hidden_layers"]), key=k + "L",
+        bk = {**b, "vocab_size": vocab_size}
+        bk["num_hidden_layers"] = st.slider("encoder layers", 1, 12, int(b["num_hidden_layers"]), key=k + "L",
                                             disabled=disabled)
         bk["num_attention_heads"] = st.select_slider("attention heads", [1, 2, 3, 4, 6, 8, 12, 16],
                                                      int(b["num_attention_heads"]), key=k + "H", disabled=disabled)
@@ -94,7 +100,7 @@ def _widgets(preset: str, disabled: bool, vocab_size: int):
                                                 key=k + "D", disabled=disabled,
                                                 help="Must be divisible by the number of heads (and even for "
                                                      "sinusoidal positions)."))
-        bk["intermediate_size"] = st.select_slider("FFN size", [16, 32, 64, 128, 256, 512, 1024, 2048, 4096],
+        bk["intermediate_size"] = st.select_slider("FFN size", [16, 32, 64, 128, 256, 512, 1024, 2048, 3072, 4096],
                                                    int(b["intermediate_size"]), key=k + "F", disabled=disabled)
         drop = st.slider("dropout", 0.0, 0.5, float(b["hidden_dropout_prob"]), 0.05, key=k + "drop",
                          disabled=disabled)
@@ -106,16 +112,20 @@ def _widgets(preset: str, disabled: bool, vocab_size: int):
         bk["position_embedding"] = c1.selectbox("positions", ["learned", "sinusoidal"],
                                                 ["learned", "sinusoidal"].index(b["position_embedding"]),
                                                 key=k + "pos", disabled=disabled)
-        bk["norm_placement"] = c2.selectbox("LayerNorm", ["post", "pre"], ["post", "pre"].index(b["norm_placement"]),
-                                            key=k + "norm", disabled=disabled)
-        bk["mlm_head"] = c1.selectbox("MLM head", ["transform", "linear"],
-                                      ["transform", "linear"].index(b["mlm_head"]), key=k + "mlm", disabled=disabled)
+        bk["norm_placement"] = c2.selectbox("LayerNorm", NORMS, NORMS.index(b["norm_placement"]),
+                                            key=k + "norm", disabled=disabled,
+                                            help="post: LN(x + F(x)) (BERT); pre: x + F(LN(x)); sublayer_output: "
+                                                 "x + LN(F(x)) (the blog seed)")
+        bk["mlm_head"] = c1.selectbox("MLM head", MLM_HEADS, MLM_HEADS.index(b["mlm_head"]), key=k + "mlm",
+                                      disabled=disabled)
         bk["nsp_head"] = c2.selectbox("NSP head", ["pooler", "first_token"],
                                       ["pooler", "first_token"].index(b["nsp_head"]), key=k + "nsp",
                                       disabled=disabled)
         bk["hidden_act"] = c1.selectbox("activation", HIDDEN_ACTS, HIDDEN_ACTS.index(b["hidden_act"]),
                                         key=k + "act", disabled=disabled)
-        bk["layer_norm_eps"] = float(b["layer_norm_eps"])
+        kept = {f: b[f] for f in ("layer_norm_style", "embedding_scale", "embedding_layer_norm", "ffn_dropout",
+                                  "attention_padding_mask", "segment_ids", "init") if f in b}
+        st.caption("Also from the preset: " + ", ".join(f"{f}={v}" for f, v in kept.items()))
     with ct:
         st.markdown("**Training** (`bertcore.config.TrainConfig`)")
         tk = {}
@@ -266,7 +276,7 @@ def _downloads_and_upload(active) -> None:
 
 
 def render() -> None:
-    from bertcore.config import PRESETS
+    from bertcore.config import PRESET_SIZES, PRESETS
 
     st.title("Train a tiny BERT")
     active = state.get_active()
@@ -282,9 +292,14 @@ def render() -> None:
         except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
             st.error(f"The corpus cannot be used: {e}")
             return
-        preset = st.selectbox("Preset", list(PRESETS), key="train_preset", disabled=running,
-                              help="Original BERT scaled down, or the design choices of a seed tutorial.")
-        bk, tk = _widgets(preset, running, tok.vocab_size)
+        p1, p2 = st.columns([3, 2])
+        preset = p1.selectbox("Preset", list(PRESETS), key="train_preset", disabled=running,
+                              help="Original BERT, or the design choices of a seed tutorial, as the seed's code "
+                                   "writes them (`python -m bertcore presets`).")
+        size = p2.radio("Size", PRESET_SIZES, key="train_size", horizontal=True, disabled=running,
+                        help="tiny trains in about a minute; seed is the seed's own model size (original BERT: "
+                             "BERT-base, 12 layers × 768); the budget check says whether it may train here.")
+        bk, tk = _widgets(preset, size, running, tok.vocab_size)
         bcfg, tcfg, est, problem = build_configs(bk, tk)
         if est is not None:
             parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())

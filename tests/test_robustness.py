@@ -277,11 +277,11 @@ def _page():
     return _TRAIN_PAGE[0]
 
 
-WIDGETS = {  # the Train page's widget domains (pages/train.py)
-    "num_hidden_layers": [1, 8], "num_attention_heads": [1, 3, 16], "hidden_size": [4, 5, 1024],
+WIDGETS = {  # the Train page's widget domains (app_pages/train.py)
+    "num_hidden_layers": [1, 12], "num_attention_heads": [1, 3, 16], "hidden_size": [4, 5, 1024],
     "intermediate_size": [16, 4096], "max_position_embeddings": [16, 512], "hidden_dropout_prob": [0.0, 0.5],
-    "position_embedding": ["learned", "sinusoidal"], "norm_placement": ["post", "pre"],
-    "mlm_head": ["transform", "linear"], "nsp_head": ["pooler", "first_token"],
+    "position_embedding": ["learned", "sinusoidal"], "norm_placement": ["post", "pre", "sublayer_output"],
+    "mlm_head": ["transform", "linear", "mlp"], "nsp_head": ["pooler", "first_token"],
     "hidden_act": ["gelu", "gelu_tanh", "relu"],
 }
 TWIDGETS = {"steps": [20, 5000], "batch_size": [4, 256], "lr": [1e-4, 10.0], "warmup_steps": [0, 1000],

@@ -119,18 +119,11 @@ def forward_from_word_embeddings(model, word_emb: torch.Tensor, token_type_ids: 
     ``BertForPreTraining.forward``: + positions + segments, LayerNorm, the encoder, [CLS] (pooler) -> NSP.
     Returns ``(last hidden states (B, T, D), nsp_logits (B, 2))``.
     """
-    emb = model.bert.embeddings
-    T = word_emb.shape[1]
-    x = word_emb + emb.position_table()[:T].unsqueeze(0) + emb.token_type_embeddings(token_type_ids)
-    x = emb.LayerNorm(x)
-    for layer in model.bert.encoder.layer:
-        x, _ = layer(x, None, None, None, False)
-    if model.config.norm_placement == "pre":
-        x = model.bert.encoder.LayerNorm(x)
-    cls_h = x[:, 0]
-    if model.bert.pooler is not None:
-        cls_h = torch.tanh(model.bert.pooler.dense(cls_h))
-    return x, model.cls.seq_relationship(cls_h)
+    x = model.bert.embeddings(None, token_type_ids, None, word_embeds=word_emb)  # (B, T, D)
+    h, _, _ = model.bert.encoder(x)  # every variant's own sublayers and final LayerNorm
+    cls_h = h[:, 0]
+    pooled = model.bert.pooler(cls_h) if model.bert.pooler is not None else cls_h  # (B, D)
+    return h, model.cls.seq_relationship(pooled)
 
 
 def _objective(model, target: Target, position: int, token_id: int):

@@ -103,10 +103,12 @@ class BertEmbeddings(nn.Module):
             return (token_type_ids + 1) * keep.to(token_type_ids.dtype)
         return token_type_ids
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor | None = None,
-                parts: dict | None = None) -> Tensor:
-        T = input_ids.shape[1]
-        tok = self.word_embeddings(input_ids)  # (B, T, D)
+    def forward(self, input_ids: Tensor | None, token_type_ids: Tensor, attention_mask: Tensor | None = None,
+                parts: dict | None = None, word_embeds: Tensor | None = None) -> Tensor:
+        """``word_embeds`` (B, T, D), when given, replaces ``word_embeddings(input_ids)`` (attribution methods
+        differentiate with respect to it); scale, positions, segments and the LayerNorm apply as usual."""
+        tok = self.word_embeddings(input_ids) if word_embeds is None else word_embeds  # (B, T, D)
+        T = tok.shape[1]
         if self.scale != 1.0:
             tok = tok * self.scale
         pos = self.position_table()[:T].unsqueeze(0)  # (1, T, D)
