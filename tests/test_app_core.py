@@ -89,7 +89,7 @@ def test_invalid_config_is_explained_before_start():
 
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("app_pages/train.py").run()
-    at.number_input(key="train_original BERT (tiny)_D").set_value(30).run()  # 30 % 4 heads != 0
+    at.number_input(key="train_original BERT (tiny)_tiny_D").set_value(30).run()  # 30 % 4 heads != 0
     _no_exception(at)
     assert any("divisible" in e.value for e in at.error)
     assert at.button(key="train_start").disabled

@@ -66,9 +66,10 @@ def rows_from_history(hist) -> tuple[list, list]:
     """(train rows [step, mlm_loss, nsp_loss, mlm_acc, nsp_acc], eval rows [step, eval_...]) with None for NaN."""
     if hist is None or not len(hist):
         return [], []
+    hist = hist.reindex(columns=["step", *TRAIN_COLS, *EVAL_COLS])  # a live history may lack the eval columns
     steps = hist["step"].astype(int).tolist()
     train = [[s] + [_num(v) for v in vals] for s, *vals in zip(steps, *(hist[c].tolist() for c in TRAIN_COLS))]
-    ev = hist.dropna(subset=["eval_mlm_acc"]) if "eval_mlm_acc" in hist else hist.iloc[0:0]
+    ev = hist.dropna(subset=["eval_mlm_acc"])
     evals = [[int(s)] + [_num(v) for v in vals]
              for s, *vals in zip(ev["step"].tolist(), *(ev[c].tolist() for c in EVAL_COLS))]
     return train, evals
