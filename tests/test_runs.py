@@ -188,8 +188,10 @@ def test_a_link_with_ws_finds_runs_and_active_model_and_others_do_not():
     assert _ws(at) == ws
     at.switch_page("app_pages/train.py").run()  # the history chart is back (from the run's history.csv)
     assert not at.exception
-    figs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
-    assert any(t.get("meta", {}).get("metric") == "mlm_loss" for f in figs for t in f["data"])
+    panel = [json.loads(e.proto.json_args) for e in at.get("component_instance")
+             if "livechart" in e.proto.component_name]
+    saved = runs.read_run(d)
+    assert len(panel) == 1 and len(panel[0]["train"]) == saved.steps_done > 0  # the run's history.csv, every step
     assert _ws(at) == ws  # kept across a page switch
 
     other = AppTest.from_file(APP, default_timeout=60).run()  # another browser: no link
