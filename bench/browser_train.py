@@ -32,7 +32,7 @@ from bench.harness import CHROMIUM, CHROMIUM_ARGS, REPO, AppServer
 VIEWPORT = {"width": 1400, "height": 900}
 _HEADLESS = r"""
 import os, sys, time, json
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 import torch
 torch.set_num_threads(1)
 from bertcore.config import BertConfig, TrainConfig

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 
 LICENSES = Path("/usr/share/common-licenses")
 

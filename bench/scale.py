@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 
 PROSE_SOURCES = ("/usr/share/common-licenses/*", "/usr/share/vim/vim*/doc/usr_*.txt",
                  "/usr/share/vim/vim*/doc/intro.txt", "/usr/lib/python3*/LICENSE.txt")

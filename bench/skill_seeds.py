@@ -18,7 +18,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 
 NSP_TARGET, MLM_FACTOR, NSP_EARLY = 0.90, 3.0, 0.6
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch is imported (see bertcore/__init__.py)
+import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 
 import math
 import threading

@@ -133,11 +133,11 @@ def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
     return d
 
 
-def _read_json(path: Path, what: str) -> dict:
+def read_json_object(path: Path, what: str = "") -> dict:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"cannot read {what} ({path.name}): {e}; it must be a UTF-8 JSON object") from None
+        raise CheckpointError(f"cannot read {what + ' ' if what else ''}({path.name}): {e}; it must be a UTF-8 JSON object") from None
     if not isinstance(obj, dict):
         raise CheckpointError(f"{path.name} must hold a JSON object, got {type(obj).__name__}")
     return obj
@@ -186,7 +186,7 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
     if not ((d / "vocab.txt").is_file() or (d / "tokenizer.json").is_file()):
         raise CheckpointError(f"{d} has no vocab.txt or tokenizer.json; the vocabulary is needed to read text")
 
-    raw = _read_json(d / "config.json", "the model config")
+    raw = read_json_object(d / "config.json", "the model config")
     extra = {k: raw.pop(k) for k in _EXTRA_CONFIG_KEYS if k in raw}
     if "bertcore_version" not in extra and ("model_type" in raw or "architectures" in raw):
         raise CheckpointError(f"{d} is a transformers model directory, not a bertcore checkpoint; convert it with "
@@ -243,9 +243,9 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
             history = pd.read_csv(d / "history.csv")
         except Exception as e:  # noqa: BLE001 - any parse error of a user file
             raise CheckpointError(f"history.csv cannot be read ({e}); delete it or save the checkpoint again") from None
-    train_config = _read_json(d / "train_config.json", "the training config") \
+    train_config = read_json_object(d / "train_config.json", "the training config") \
         if (d / "train_config.json").is_file() else None
-    meta = _read_json(d / "bundle.json", "the bundle metadata") if (d / "bundle.json").is_file() else {}
+    meta = read_json_object(d / "bundle.json", "the bundle metadata") if (d / "bundle.json").is_file() else {}
     snapshots = []
     if (d / "snapshots.safetensors").is_file():
         from bertcore.training.trainer import AttentionSnapshot

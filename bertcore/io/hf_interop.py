@@ -16,6 +16,7 @@ import torch
 
 from bertcore.config import BertConfig
 from bertcore.errors import CheckpointError, ConfigError
+from bertcore.io.checkpoint import read_json_object
 from bertcore.model import BertForPreTraining
 
 _ACT_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
@@ -141,16 +142,6 @@ def export_hf_classifier(model, tokenizer, out_dir: str | Path) -> Path:
 
 # ----------------------------------------------------------------------------------------- import
 
-def _read_json(path: Path) -> dict:
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"cannot read {path.name}: {e}; it must be a UTF-8 JSON object") from None
-    if not isinstance(d, dict):
-        raise CheckpointError(f"{path.name} must hold a JSON object")
-    return d
-
-
 def _hf_config_to_ours(hf: dict) -> BertConfig:
     mt = hf.get("model_type", "bert")
     if mt != "bert":
@@ -177,7 +168,7 @@ def _load_hf_weights(d: Path) -> dict[str, torch.Tensor]:
         if single.is_file():
             return load_file(str(single))
         if index.is_file():
-            shards = sorted(set(_read_json(index).get("weight_map", {}).values()))
+            shards = sorted(set(read_json_object(index).get("weight_map", {}).values()))
             sd: dict[str, torch.Tensor] = {}
             for s in shards:
                 p = (d / s).resolve()
@@ -220,14 +211,14 @@ def import_hf(hf_dir: str | Path, name: str | None = None):
         raise CheckpointError(f"{d} is not a directory; give the folder that holds config.json and model.safetensors")
     if not (d / "config.json").is_file():
         raise CheckpointError(f"{d} has no config.json; is it a transformers model directory?")
-    cfg = _hf_config_to_ours(_read_json(d / "config.json"))
+    cfg = _hf_config_to_ours(read_json_object(d / "config.json"))
     sd = _normalise_keys(_load_hf_weights(d))
 
     if not (d / "vocab.txt").is_file():
         raise CheckpointError(f"{d} has no vocab.txt; a BERT WordPiece vocabulary is needed to tokenize text")
     lower = True
     if (d / "tokenizer_config.json").is_file():
-        lower = bool(_read_json(d / "tokenizer_config.json").get("do_lower_case", True))
+        lower = bool(read_json_object(d / "tokenizer_config.json").get("do_lower_case", True))
     tokenizer = WordPieceTokenizer.from_vocab_file(d / "vocab.txt", lowercase=lower)
     if tokenizer.vocab_size != cfg.vocab_size:
         raise CheckpointError(

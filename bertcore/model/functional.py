@@ -38,9 +38,9 @@ def _dropout(x: Tensor, p: float, training: bool, gen: torch.Generator | None) -
 def _keep_mask(x: Tensor, p: float, gen: torch.Generator) -> Tensor:
     """Scaled keep mask (0 or 1/(1-p)) shaped like ``x``, drawn from ``gen``.
 
-    Speed (measured: 2-core CPU, a 131k-element mask): ``bernoulli_(1-p, generator=gen)`` took 2.2 ms,
-    and was 9-12% of a tiny training step. Here 16 random bits per element come from one 64-bit draw per 4
-    elements (``random_`` over the full int64 range, viewed as int16), compared with a threshold: ~0.4 ms for the same mask.
+    16 random bits per element come from one 64-bit draw per 4 elements (``random_`` over the full int64
+    range, viewed as int16), compared with a threshold: several times cheaper than ``bernoulli_`` with a
+    generator (docs/BENCH.md).
     The drop rate is rounded to a multiple of 1/65536 (0.1 -> 0.100006) and the scale uses that exact rate,
     so E[mask] = 1 exactly.
     """
