@@ -208,20 +208,9 @@ class FineTuner:
         self.done = True
 
     def run(self, n: int | None = None, callback=None) -> pd.DataFrame:
-        from bertcore.training.trainer import _acquire_threads, _release_threads
+        from bertcore.training.trainer import run_steps
 
-        target = self.config.steps if n is None else min(self.config.steps, self.step_count + int(n))
-        _acquire_threads(self.config.num_threads)
-        try:
-            while not self.done and self.step_count < target and not self._stop.is_set():
-                row = self.step()
-                if callback is not None:
-                    callback(self, row)
-            if self._stop.is_set() and not self.done:
-                self.finalize()
-        finally:
-            _release_threads()
-        return self.history
+        return run_steps(self, n, callback)
 
 
 # ------------------------------------------------------------------ starting points

@@ -256,18 +256,7 @@ class Trainer:
         ``callback(trainer, row)`` is called after every step. Uses ``train_config.num_threads`` torch threads
         while running. When stopped early, a final held-out evaluation and attention snapshot are added.
         """
-        target = self.config.steps if n is None else min(self.config.steps, self.step_count + int(n))
-        _acquire_threads(self.config.num_threads)
-        try:
-            while not self.done and self.step_count < target and not self._stop.is_set():
-                row = self.step()
-                if callback is not None:
-                    callback(self, row)
-            if self._stop.is_set() and not self.done:
-                self.finalize()
-        finally:
-            _release_threads()
-        return self.history
+        return run_steps(self, n, callback)
 
     def finalize(self) -> None:
         """Mark training finished: evaluate the current weights (if not yet) and take a last snapshot."""
@@ -430,6 +419,24 @@ class Trainer:
     def _final_snapshot(self) -> None:
         if self.config.snapshot_every and (not self.snapshots or self.snapshots[-1].step != self.step_count):
             self._snapshot()
+
+
+def run_steps(trainer, n: int | None = None, callback=None) -> pd.DataFrame:
+    """The loop every trainer shares (pretraining and fine-tuning): ``n`` more steps (default: until
+    ``config.steps``), or until ``stop()`` or ``done``; ``finalize()`` when stopped early; torch threads set to
+    ``config.num_threads`` while it runs. Returns ``trainer.history``."""
+    target = trainer.config.steps if n is None else min(trainer.config.steps, trainer.step_count + int(n))
+    _acquire_threads(trainer.config.num_threads)
+    try:
+        while not trainer.done and trainer.step_count < target and not trainer._stop.is_set():
+            row = trainer.step()
+            if callback is not None:
+                callback(trainer, row)
+        if trainer._stop.is_set() and not trainer.done:
+            trainer.finalize()
+    finally:
+        _release_threads()
+    return trainer.history
 
 
 def _acquire_threads(n: int) -> None:
