@@ -9,19 +9,27 @@ Against a server already running on 127.0.0.1:P, alternately (``rounds`` times e
   *protocol*, from the ``rerun_script`` frame chromium sends to the ``script_finished`` frame it receives
   (read from the websocket frames, so measured exactly as the generator measures), and *drawn*, from the
   click or key press until the app is no longer running and every visible plotly chart has drawn its SVG;
-* **generator**: one ``loadgen.student.Student`` with no think time follows the same visit.
+* **generator**: one ``StreamlitTab`` (what each simulated student drives) follows the same visit.
 
-One untimed generator visit warms the server up first.
+For both, the server process's CPU seconds per step (from /proc): the work the server does for a browser's
+step and for the generator's step, whatever else the machine is doing.
 
-Prints per step the medians of the three; docs/BENCH.md has the comparison. Needs /usr/bin/chromium.
+A first visit of each kind is not counted (it warms the server, and the browser's cache as a student's
+first visit does). Chromium keeps one browser context (its cache) for all its visits and runs at
+``--nice`` 19 by default: on a 2-core machine its drawing would otherwise take CPU from the server during
+the very run it measures, which a student's browser, on the student's own machine, does not.
+
+Prints per step the medians; docs/BENCH.md has the comparison. Needs /usr/bin/chromium.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 
@@ -29,7 +37,9 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from loadgen import HOST
-from loadgen.student import ATTENTION_INPUT, PREDICT_INPUT, VISIT, Student, new_marker
+from loadgen.protocol import StreamlitTab
+from loadgen.report import find_server_pid, proc_sample
+from loadgen.student import ATTENTION_INPUT, PREDICT_INPUT, VISIT, new_marker
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -79,76 +89,137 @@ class _Frames:
         return self.finished_at - self.sent_at
 
 
-def _browser_round(port: int, marker: str, timeout_ms: int = 120_000) -> dict[str, tuple[float, float]]:
-    """One chromium visit; step label -> (protocol seconds, drawn seconds)."""
-    from playwright.sync_api import sync_playwright
+def _cpu(pid: int | None) -> float:
+    s = proc_sample(pid) if pid else None
+    return s[1] if s else float("nan")
 
-    out: dict[str, tuple[float, float]] = {}
-    frames = _Frames()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-            page.set_default_timeout(timeout_ms)
-            page.on("websocket", frames.attach)
 
-            def step(label: str, action) -> None:
-                t0 = time.perf_counter()
-                action()
-                page.wait_for_timeout(50)  # let the click's rerun_script leave before polling the state
-                page.wait_for_function(_DRAWN_JS, timeout=timeout_ms, polling=20)
-                drawn = time.perf_counter() - t0
-                deadline = time.perf_counter() + 10
-                while frames.protocol_seconds() is None and time.perf_counter() < deadline:
-                    page.wait_for_timeout(20)
-                out[label] = (frames.protocol_seconds() or float("nan"), drawn)
+def _visit(page, frames: _Frames, port: int, marker: str, timeout_ms: int) -> dict[str, tuple[float, float, float]]:
+    """One visit in an open chromium page; step label -> (protocol s, drawn s, server CPU s)."""
+    out: dict[str, tuple[float, float, float]] = {}
+    pid = find_server_pid(port)
 
-            step("Overview", lambda: page.goto(f"http://{HOST}:{port}/"))
-            nav = page.locator('[data-testid="stSidebarNav"] a')
-            for label, path, action in VISIT[1:]:
-                step(label, lambda path=path: nav.filter(has_text=TITLES[path]).first.click())
-                if action == "type":
-                    if label == "Attention":
-                        box, text = ATTENTION_INPUT, f"the cat {marker} sits on the mat ."
-                    else:
-                        box, text = PREDICT_INPUT, f"the cows [MASK] the hay near the {marker} ."
-                    area = page.get_by_label(box)
+    def step(label: str, action) -> None:
+        c0 = _cpu(pid)
+        t0 = time.perf_counter()
+        action()
+        page.wait_for_timeout(50)  # let the click's rerun_script leave before polling the state
+        page.wait_for_function(_DRAWN_JS, timeout=timeout_ms, polling=20)
+        drawn = time.perf_counter() - t0
+        deadline = time.perf_counter() + 10
+        while frames.protocol_seconds() is None and time.perf_counter() < deadline:
+            page.wait_for_timeout(20)
+        page.wait_for_timeout(200)  # the server's last sends
+        out[label] = (frames.protocol_seconds() or float("nan"), drawn, _cpu(pid) - c0)
 
-                    def type_and_submit(area=area, text=text):
-                        area.fill(text)
-                        area.press("Control+Enter")
-                    step(f"{label}: typed", type_and_submit)
-        finally:
-            browser.close()
+    step("Overview", lambda: page.goto(f"http://{HOST}:{port}/"))
+    nav = page.locator('[data-testid="stSidebarNav"] a')
+    for label, path, action in VISIT[1:]:
+        step(label, lambda path=path: nav.filter(has_text=TITLES[path]).first.click())
+        if action == "type":
+            if label == "Attention":
+                box, text = ATTENTION_INPUT, f"the cat {marker} sits on the mat ."
+            else:
+                box, text = PREDICT_INPUT, f"the cows [MASK] the hay near the {marker} ."
+            area = page.get_by_label(box)
+
+            def type_and_submit(area=area, text=text):
+                area.fill(text)
+                area.press("Control+Enter")
+            step(f"{label}: typed", type_and_submit)
     return out
 
 
-async def _generator_round(port: int, marker: str) -> dict[str, float]:
-    st = Student("check", port, marker, rng=random.Random(0), think=(0.0, 0.0),
-                 deadline=time.monotonic() + 600, rounds=1)
-    out = await st.run()
-    if out.errors or out.exceptions:
-        raise RuntimeError(f"generator round failed: {out.errors + out.exceptions}")
-    return {label: xs[0] for label, xs in out.times.items()}
+def _browser_rounds(port: int, timeout_ms: int = 180_000) -> None:
+    """Child process: one chromium and one browser context (its cache warms as a student's does); for each
+    marker read from stdin, one visit in a new tab, printed as one JSON line. Ends on an empty line."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            for _ in range(100):  # bounded; the parent asks for rounds + 1
+                marker = sys.stdin.readline().strip()
+                if not marker:
+                    break
+                frames = _Frames()
+                page = context.new_page()
+                page.set_default_timeout(timeout_ms)
+                page.on("websocket", frames.attach)
+                print(json.dumps(_visit(page, frames, port, marker, timeout_ms)), flush=True)
+                page.close()
+        finally:
+            browser.close()
 
 
-def compare(port: int, rounds: int) -> dict:
-    """``rounds`` alternating browser and generator visits; medians per step."""
-    browser: dict[str, list[tuple[float, float]]] = {}
-    gen: dict[str, list[float]] = {}
+async def _generator_round(port: int, marker: str) -> dict[str, tuple[float, float]]:
+    """The same visit with one ``StreamlitTab``; step label -> (seconds, server CPU seconds)."""
+    pid = find_server_pid(port)
+    tab = StreamlitTab(port, timeout=180)
+    out: dict[str, tuple[float, float]] = {}
+
+    async def step(label: str, request) -> None:
+        c0 = _cpu(pid)
+        r = await request
+        await asyncio.sleep(0.2)  # the server's last sends, as on the browser side
+        if not r.ok or r.exceptions:
+            raise RuntimeError(f"generator step {label} failed: {r.error} {r.exceptions}")
+        out[label] = (r.seconds, _cpu(pid) - c0)
+
+    try:
+        await step("Overview", tab.open(""))
+        for label, path, action in VISIT[1:]:
+            await step(label, tab.goto(path))
+            if action == "type":
+                texts = ({ATTENTION_INPUT: f"the cat {marker} sits on the mat ."} if label == "Attention"
+                         else {PREDICT_INPUT: f"the cows [MASK] the hay near the {marker} ."})
+                await step(f"{label}: typed", tab.interact(texts=texts))
+    finally:
+        await tab.close()
+    return out
+
+
+def compare(port: int, rounds: int, nice: int = 19) -> dict:
+    """A warm-up visit of each kind, then ``rounds`` alternating browser and generator visits; medians."""
+    browser: dict[str, list[tuple[float, float, float]]] = {}
+    gen: dict[str, list[tuple[float, float]]] = {}
     rng, taken = random.Random(1), set()
-    asyncio.run(_generator_round(port, new_marker(rng, taken)))  # warm-up, not counted
-    for _ in range(rounds):
-        for label, v in _browser_round(port, new_marker(rng, taken)).items():
-            browser.setdefault(label, []).append(v)
-        for label, v in asyncio.run(_generator_round(port, new_marker(rng, taken))).items():
-            gen.setdefault(label, []).append(v)
+    cmd = [sys.executable, "-m", "loadgen.browser_check", "--port", str(port), "--browser-rounds"]
+    # chromium shares the cores with the server here; a student's browser runs on the student's machine
+    child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: os.nice(nice))
+    try:
+        for i in range(rounds + 1):
+            child.stdin.write(new_marker(rng, taken) + "\n")
+            child.stdin.flush()
+            line = child.stdout.readline()
+            if not line:
+                raise RuntimeError("the chromium process ended early")
+            g = asyncio.run(_generator_round(port, new_marker(rng, taken)))
+            if i == 0:
+                continue  # warm-up of the server and of the browser's cache
+            for label, v in json.loads(line).items():
+                browser.setdefault(label, []).append(tuple(v))
+            for label, v in g.items():
+                gen.setdefault(label, []).append(v)
+        child.stdin.write("\n")
+        child.stdin.flush()
+        child.wait(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+    def med(xs):
+        return round(statistics.median(xs), 3)
+
     rows = {}
-    for label in browser:
-        rows[label] = {"generator": round(statistics.median(gen.get(label, [float("nan")])), 3),
-                       "browser_protocol": round(statistics.median(v[0] for v in browser[label]), 3),
-                       "browser_drawn": round(statistics.median(v[1] for v in browser[label]), 3)}
-    return {"rounds": rounds, "steps": rows}
+    for label, b in browser.items():
+        g = gen.get(label, [(float("nan"), float("nan"))])
+        rows[label] = {"generator": med(v[0] for v in g), "browser_protocol": med(v[0] for v in b),
+                       "browser_drawn": med(v[1] for v in b), "server_cpu_generator": med(v[1] for v in g),
+                       "server_cpu_browser": med(v[2] for v in b)}
+    return {"rounds": rounds, "chromium_nice": nice, "steps": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,16 +227,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--nice", type=int, default=19, help="niceness of chromium (0..19, default 19)")
+    p.add_argument("--browser-rounds", action="store_true", help=argparse.SUPPRESS)  # internal: the child
     a = p.parse_args(argv)
-    if not (1 <= a.port <= 65535 and 1 <= a.rounds <= 20):
-        p.error("--port must be 1..65535 and --rounds 1..20")
-    res = compare(a.port, a.rounds)
+    if not (1 <= a.port <= 65535 and 1 <= a.rounds <= 20 and 0 <= a.nice <= 19):
+        p.error("--port must be 1..65535, --rounds 1..20 and --nice 0..19")
+    if a.browser_rounds:
+        _browser_rounds(a.port)
+        return 0
+    res = compare(a.port, a.rounds, a.nice)
     if a.json:
         print(json.dumps(res))
         return 0
-    print(f"{'step':<20}{'generator s':>13}{'chromium protocol s':>21}{'chromium drawn s':>18}")
+    print(f"{'step':<18}{'generator s':>12}{'chromium protocol s':>20}{'chromium drawn s':>17}"
+          f"{'server CPU s: generator':>25}{'/ chromium':>11}")
     for label, r in res["steps"].items():
-        print(f"{label:<20}{r['generator']:>13.3f}{r['browser_protocol']:>21.3f}{r['browser_drawn']:>18.3f}")
+        print(f"{label:<18}{r['generator']:>12.3f}{r['browser_protocol']:>20.3f}{r['browser_drawn']:>17.3f}"
+              f"{r['server_cpu_generator']:>25.3f}{r['server_cpu_browser']:>11.3f}")
     return 0
 
 
