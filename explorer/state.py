@@ -190,6 +190,11 @@ def start_run(jobs, corpus, tokenizer=None, key: str = _K_RUN) -> str | None:
     on_end = (lambda d: runs.write_workspace(ws, active=f"run:{Path(d).name}")) if key == _K_RUN else None
     run = TrainingRun(jobs, corpus, tokenizer, runs_dir=workspace_path(create=True), on_end=on_end,
                       corpus_spec=_corpus_spec(corpus) if corpus is not None else None)
+    return _launch(ws, key, run)
+
+
+def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
+    """Start ``run``'s thread and keep it under ``key`` (session and workspace); the server-busy message or None."""
     try:
         run.start()
     except ServerBusy as e:
@@ -221,13 +226,7 @@ def resume_run(run_id: str) -> str | None:
     ws = workspace_id()
     run = TrainingRun([Job(None, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
                       on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
-    try:
-        run.start()
-    except ServerBusy as e:
-        return str(e)
-    st.session_state[_K_RUN] = run
-    register_live(ws, _K_RUN, run)
-    return None
+    return _launch(ws, _K_RUN, run)
 
 
 def forget_run(key: str = _K_RUN) -> None:

@@ -12,14 +12,15 @@ import sys
 
 import pytest
 
-from loadgen.server import REPO, LocalServer, free_port
+from bench.harness import REPO, AppServer, free_port
 
 SCRIPT = REPO / "scripts" / "loadtest.py"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = LocalServer(tmp_path_factory.mktemp("loadtest") / "server.log").start()
+    d = tmp_path_factory.mktemp("loadtest")
+    srv = AppServer(d / "server.log", runs_dir=d / "runs").start()
     yield srv
     srv.stop()
 
@@ -49,7 +50,7 @@ def test_three_sessions_once_round_the_pages(server):
     assert rep["busy"] == 0
     # the one training ran (the trainer saw its own progress bars), and the report found the server process
     assert len(rep["training"]["progress_seen"]) == 1 and rep["training"]["progress_seen"][0] >= 1
-    assert rep["server_pids"] == [server.pid]
+    assert rep["server_pids"] == [server.proc.pid]
     assert rep["server_rss_mb"] > 50
 
 
