@@ -123,8 +123,9 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int):
                                       disabled=disabled)
         bk["hidden_act"] = c1.selectbox("activation", HIDDEN_ACTS, HIDDEN_ACTS.index(b["hidden_act"]),
                                         key=k + "act", disabled=disabled)
-        kept = {f: b[f] for f in ("layer_norm_style", "embedding_scale", "embedding_layer_norm", "ffn_dropout",
-                                  "attention_padding_mask", "segment_ids", "init") if f in b}
+        kept = {f: b[f] for f in ("layer_norm_style", "embedding_scale", "embedding_layer_norm", "embedding_dropout",
+                                  "train_position_embeddings", "ffn_dropout", "attention_padding_mask", "segment_ids",
+                                  "init") if f in b}
         st.caption("Also from the preset: " + ", ".join(f"{f}={v}" for f, v in kept.items()))
     with ct:
         st.markdown("**Training** (`bertcore.config.TrainConfig`)")
@@ -277,6 +278,7 @@ def _downloads_and_upload(active) -> None:
 
 def render() -> None:
     from bertcore.config import PRESET_SIZES, PRESETS
+    from bertcore.presets import PRESET_NOTES
 
     st.title("Train a tiny BERT")
     active = state.get_active()
@@ -299,6 +301,9 @@ def render() -> None:
         size = p2.radio("Size", PRESET_SIZES, key="train_size", horizontal=True, disabled=running,
                         help="tiny trains in about a minute; seed is the seed's own model size (original BERT: "
                              "BERT-base, 12 layers × 768); the budget check says whether it may train here.")
+        notes = PRESET_NOTES.get(preset, [])
+        if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
+            st.caption(f"**{preset}** against its seed: " + "; ".join(notes) + ".")
         bk, tk = _widgets(preset, size, running, tok.vocab_size)
         bcfg, tcfg, est, problem = build_configs(bk, tk)
         if est is not None:

@@ -119,6 +119,11 @@ class BertConfig(_JsonMixin):
     embedding_scale: bool = False
     # LayerNorm on the embedding sum (BERT, blog); codertimo, Annotated and d2l have none.
     embedding_layer_norm: bool = True
+    # Dropout on the embedding sum (BERT, codertimo, Annotated, blog); d2l's BERTEncoder has none.
+    embedding_dropout: bool = True
+    # Train the learned position table (BERT). False = a fixed random table: d2l adds pos_embedding.data,
+    # so its N(0, 1) positions never receive a gradient. Only meaningful with position_embedding=learned.
+    train_position_embeddings: bool = True
     # Dropout inside the FFN, after the activation (codertimo, Annotated): W2 Drop(act(W1 x)).
     ffn_dropout: bool = False
     # Mask padded keys out of attention (BERT, codertimo, Annotated, d2l); the blog attends to padding.
@@ -161,9 +166,15 @@ class BertConfig(_JsonMixin):
         _check_choice("segment_ids", self.segment_ids, SEGMENT_IDS)
         if self.final_layer_norm is None:
             self.final_layer_norm = self.norm_placement == "pre"
-        for name in ("final_layer_norm", "embedding_scale", "embedding_layer_norm", "ffn_dropout",
-                     "attention_padding_mask"):
+        for name in ("final_layer_norm", "embedding_scale", "embedding_layer_norm", "embedding_dropout",
+                     "train_position_embeddings", "ffn_dropout", "attention_padding_mask"):
             _check_bool(name, getattr(self, name))
+        if not self.train_position_embeddings and self.position_embedding != "learned":
+            raise ConfigError(
+                "train_position_embeddings=false freezes a learned position table, but position_embedding="
+                f"{self.position_embedding} has no trained table; use position_embedding=learned or leave "
+                "train_position_embeddings=true"
+            )
         if self.segment_ids == "1/2" and self.type_vocab_size != 3:
             raise ConfigError(
                 f"segment_ids=1/2 needs type_vocab_size=3 (rows: padding, A, B), not {self.type_vocab_size}; "

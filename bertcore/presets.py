@@ -19,31 +19,33 @@ from typing import Any
 # The design switches, by seed. Sizes are added by SIZES below.
 _DESIGNS: dict[str, dict[str, Any]] = {
     "original BERT (tiny)": dict(  # Devlin et al. 2019 / HF transformers' modeling_bert
-        position_embedding="learned", norm_placement="post", final_layer_norm=False, layer_norm_style="variance",
-        layer_norm_eps=1e-12, embedding_scale=False, embedding_layer_norm=True, hidden_act="gelu", ffn_dropout=False,
+        position_embedding="learned", train_position_embeddings=True, norm_placement="post",
+        final_layer_norm=False, layer_norm_style="variance", layer_norm_eps=1e-12, embedding_scale=False,
+        embedding_layer_norm=True, embedding_dropout=True, hidden_act="gelu", ffn_dropout=False,
         attention_padding_mask=True, segment_ids="0/1", type_vocab_size=2, init="bert", mlm_head="transform",
         nsp_head="pooler", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     "BERT-pytorch (codertimo)": dict(  # seeds 000 and 003
-        position_embedding="sinusoidal", norm_placement="pre", final_layer_norm=False,
-        layer_norm_style="unbiased_std", layer_norm_eps=1e-6, embedding_scale=False, embedding_layer_norm=False,
-        hidden_act="gelu_tanh", ffn_dropout=True, attention_padding_mask=True, segment_ids="1/2", type_vocab_size=3,
-        init="pytorch", mlm_head="linear", nsp_head="first_token", hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1),
+        position_embedding="sinusoidal", train_position_embeddings=True, norm_placement="pre",
+        final_layer_norm=False, layer_norm_style="unbiased_std", layer_norm_eps=1e-6, embedding_scale=False,
+        embedding_layer_norm=False, embedding_dropout=True, hidden_act="gelu_tanh", ffn_dropout=True,
+        attention_padding_mask=True, segment_ids="1/2", type_vocab_size=3, init="pytorch", mlm_head="linear",
+        nsp_head="first_token", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     "blog BertModel": dict(  # seed 001
-        position_embedding="learned", norm_placement="sublayer_output", final_layer_norm=False,
-        layer_norm_style="variance", layer_norm_eps=1e-5, embedding_scale=False, embedding_layer_norm=True,
-        hidden_act="gelu", ffn_dropout=False, attention_padding_mask=False, segment_ids="0/1", type_vocab_size=2,
-        init="pytorch", mlm_head="linear", nsp_head="pooler", hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1),
+        position_embedding="learned", train_position_embeddings=True, norm_placement="sublayer_output",
+        final_layer_norm=False, layer_norm_style="variance", layer_norm_eps=1e-5, embedding_scale=False,
+        embedding_layer_norm=True, embedding_dropout=True, hidden_act="gelu", ffn_dropout=False,
+        attention_padding_mask=False, segment_ids="0/1", type_vocab_size=2, init="pytorch", mlm_head="linear",
+        nsp_head="pooler", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     "Annotated Transformer": dict(  # seed 002: its encoder and embeddings under BERT's two heads
-        position_embedding="sinusoidal", norm_placement="pre", final_layer_norm=True,
-        layer_norm_style="unbiased_std", layer_norm_eps=1e-6, embedding_scale=True, embedding_layer_norm=False,
-        hidden_act="relu", ffn_dropout=True, attention_padding_mask=True, segment_ids="0/1", type_vocab_size=0,
-        init="xavier_uniform", mlm_head="linear", nsp_head="first_token", hidden_dropout_prob=0.1,
-        attention_probs_dropout_prob=0.1),
-    "d2l": dict(  # seed 004
-        position_embedding="learned", norm_placement="post", final_layer_norm=False, layer_norm_style="variance",
-        layer_norm_eps=1e-5, embedding_scale=False, embedding_layer_norm=False, hidden_act="relu", ffn_dropout=False,
+        position_embedding="sinusoidal", train_position_embeddings=True, norm_placement="pre",
+        final_layer_norm=True, layer_norm_style="unbiased_std", layer_norm_eps=1e-6, embedding_scale=True,
+        embedding_layer_norm=False, embedding_dropout=True, hidden_act="relu", ffn_dropout=True,
+        attention_padding_mask=True, segment_ids="0/1", type_vocab_size=0, init="xavier_uniform",
+        mlm_head="linear", nsp_head="first_token", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    "d2l": dict(  # seed 004: pos_embedding.data (a fixed N(0, 1) table) and no dropout on the embedding sum
+        position_embedding="learned", train_position_embeddings=False, norm_placement="post",
+        final_layer_norm=False, layer_norm_style="variance", layer_norm_eps=1e-5, embedding_scale=False,
+        embedding_layer_norm=False, embedding_dropout=False, hidden_act="relu", ffn_dropout=False,
         attention_padding_mask=True, segment_ids="0/1", type_vocab_size=2, init="pytorch", mlm_head="mlp",
         nsp_head="pooler", hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2),
 }
@@ -110,8 +112,8 @@ PRESET_NOTES: dict[str, list[str]] = {
         "no segment embeddings: the seed's Embeddings are lut(x) * sqrt(d_model) + PE",
     ],
     "d2l": [
-        "d2l reads pos_embedding.data, so its position table never trains; here it trains (BERT §3)",
-        "d2l has no dropout on the embedding sum; this preset keeps BERT's (the only dropout site not switchable)",
+        "d2l adds pos_embedding.data, so its N(0, 1) position table never trains: train_position_embeddings=false",
+        "d2l has no dropout on the embedding sum: embedding_dropout=false",
     ],
 }
 

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from bertcore.config import PRESETS, BertConfig, estimate, preset
+from bertcore.errors import ConfigError
+from bertcore.model.formulas import formulas
 from bertcore.model import BertForPreTraining, count_parameters
 
 V, T = 50, 16
@@ -259,10 +261,46 @@ def test_ffn_dropout_sits_inside_the_ffn_only_where_the_seed_has_it():
             assert inter.dropout is None and torch.equal(inter(x), inter.act(inter.dense(x)))
 
 
+def test_d2l_positions_never_train_and_its_embedding_sum_has_no_dropout():
+    """d2l adds ``pos_embedding.data`` (no gradient reaches its N(0, 1) table) and applies no dropout to the
+    embedding sum; every other preset trains its learned table and drops out the sum (train mode)."""
+    ids, tt, am, _ = _batch()
+    for n, c in _configs("tiny").items():
+        torch.manual_seed(0)
+        m = BertForPreTraining(c).train()
+        emb = m.bert.embeddings
+        a, b = emb(ids, tt, am), emb(ids, tt, am)
+        if n == "d2l":
+            assert torch.equal(a, b) and emb.dropout is None
+            assert r"P \sim \mathcal{N}(0, 1)" in formulas(c)["embeddings"]
+        else:
+            assert not torch.equal(a, b) and emb.dropout.p == c.hidden_dropout_prob
+        if c.position_embedding != "learned":
+            continue
+        pos = emb.position_embeddings.weight
+        before = pos.detach().clone()
+        opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-2)
+        out = m(ids, tt, am, nsp_labels=torch.tensor([0, 1, 0]))
+        out.nsp_loss.backward()
+        opt.step()
+        if n == "d2l":
+            assert not pos.requires_grad and pos.grad is None and torch.equal(pos, before)
+            assert abs(before.std().item() - 1.0) < 0.05  # torch.randn's N(0, 1), as the seed draws it
+        else:
+            assert pos.requires_grad and not torch.equal(pos.detach(), before)
+
+
+def test_frozen_positions_need_a_learned_table():
+    with pytest.raises(ConfigError, match="train_position_embeddings=false"):
+        BertConfig(vocab_size=100, position_embedding="sinusoidal", train_position_embeddings=False)
+    with pytest.raises(ConfigError, match="embedding_dropout"):
+        BertConfig(vocab_size=100, embedding_dropout="no")
+
+
 # which config fields each formula depends on (the mlm head shows the activation unless it is one Linear)
 _FORMULA_FIELDS = {
     "embeddings": lambda c: (c.embedding_scale, c.embedding_layer_norm, c.position_embedding, c.type_vocab_size > 0,
-                             c.segment_ids),
+                             c.segment_ids, c.embedding_dropout, c.train_position_embeddings),
     "attention": lambda c: (c.attention_padding_mask,),
     "sublayer": lambda c: (c.norm_placement, c.final_layer_norm, c.ffn_dropout, c.hidden_act),
     "layer_norm": lambda c: (c.layer_norm_style, c.layer_norm_eps),
@@ -272,8 +310,6 @@ _FORMULA_FIELDS = {
 
 
 def test_formulas_differ_exactly_where_the_preset_models_differ():
-    from bertcore.model.formulas import formulas
-
     cfgs = _configs("tiny")
     rendered = {n: formulas(c) for n, c in cfgs.items()}
     names = list(cfgs)

@@ -97,3 +97,20 @@ def test_uploaded_prose_trains_wordpiece_by_default():
     size = next(n for n in at.number_input if n.label == "WordPiece vocabulary size")
     assert size.value == suggested_vocab_size(corpus)
     assert "[UNK]" not in " ".join(c.value for c in at.caption if "Not in the vocabulary" in c.value)
+
+
+def test_d2l_preset_says_what_its_seed_does_and_keeps_its_switches():
+    """Picking d2l shows what the seed's code does (frozen N(0, 1) positions, no embedding dropout) and the
+    Start button would train exactly that config (the switches without a widget are kept)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("app_pages/train.py").run()
+    at.selectbox(key="train_preset").set_value("d2l").run()
+    captions = " ".join(c.value for c in at.caption)
+    assert "pos_embedding.data" in captions and "embedding_dropout=false" in captions
+    assert "train_position_embeddings=False" in captions and "embedding_dropout=False" in captions
+    at.selectbox(key="train_preset").set_value("original BERT (tiny)").run()
+    captions = " ".join(c.value for c in at.caption)
+    assert "pos_embedding.data" not in captions and "train_position_embeddings=True" in captions
+    assert not at.exception

@@ -32,11 +32,12 @@ def layer_norm_formula(c: BertConfig) -> str:
 
 
 def embedding_formula(c: BertConfig) -> str:
-    """The input representation: token (+ scale) + position + segment, then LayerNorm if any, then dropout."""
+    """The input representation: token (+ scale) + position + segment, then LayerNorm and dropout if any."""
     tok = r"\sqrt{d}\,E_{\mathrm{tok}}[x_t]" if c.embedding_scale else r"E_{\mathrm{tok}}[x_t]"
     if c.position_embedding == "learned":
         pos = r"P[t]"
-        pos_def = r"P \text{ learned}"
+        pos_def = (r"P \text{ learned}" if c.train_position_embeddings
+                   else r"P \sim \mathcal{N}(0, 1) \text{ fixed (never trained)}")
     else:
         pos = r"\mathrm{PE}_t"
         pos_def = r"\mathrm{PE}_{t,2i} = \sin(t / 10000^{2i/d}),\ \mathrm{PE}_{t,2i+1} = \cos(t / 10000^{2i/d})"
@@ -49,7 +50,9 @@ def embedding_formula(c: BertConfig) -> str:
         seg_def = r"\text{no segment embedding}"
     e = " + ".join(terms)
     body = rf"\mathrm{{LN}}({e})" if c.embedding_layer_norm else e
-    return rf"h^{{0}}_t = \mathrm{{Dropout}}\left({body}\right),\quad {pos_def},\quad {seg_def}"
+    if c.embedding_dropout:
+        body = rf"\mathrm{{Dropout}}\left({body}\right)"
+    return rf"h^{{0}}_t = {body},\quad {pos_def},\quad {seg_def}"
 
 
 def attention_formula(c: BertConfig) -> str:

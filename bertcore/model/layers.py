@@ -71,7 +71,7 @@ def layer_norm(config: BertConfig) -> nn.Module:
 
 class BertEmbeddings(nn.Module):
     """Token (x sqrt(d) if embedding_scale) + position + segment embeddings, then LayerNorm (if
-    embedding_layer_norm) and dropout (BERT §3, Fig. 2; Vaswani §3.4-3.5)."""
+    embedding_layer_norm) and dropout (if embedding_dropout) (BERT §3, Fig. 2; Vaswani §3.4-3.5)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
@@ -80,6 +80,8 @@ class BertEmbeddings(nn.Module):
         self.word_embeddings = nn.Embedding(config.vocab_size, d, padding_idx=config.pad_token_id)
         if config.position_embedding == "learned":
             self.position_embeddings = nn.Embedding(config.max_position_embeddings, d)
+            # d2l adds pos_embedding.data: the table is saved like any weight but never trained
+            self.position_embeddings.weight.requires_grad_(config.train_position_embeddings)
         else:  # fixed table, not trained and not saved: it is a function of the config
             self.register_buffer("sinusoidal", sinusoidal_table(config.max_position_embeddings, d), persistent=False)
         if config.type_vocab_size:
@@ -87,7 +89,7 @@ class BertEmbeddings(nn.Module):
             self.token_type_embeddings = nn.Embedding(config.type_vocab_size, d, padding_idx=pad)
         if config.embedding_layer_norm:
             self.LayerNorm = layer_norm(config)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.dropout = Dropout(config.hidden_dropout_prob) if config.embedding_dropout else None
         self.scale = math.sqrt(d) if config.embedding_scale else 1.0
 
     def position_table(self) -> Tensor:
@@ -121,7 +123,7 @@ class BertEmbeddings(nn.Module):
         normed = self.LayerNorm(x) if self.config.embedding_layer_norm else x
         if parts is not None:
             parts.update(token=tok, position=pos.expand_as(tok), segment=seg, sum=x, normed=normed)
-        return self.dropout(normed)
+        return self.dropout(normed) if self.dropout is not None else normed
 
 
 class BertSelfAttention(nn.Module):
