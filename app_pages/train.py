@@ -153,6 +153,9 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int):
         tk["seed"] = int(st.number_input("seed", 0, 2**31 - 1, int(t["seed"]), key=k + "seed", disabled=disabled))
         for f in ("weight_decay", "grad_clip", "nsp_positive_prob", "eval_size", "held_out_frac", "num_threads"):
             tk[f] = t[f]
+        if t["pad_to"]:  # a seed that pads every example to a fixed length (BERT-pytorch's seq_len)
+            tk["pad_to"] = max(int(t["pad_to"]), tk["max_seq_len"])
+            st.caption(f"Every batch is padded to {tk['pad_to']} tokens, as the seed pads to its seq_len.")
         tk["eval_every"] = max(10, tk["steps"] // 20)
         tk["snapshot_every"] = max(5, tk["steps"] // 40)
     return bk, tk

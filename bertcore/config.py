@@ -215,6 +215,9 @@ class TrainConfig(_JsonMixin):
     grad_clip: float = 1.0
     # Longest [CLS] A [SEP] B [SEP]; pairs are truncated longest-first to fit.
     max_seq_len: int = 48
+    # 0 = pad each batch to its longest pair (fast); N >= max_seq_len = pad every batch to N, as BERT-pytorch
+    # pads to its seq_len (seed 003: 20). Only a model without a padding mask sees the difference.
+    pad_to: int = 0
     # Share of non-special tokens selected for MLM (BERT §3.1: 15%).
     mlm_probability: float = 0.15
     # Of the selected: share replaced by [MASK] (80%).
@@ -247,6 +250,12 @@ class TrainConfig(_JsonMixin):
         _check_range("weight_decay", self.weight_decay, 0.0, 1.0)
         _check_range("grad_clip", self.grad_clip, 0.0, 1e6)
         _check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
+        _check_range("pad_to", self.pad_to, 0, 8192, int)
+        if self.pad_to and self.pad_to < self.max_seq_len:
+            raise ConfigError(
+                f"pad_to={self.pad_to} is shorter than max_seq_len={self.max_seq_len}; every batch is padded to "
+                f"pad_to, so set it to at least {self.max_seq_len}, or 0 to pad each batch to its longest pair"
+            )
         _check_range("mlm_probability", self.mlm_probability, 0.0, 1.0)
         _check_range("mask_token_frac", self.mask_token_frac, 0.0, 1.0)
         _check_range("random_token_frac", self.random_token_frac, 0.0, 1.0)
@@ -274,6 +283,11 @@ def check_compatible(model: BertConfig, train: TrainConfig) -> None:
         raise ConfigError(
             f"max_seq_len={train.max_seq_len} exceeds max_position_embeddings={model.max_position_embeddings}; "
             f"lower max_seq_len or raise max_position_embeddings to at least {train.max_seq_len}"
+        )
+    if train.pad_to > model.max_position_embeddings:
+        raise ConfigError(
+            f"pad_to={train.pad_to} exceeds max_position_embeddings={model.max_position_embeddings}; "
+            f"lower pad_to (0 = pad to the longest pair) or raise max_position_embeddings to at least {train.pad_to}"
         )
 
 

@@ -64,8 +64,9 @@ SIZES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
     },
     "BERT-pytorch (codertimo)": {
         "tiny": (_TINY, {}),
-        # hidden 768, 12 layers, 12 heads, FFN 4 x hidden, PositionalEmbedding(max_len=512); seq_len 20 (seed 003)
-        "seed": (dict(_BERT_BASE), dict(lr=1e-4, max_seq_len=20, batch_size=64, warmup_steps=1000)),
+        # hidden 768, 12 layers, 12 heads, FFN 4 x hidden, PositionalEmbedding(max_len=512); seq_len 20, every
+        # example padded to it (seed 003)
+        "seed": (dict(_BERT_BASE), dict(lr=1e-4, max_seq_len=20, pad_to=20, batch_size=64, warmup_steps=1000)),
     },
     "blog BertModel": {
         "tiny": (_TINY, {}),

@@ -399,3 +399,33 @@ def test_cli_presets_json_lists_five_pairwise_different_configs(capsys):
     with pytest.raises(SystemExit) as e:
         main(["presets", "--size", "huge"])
     assert e.value.code == 2
+
+
+def test_pad_to_pads_every_training_batch_like_bert_pytorch():
+    """TrainConfig.pad_to: BERT-pytorch pads every example to seq_len (20 in seed 003), the codertimo preset at
+    seed size does the same; 0 pads each batch to its longest pair."""
+    from bertcore.config import TrainConfig, check_compatible
+    from bertcore.data.corpus import builtin_corpus
+    from bertcore.data.tokenization import WordTokenizer
+    from bertcore.training.trainer import Trainer
+
+    assert preset("BERT-pytorch (codertimo)", "seed")[1]["pad_to"] == 20
+    corpus = builtin_corpus(seed=0, n_pairs=200)
+    tok = WordTokenizer.build(corpus.texts())
+    bcfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_attention_heads=2, intermediate_size=32,
+                      **{k: v for k, v in preset("BERT-pytorch (codertimo)", "tiny")[0].items()
+                         if k not in ("hidden_size", "num_attention_heads", "intermediate_size")})
+    widths = {}
+    for pad_to in (0, 40):
+        tc = TrainConfig(steps=2, batch_size=4, max_seq_len=24, pad_to=pad_to, eval_every=0, eval_size=8,
+                         snapshot_every=0)
+        t = Trainer(bcfg, tc, corpus, tok)
+        b = t.data.sample_batch(4, torch.Generator().manual_seed(0))
+        widths[pad_to] = b["input_ids"].shape[1]
+        t.run()
+        assert t.history["mlm_loss"].notna().all()
+    assert widths[40] == 40 and widths[0] <= 24
+    with pytest.raises(ConfigError, match="pad_to=10 is shorter than max_seq_len=24"):
+        TrainConfig(max_seq_len=24, pad_to=10)
+    with pytest.raises(ConfigError, match="pad_to=100 exceeds max_position_embeddings=64"):
+        check_compatible(BertConfig(vocab_size=100), TrainConfig(pad_to=100))

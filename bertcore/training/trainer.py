@@ -115,7 +115,7 @@ class Trainer:
         rates = MaskingRates(tc.mlm_probability, tc.mask_token_frac, tc.random_token_frac)
         if data is None:
             data = PretrainingData(corpus, tokenizer, tc.max_seq_len, rates, tc.nsp_positive_prob,
-                                   tc.held_out_frac, tc.seed)
+                                   tc.held_out_frac, tc.seed, fixed_length=tc.pad_to or None)
         self.data = data
         self.runtime = rt = runtime if runtime is not None else Runtime()
         self.device = rt.torch_device
