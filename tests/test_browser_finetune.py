@@ -52,7 +52,7 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
                                                timeout=LOAD)
     expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("finished", timeout=LOAD)
     assert trace_points(page, chart) >= 4  # two models, evaluated at least twice each
-    names = page.locator(chart).first.evaluate("el => el._fullData.map(t => t.name)")
+    names = page.locator(chart).first.evaluate("el => (el._fullData || el.data || []).map(t => t.name)")
     assert {"from pretrained weights", "from random init weights"} <= set(names)
 
     expect(page.locator(plot("finetune_probs")).first).to_be_visible(timeout=LOAD)
@@ -60,8 +60,14 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
     box.fill("The cows eats hay.")
     box.press("Enter")
     wait_idle(page)
-    bars = page.locator(plot("finetune_probs")).first.evaluate("el => el._fullData.map(t => t.x)")
-    assert len(bars) == 2 and all(abs(sum(x) - 1) < 1e-4 for x in bars)
+    # the rerun redraws the chart: plotly may be between purge and draw (no _fullData yet), so poll for it
+    probs, bars = page.locator(plot("finetune_probs")).first, None
+    for _ in range(240):
+        bars = probs.evaluate("el => el._fullData && el._fullData.length ? el._fullData.map(t => t.x) : null")
+        if bars:
+            break
+        page.wait_for_timeout(250)
+    assert bars and len(bars) == 2 and all(abs(sum(x) - 1) < 1e-4 for x in bars), bars
     page.screenshot(path=str(tmp_path / "finetune.png"), full_page=True)
     exc = page.locator('[data-testid="stException"]')
     assert exc.count() == 0, exc.first.inner_text()[:2000]
