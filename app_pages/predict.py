@@ -5,6 +5,8 @@ import zlib
 
 import streamlit as st
 
+from explorer.memo import memo as shared_memo
+
 DEFAULT_MASKED = "the cows [MASK] the hay near the barn ."
 DEFAULT_SENTENCE = "The cow eats the hay near the barn."
 DEFAULT_A = "Ben reads a book in the library."
@@ -210,10 +212,10 @@ def _why_section(active, text, pair):
     pick = c1.segmented_control("Explain", labels, default=labels[0], key="pred_why_target", required=True)
     steps = c2.select_slider("Integrated-gradients steps", [MIN_IG_STEPS, 64, 100, 200], 64, key="pred_why_steps")
     label, a, b, target = targets[labels.index(pick) if pick in labels else 0]
-    key = ("why", active.label, id(active.model), a, b, target, steps)
     try:
-        with st.spinner("Integrating gradients…"):
-            r = _cached(key, lambda: explain_all(active.model, active.tokenizer, a, b, target, steps=steps))
+        with st.spinner("Integrating gradients…"):  # shared by every session that asks the same of this model
+            r = shared_memo(active.model, ("why", a, b, target, steps),
+                     lambda: explain_all(active.model, active.tokenizer, a, b, target, steps=steps))
     except BertcoreError as e:
         st.error(str(e))
         return
@@ -245,9 +247,18 @@ def _held_out(state, am):
 
     corpus, _ = state.shared_corpus_and_tokenizer()
     tc = getattr(am.bundle, "train_config", None)
-    return _cached(("held_out", am.label, id(am.tokenizer)),
-                   lambda: held_out_batches(am.tokenizer, corpus, tc, 256,
-                                            max_len=am.model.config.max_position_embeddings))
+    max_len = am.model.config.max_position_embeddings
+    return shared_memo(am.tokenizer, ("held_out", corpus.name, _settings(tc), max_len),
+                lambda: held_out_batches(am.tokenizer, corpus, tc, 256, max_len=max_len))
+
+
+def _settings(tc) -> str | None:
+    """A training config as a cache key (None: the defaults)."""
+    import json
+
+    if not tc:
+        return None
+    return json.dumps(tc.to_dict() if hasattr(tc, "to_dict") else dict(tc), sort_keys=True, default=str)
 
 
 def _ablation_section(state, active, text, pair):
@@ -273,7 +284,9 @@ def _ablation_section(state, active, text, pair):
     mask = ab.head_mask_for(heads, L, H)
     try:
         batches = _held_out(state, active)
-        base = _cached(("base", active.label, id(model)), lambda: ab.evaluate(model, batches))
+        tc = getattr(active.bundle, "train_config", None)
+        data_key = (_settings(tc), model.config.max_position_embeddings)
+        base = shared_memo(model, ("base", *data_key), lambda: ab.evaluate(model, batches))
         after = ab.evaluate(model, batches, mask) if heads else base
     except BertcoreError as e:
         st.error(str(e))
@@ -306,7 +319,8 @@ def _ablation_section(state, active, text, pair):
     if imp_key not in memo and not st.button(f"Compute the importance map ({L * H} evaluations)",
                                              key="pred_abl_importance"):
         return
-    imp = _cached(imp_key, lambda: ab.head_importance(model, batches, baseline=base))
+    imp = _cached(imp_key, lambda: shared_memo(model, ("importance", *data_key),
+                                        lambda: ab.head_importance(model, batches, baseline=base)))
     metric = st.segmented_control("Metric", list(METRIC_LABELS), default="d_mlm_loss",
                                   format_func=METRIC_LABELS.get, key="pred_abl_metric", required=True)
     st.plotly_chart(importance_figure(imp["heads"], L, H, metric or "d_mlm_loss", off=heads), key="pred_abl_map",

@@ -102,18 +102,18 @@ def attention_grid_figure(
         for h in range(H):
             n = grid_trace_index(li, h, H) + 1
             suffix = "" if n == 1 else str(n)
-            data.append(go.Heatmap(
-                z=A[li, h], x=labels, y=labels, coloraxis="coloraxis", xaxis=f"x{suffix}", yaxis=f"y{suffix}",
-                name=f"L{li + 1} H{h + 1}",
+            data.append(dict(
+                type="heatmap", z=A[li, h], x=labels, y=labels, coloraxis="coloraxis", xaxis=f"x{suffix}",
+                yaxis=f"y{suffix}", name=f"L{li + 1} H{h + 1}",
                 hovertemplate=f"layer {li + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}"
                               "<extra></extra>",
             ))
             if clickable:
                 custom = np.stack([np.full(T * T, li), np.full(T * T, h), qq.ravel(), kk.ravel(),
                                    A[li, h].ravel()], axis=1).astype(np.float32)
-                overlay.append(go.Scatter(
-                    x=lab[kk.ravel()], y=lab[qq.ravel()], mode="markers", xaxis=f"x{suffix}", yaxis=f"y{suffix}",
-                    customdata=custom, name=f"click L{li + 1} H{h + 1}", showlegend=False,
+                overlay.append(dict(
+                    type="scatter", x=lab[kk.ravel()], y=lab[qq.ravel()], mode="markers", xaxis=f"x{suffix}",
+                    yaxis=f"y{suffix}", customdata=custom, name=f"click L{li + 1} H{h + 1}", showlegend=False,
                     marker=dict(symbol="square", size=max(3.0, tile_px / T), color="rgba(0,0,0,0)"),
                     hovertemplate=f"layer {li + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}"
                                   "<br>weight %{customdata[4]:.3f}<br>click to open this head<extra></extra>",
@@ -127,25 +127,27 @@ def attention_grid_figure(
             layout[f"yaxis{suffix}"] = dict(
                 domain=[y0, y1], anchor=f"x{suffix}", showgrid=False, zeroline=False, type="category",
                 autorange="reversed", showticklabels=h == 0, tickvals=ticks, tickfont=dict(size=9),
-                title=dict(text=f"L{li + 1}", font=dict(size=11)) if h == 0 else None,
             )
+            if h == 0:
+                layout[f"yaxis{suffix}"]["title"] = dict(text=f"L{li + 1}", font=dict(size=11))
             if li == 0:
                 annotations.append(dict(
                     text=f"H{h + 1}", x=(x0 + x1) / 2, y=1.0, xref="paper", yref="paper",
                     yanchor="bottom", showarrow=False, font=dict(size=11),
                 ))
     cmax = float(np.nanmax(A)) if zmax is None and A.size else (zmax or 1.0)
-    fig = go.Figure(data=data + overlay)
     label_px = 7 * max((len(t) for t in ticks), default=4) + 20
-    fig.update_layout(
-        **layout,
-        coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=cmax, colorbar=dict(title="weight", thickness=12)),
+    layout.update(
+        coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=cmax, colorbar=dict(title=dict(text="weight"),
+                                                                                thickness=12)),
         annotations=annotations,
         height=int(min(1400, max(300, L * tile_px + 40 + label_px))),  # about square cells
         margin=dict(l=label_px + 20, r=10, t=30, b=label_px),
         showlegend=False, hovermode="closest", dragmode=False,
     )
-    return fig
+    # Plain dicts, built without plotly's per-property validation: for 72 heads that validation took most of
+    # the page run (the load test), and every key here is a valid plotly.js attribute.
+    return go.Figure(dict(data=data + overlay, layout=layout), _validate=False)
 
 
 def clicked_head(selection) -> tuple[int, int] | None:

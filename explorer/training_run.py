@@ -35,6 +35,26 @@ def abandon_seconds() -> float:
         return 10.0
 
 
+def training_nice() -> int:
+    """Niceness of a training thread (env BERTCORE_TRAINING_NICE, default 10, 0 = as the server). Pages then
+    win the CPU when both want it: a class keeps quick pages while trainings use what is left."""
+    try:
+        return min(19, max(0, int(os.environ.get("BERTCORE_TRAINING_NICE", "10"))))
+    except ValueError:
+        return 10
+
+
+def _lower_this_threads_priority(nice: int) -> None:
+    """Linux: setpriority on a thread id changes only that thread. Elsewhere (or if refused) nothing happens."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), nice))
+    except OSError:
+        pass
+
+
 def max_trainings() -> int:
     """Concurrent trainings allowed in this server process (env BERTCORE_MAX_TRAININGS, default 2)."""
     try:
@@ -312,6 +332,7 @@ class TrainingRun:
             import torch
 
             torch.set_num_threads(1)
+            _lower_this_threads_priority(training_nice())
             from bertcore.training import service
 
             for i, job in enumerate(self.jobs):

@@ -190,6 +190,13 @@ def test_train_live_and_stop(offline_page: Page, app_server, tmp_path):
         n2 = loss.evaluate(points)
         if s2 > s1 and n2 > n1:
             break
+    # the unigram baseline is drawn on the accuracy chart even when it arrived after the chart was created
+    acc_plot = panel.locator("#acc .js-plotly-plot, #acc.js-plotly-plot").first
+    for _ in range(60):
+        if acc_plot.evaluate("el => (el.layout && el.layout.shapes || []).length") >= 1:
+            break
+        page.wait_for_timeout(500)
+    assert "MLM unigram baseline" in acc_plot.inner_text()
     # in view without scrolling at 1400x900: progress, both charts, the probe table and Stop
     page.set_viewport_size({"width": 1400, "height": 900})
     page.wait_for_timeout(500)
