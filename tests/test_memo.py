@@ -1,0 +1,33 @@
+"""explorer.memo: results shared across sessions, keyed weakly by the model or tokenizer they came from."""
+from __future__ import annotations
+
+import gc
+
+from explorer import memo as m
+
+
+class Owner:  # any weak-referenceable object, as a model or tokenizer is
+    pass
+
+
+def test_computes_once_per_owner_and_key_and_forgets_with_the_owner():
+    calls = []
+    a, b = Owner(), Owner()
+    first = m.memo(a, ("k", 1), lambda: calls.append("a1") or [1])
+    assert m.memo(a, ("k", 1), lambda: calls.append("again") or [2]) is first  # the same object, not recomputed
+    assert m.memo(b, ("k", 1), lambda: calls.append("b1") or [3]) == [3]  # another owner: its own result
+    assert m.memo(a, ("k", 2), lambda: calls.append("a2") or [4]) == [4]
+    assert calls == ["a1", "b1", "a2"]
+    n = len(m._memo)
+    del a
+    gc.collect()
+    assert len(m._memo) == n - 1  # a's results went with it
+
+
+def test_keeps_at_most_per_owner_results_dropping_the_least_recent():
+    o, calls = Owner(), []
+    for i in range(m.PER_OWNER + 1):
+        m.memo(o, (i,), lambda i=i: calls.append(i) or i)
+    assert len(m._memo[o]) == m.PER_OWNER and (0,) not in m._memo[o]
+    m.memo(o, (0,), lambda: calls.append("recomputed") or 0)
+    assert calls[-1] == "recomputed"
