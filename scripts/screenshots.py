@@ -55,7 +55,7 @@ def main(argv=None) -> int:
         page.screenshot(path=str(out / "train.png"))
 
         page.locator(".st-key-train_stop button").first.click()
-        page.wait_for_selector('[data-testid="stSidebar"] :text("trained in this session")', timeout=60_000)
+        page.wait_for_selector('[data-testid="stSidebar"] :text("trained here")', timeout=60_000)
         # navigate inside the app: a page load would start a new session without the trained model
         page.get_by_role("link", name="Attention").first.click()
         page.wait_for_selector(".st-key-attn_grid .js-plotly-plot", timeout=90_000)
