@@ -43,10 +43,14 @@ def _valid_mask(tokens: Sequence[str] | None, T: int, valid: np.ndarray | None) 
 
 def row_entropy(attn: np.ndarray) -> np.ndarray:
     """Entropy in nats of each row of a (..., T) probability array, with 0 log 0 = 0."""
-    p = np.asarray(attn, dtype=np.float64)
+    p = np.asarray(attn)
+    if p.dtype not in (np.float32, np.float64):
+        p = p.astype(np.float64)
+    # float32 maps stay float32 (a 72-head, 512-token input is 19M weights: no float64 copies of it);
+    # each row's sum is accumulated in float64
     with np.errstate(divide="ignore", invalid="ignore"):
-        logp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
-    return -(p * logp).sum(axis=-1)
+        logp = np.log(np.where(p > 0, p, 1.0))  # 0 log 0 = 0: log(1) where p == 0
+    return -(p * logp).sum(axis=-1, dtype=np.float64)
 
 
 def head_stats_array(
@@ -60,7 +64,9 @@ def head_stats_array(
     are real (padding rows are excluded from the means; padding keys are only summed if they carry weight).
     Statistics that are undefined (no [CLS] in tokens, T == 1 for prev/next) are NaN.
     """
-    A = np.asarray(attentions, dtype=np.float64)
+    A = np.asarray(attentions)
+    if A.dtype not in (np.float32, np.float64):
+        A = A.astype(np.float64)
     if A.ndim != 4 or A.shape[-1] != A.shape[-2]:
         raise ValueError(f"attentions must be [L, H, T, T], got shape {A.shape}")
     L, H, T, _ = A.shape
@@ -71,28 +77,28 @@ def head_stats_array(
     if rows.size == 0:
         return {k: nan.copy() for k in STAT_COLUMNS}
 
-    out["entropy"] = row_entropy(A[:, :, rows, :]).mean(axis=-1)
+    sub = A if rows.size == T else A[:, :, rows, :]  # [L,H,R,T]; no copy when every position is real
+    out["entropy"] = row_entropy(sub).mean(axis=-1)
 
     toks = list(tokens) if tokens is not None else [""] * T
     cls_idx = [i for i, t in enumerate(toks) if t == "[CLS]"]
     sep_idx = [i for i, t in enumerate(toks) if t == "[SEP]"]
-    sub = A[:, :, rows, :]  # [L,H,R,T]
-    out["to_cls"] = sub[..., cls_idx].sum(-1).mean(-1) if cls_idx else nan.copy()
-    out["to_sep"] = sub[..., sep_idx].sum(-1).mean(-1) if sep_idx else nan.copy()
+    out["to_cls"] = sub[..., cls_idx].sum(-1, dtype=np.float64).mean(-1) if cls_idx else nan.copy()
+    out["to_sep"] = sub[..., sep_idx].sum(-1, dtype=np.float64).mean(-1) if sep_idx else nan.copy()
 
     diag = np.diagonal(A, axis1=2, axis2=3)  # [L,H,T]
-    out["to_self"] = diag[:, :, rows].mean(-1)
+    out["to_self"] = diag[:, :, rows].mean(-1, dtype=np.float64)
 
     prev_rows = [i for i in rows if i >= 1 and m[i - 1]]
     next_rows = [i for i in rows if i + 1 < T and m[i + 1]]
     if prev_rows:
         pr = np.array(prev_rows)
-        out["to_prev"] = A[:, :, pr, pr - 1].mean(-1)
+        out["to_prev"] = A[:, :, pr, pr - 1].mean(-1, dtype=np.float64)
     else:
         out["to_prev"] = nan.copy()
     if next_rows:
         nr = np.array(next_rows)
-        out["to_next"] = A[:, :, nr, nr + 1].mean(-1)
+        out["to_next"] = A[:, :, nr, nr + 1].mean(-1, dtype=np.float64)
     else:
         out["to_next"] = nan.copy()
     return out
