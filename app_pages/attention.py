@@ -89,7 +89,7 @@ def _grid(insp, tokens, fmt):
     fig = attention_grid_figure(P, tokens, labels=labels)
     _chart(fig, "attn_grid", fmt, "attention_all_heads", on_select="rerun", selection_mode="points")
     st.download_button("All attentions (NPZ: attentions [L, H, T, T], tokens, segment_ids)",
-                       attentions_npz(A, tokens, insp.segment_ids), file_name="attentions.npz",
+                       lambda: attentions_npz(A, tokens, insp.segment_ids), file_name="attentions.npz",
                        mime="application/octet-stream", key="attn_dl_npz", on_click="ignore")
 
 
@@ -108,7 +108,7 @@ def _one_head(insp, tokens, layer, head, fmt):
     A = insp.attentions[layer, head]
     fig = head_heatmap_figure(A, tokens, title=f"layer {layer + 1}, head {head + 1}")
     _chart(fig, "attn_head_fig", fmt, f"attention_L{layer + 1}_H{head + 1}")
-    st.download_button(f"Layer {layer + 1}, head {head + 1} as CSV", attention_csv(A, tokens),
+    st.download_button(f"Layer {layer + 1}, head {head + 1} as CSV", lambda: attention_csv(A, tokens),
                        file_name=f"attention_layer{layer}_head{head}.csv", mime="text/csv", key="attn_dl_head",
                        on_click="ignore", help="0-based layer/head in the file name, as in the CLI")
     _top3(A, tokens, "attn_head_top3")
@@ -128,7 +128,7 @@ def _rollout(insp, tokens, fmt):
     R = attention_rollout(insp.attentions)
     _chart(head_heatmap_figure(R, tokens, title="attention rollout", zmax=float(R.max())), "attn_rollout_fig",
            fmt, "attention_rollout")
-    st.download_button("Rollout as CSV", rollout_csv(R, tokens), file_name="rollout.csv", mime="text/csv",
+    st.download_button("Rollout as CSV", lambda: rollout_csv(R, tokens), file_name="rollout.csv", mime="text/csv",
                        key="attn_dl_rollout", on_click="ignore")
     _top3(R, tokens, "attn_rollout_top3")
 

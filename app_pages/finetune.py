@@ -1,9 +1,8 @@
 """Fine-tune: fine-tune a pretrained encoder and the same architecture from random weights, and see what pretraining buys."""
 import streamlit as st
 
-from explorer import state
+from explorer import finetunes, state
 
-_KEY = "bx_finetune_run"
 LABEL_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 0]  # 0 = all
 STEP_CHOICES = [10, 20, 50, 100, 150, 200, 300, 500]
 _UPLOAD = "your CSV (upload below)"
@@ -41,76 +40,131 @@ def _cached_task(name: str):
     return get_task(name)
 
 
-def _start(label: str, task, cfg) -> str | None:
-    from bertcore.errors import BertcoreError
-    from bertcore.training.finetune_compare import PretrainingComparison
-    from explorer import training_run
+def _saved_line(c) -> str:
+    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH
 
-    old = st.session_state.get(_KEY)
-    if old is not None and old.running:
-        return "A fine-tuning is already running in this session; stop it first."
-    try:
-        am = state.list_models()[label]
-    except (BertcoreError, OSError, KeyError) as e:
-        return f"That model cannot be loaded: {e}"
-    run = PretrainingComparison(am.model, am.tokenizer, task, cfg, label,
-                                abandon_after=training_run.abandon_seconds())
-    slot = id(run)
-    try:
-        training_run._acquire_slot(slot)  # the server-wide cap on concurrent trainings (BERTCORE_MAX_TRAININGS)
-    except training_run.ServerBusy as e:
-        return str(e)
-    run.start(on_exit=lambda: training_run._release_slot(slot))
-    st.session_state[_KEY] = run
-    st.session_state["finetune_meta"] = dict(task=task, source=label, labels=cfg.labels)
-    return None
+    if c.damaged:
+        return f"{c.name} · damaged: {c.damaged}"
+    acc = [c.accuracy(k) for k in (PRETRAINED, SCRATCH)]
+    accs = f" · {acc[0]:.0%} vs {acc[1]:.0%}" if None not in acc else ""
+    return f"{c.name} · {c.status}{accs} · {c.created.replace('T', ' ').rstrip('Z')}"
 
 
-def _live(running: bool) -> None:
+def _pick_saved(kept, run):
+    """The saved comparison to show (None = the live one in memory): newest first, the live one by default."""
+    if not kept:
+        return None
+    live_dir = str(run.out_dir) if run is not None and run.out_dir is not None else None
+    ids = [c.id for c in kept]
+    want = st.query_params.get("ft")
+    if want not in ids:
+        want = next((c.id for c in kept if str(c.path) == live_dir), ids[0])
+    with st.expander(f"Saved fine-tunes ({len(kept)}): kept in this workspace, across reloads and restarts"):
+        by_id = {c.id: c for c in kept}
+        pick = st.selectbox("Show", ids, index=ids.index(want), format_func=lambda i: _saved_line(by_id[i]),
+                            key="finetune_show")
+        chosen = by_id[pick]
+        sure = st.checkbox("Yes, delete this fine-tune for good", key=f"finetune_sure_{pick}")
+        if st.button("Delete", key="finetune_delete", disabled=not sure or str(chosen.path) == live_dir and run.running):
+            from bertcore.errors import BertcoreError
+
+            try:
+                finetunes.delete(chosen)
+            except BertcoreError as e:
+                st.error(str(e))
+            else:
+                st.query_params.pop("ft", None)
+                st.rerun()
+    st.query_params["ft"] = pick
+    return None if str(by_id[pick].path) == live_dir else by_id[pick]
+
+
+def _live(run) -> None:
     from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, summary_line
     from explorer import figures_finetune as ff
 
+    running = run.running
+
     @st.fragment(run_every=1.0 if running else None)
     def live():
-        run = st.session_state.get(_KEY)
-        if run is None:
-            st.info("Pick a pretrained model and a task, then press **Start**.")
-            return
         s = run.snapshot()
-        meta = st.session_state.get("finetune_meta", {})
-        task = meta.get("task")
         st.progress(s.progress, text=f"{s.status}: step {s.step}/{s.steps} of each model · "
                                      f"elapsed {state.fmt_seconds(s.elapsed)}")
         if s.message:
             st.error(s.message)
-        chance = 1 / task.num_labels if task is not None else None
-        st.plotly_chart(ff.heldout_accuracy_figure(s.histories, chance), key="finetune_curves")
+        st.plotly_chart(ff.heldout_accuracy_figure(s.histories, 1 / run.task.num_labels), key="finetune_curves")
         st.markdown("**" + summary_line(s.final_accuracy(PRETRAINED), s.final_accuracy(SCRATCH),
-                                        run.labels_used, meta.get("source", "")) + "**")
+                                        run.labels_used, run.source) + "**")
         if running and not s.running:
             st.rerun()
 
     live()
 
 
-def _try_it(run) -> None:
+def _show_saved(c) -> None:
+    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, summary_line
+    from explorer import figures_finetune as ff
+
+    m = c.meta
+    done = f"step {m.get('steps_done', 0)}/{m.get('steps', '?')} of each model"
+    st.progress(min(1.0, (m.get("steps_done") or 0) / max(1, m.get("steps") or 1)), text=f"{c.status}: {done}")
+    if c.damaged or c.reason:
+        st.warning(f"“{c.name}”: {c.damaged or c.reason}.")
+    n_labels = max(2, len(m.get("task_labels") or []))
+    st.plotly_chart(ff.heldout_accuracy_figure(c.histories, 1 / n_labels), key="finetune_curves")
+    st.markdown("**" + summary_line(c.accuracy(PRETRAINED), c.accuracy(SCRATCH), int(m.get("labels_used") or 0),
+                                    str(m.get("source") or "")) + "**")
+    st.caption(f"Saved in `{c.path}` (both models: `pretrained/`, `random-init/`; open one with "
+               "`python -m bertcore classify DIR \"text\"`).")
+
+
+def _try_it(models, tokenizer, labels, pair: bool, task_name: str) -> None:
+    from bertcore.data.tasks import task_names
     from bertcore.errors import BertcoreError
     from bertcore.training.finetune import classify
     from explorer import figures_finetune as ff
 
-    task = st.session_state["finetune_meta"]["task"]
     st.subheader("Try it")
-    first = task.held_out[0]
+    first = _cached_task(task_name).held_out[0] if task_name in task_names() else None
     c1, c2 = st.columns(2)
-    a = c1.text_input("sentence" if not task.pair else "sentence A", first.text_a, key="finetune_text_a")
-    b = c2.text_input("sentence B", first.text_b, key="finetune_text_b") if task.pair else None
+    a = c1.text_input("sentence" if not pair else "sentence A", first.text_a if first else "", key="finetune_text_a")
+    b = c2.text_input("sentence B", (first.text_b or "") if first else "", key="finetune_text_b") if pair else None
+    if not (a or "").strip():
+        st.info("Type a sentence to see both models' class probabilities.")
+        return
     try:
-        probs = {k: classify(m, run.tokenizer, a, b) for k, m in run.models.items()}
+        probs = {k: classify(m, tokenizer, a, b) for k, m in models.items()}
     except BertcoreError as e:
         st.error(str(e))
         return
-    st.plotly_chart(ff.probabilities_figure(task.labels, probs), key="finetune_probs")
+    st.plotly_chart(ff.probabilities_figure(labels, probs), key="finetune_probs")
     st.caption("`bertcore.training.finetune.classify`: softmax over the classifier's logits, eval mode.")
+
+
+def _view(run, prompt: bool = True) -> None:
+    """The live comparison, or a saved one (after a reload or a restart, or picked from the saved list)."""
+    from bertcore.errors import BertcoreError
+
+    kept = finetunes.saved()
+    saved = _pick_saved(kept, run)
+    if saved is None and run is None:
+        if prompt:
+            st.info("Pick a pretrained model and a task, then press **Start**.")
+        return
+    if saved is None:
+        _live(run)
+        if not run.running and run.models:
+            _try_it(run.models, run.tokenizer, run.task.labels, run.task.pair, run.task.name)
+        return
+    _show_saved(saved)
+    if saved.has_models:
+        try:
+            models, tok = finetunes.open_models(saved)
+        except (BertcoreError, OSError) as e:
+            st.error(f"The saved models cannot be opened: {e}")
+            return
+        m = saved.meta
+        _try_it(models, tok, list(m.get("task_labels") or []), bool(m.get("pair")), str(m.get("task") or ""))
 
 
 def render() -> None:
@@ -126,13 +180,14 @@ def render() -> None:
         "the two held-out curves is what pretraining bought."
     )
     state.get_active()
-    run = st.session_state.get(_KEY)
+    run = finetunes.live()
     running = run is not None and run.running
     choices = _pretrained_choices()
     if not choices:
         st.info("No pretrained model yet. Train the default model (the sidebar's active model becomes the "
                 "starting point), or load all-MiniLM-L6-v2 in the sidebar.")
         state.default_train_button("finetune_default_train")
+        _view(run, prompt=False)
         return
     tasks = task_names() + [_UPLOAD]
     c1, c2 = st.columns(2)
@@ -161,18 +216,18 @@ def render() -> None:
                          eval_every=max(1, steps // (6 if is_minilm else 15)))
     b1, b2, _ = st.columns([1, 1, 4])
     if b1.button("Start", key="finetune_start", type="primary", disabled=running or task is None):
-        err = _start(label, task, cfg)
+        err = finetunes.start(label, task, cfg)
         if err:
             st.error(err)
         else:
+            st.query_params.pop("ft", None)
+            st.session_state.pop("finetune_show", None)  # show the new comparison
             st.rerun()
     if b2.button("Stop", key="finetune_stop", disabled=not running):
         run.stop()
         run.join(2.0)
         st.rerun()
-    _live(running)
-    if run is not None and not running and run.models:
-        _try_it(run)
+    _view(run)
 
 
 render()

@@ -25,7 +25,9 @@ def _runs():
 
 
 def _status_block() -> None:
-    running = any(r.running for r in _runs())
+    from explorer import finetunes
+
+    running = any(r.running for r in _runs()) or finetunes.running()
 
     @st.fragment(run_every=1.0 if running else None)
     def _status():
@@ -37,6 +39,11 @@ def _status_block() -> None:
             label = " vs ".join(s.labels) if len(s.labels) > 1 else "training"
             st.progress(s.progress, text=f"{label}: step {s.total_done}/{s.total_steps}, "
                                          f"ETA {state.fmt_seconds(s.eta)}")
+        ft = finetunes.live()
+        if ft is not None and ft.running:
+            live.append(ft)
+            f = ft.snapshot()
+            st.progress(f.progress, text=f"fine-tune (both models): step {f.step}/{f.steps}")
         main = state.get_run()
         if running and not live:  # a run ended since this fragment started ticking: rerun the app
             state.adopt_finished_runs()

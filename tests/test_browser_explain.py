@@ -83,3 +83,34 @@ def test_svg_and_csv_downloads_arrive(page: Page, app_server, tmp_path):
     rows = [[float(v) for v in line.split(",")[1:]] for line in lines[1:]]
     assert all(abs(sum(r) - 1.0) < 1e-4 for r in rows)  # each query's weights sum to 1
     _no_exception(page)
+
+
+def test_png_and_npz_downloads_arrive(page: Page, app_server, tmp_path):
+    """PNG through plotly's own toImage (no server-side browser); the NPZ is built only when it is clicked."""
+    import io
+
+    import numpy as np
+
+    _open_attention(page, f"{app_server.url}/attention?attn_tab=All+heads")
+    grid = page.locator(GRID).first
+    expect(grid).to_be_visible(timeout=LOAD)
+    png_choice = page.locator(".st-key-attn_fig_fmt").get_by_role("radio", name="PNG")
+    png_choice.click()
+    expect(png_choice).to_have_attribute("aria-checked", "true", timeout=LOAD)
+    page.wait_for_function(  # the chart is redrawn with the new toolbar config
+        f"() => document.querySelector('{GRID}')?._context?.toImageButtonOptions?.format === 'png'", timeout=LOAD)
+    page.locator(GRID).first.hover()
+    with page.expect_download() as dl:
+        page.locator(GRID).first.locator('.modebar-btn[data-title^="Download plot"]').first.click()
+    png = dl.value
+    assert png.suggested_filename.endswith(".png"), png.suggested_filename
+    assert Path(png.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with page.expect_download() as dl:
+        page.get_by_role("button", name=re.compile(r"All attentions \(NPZ")).click()
+    npz = dl.value
+    assert npz.suggested_filename == "attentions.npz"
+    with np.load(io.BytesIO(Path(npz.path()).read_bytes()), allow_pickle=False) as z:
+        A, tokens = z["attentions"], list(z["tokens"])
+    assert A.ndim == 4 and A.shape[2] == A.shape[3] == len(tokens) and tokens[0] == "[CLS]"
+    assert np.allclose(A.sum(-1), 1.0, atol=1e-4)  # every query's weights sum to 1
+    _no_exception(page)

@@ -69,6 +69,16 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
         page.wait_for_timeout(250)
     assert bars and len(bars) == 2 and all(abs(sum(x) - 1) < 1e-4 for x in bars), bars
     page.screenshot(path=str(tmp_path / "finetune.png"), full_page=True)
+    summary = page.locator(MAIN).get_by_text(re.compile(r"Pretraining \(.*\) (bought|cost)")).first.inner_text()
+
+    # F5 is a new session: the comparison was kept in the workspace and reopens (?ft= in the address bar)
+    expect(page).to_have_url(re.compile(r"[?&]ft=[\w-]+"), timeout=LOAD)
+    page.reload()
+    expect(page.locator(MAIN)).to_contain_text(summary, timeout=LOAD)
+    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("finished", timeout=LOAD)
+    assert trace_points(page, chart) >= 4
+    expect(page.locator(plot("finetune_probs")).first).to_be_visible(timeout=LOAD)
+    page.screenshot(path=str(tmp_path / "finetune-after-reload.png"), full_page=True)
     exc = page.locator('[data-testid="stException"]')
     assert exc.count() == 0, exc.first.inner_text()[:2000]
     assert_offline(page)

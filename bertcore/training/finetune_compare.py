@@ -4,7 +4,9 @@ masks and classifier init, and compare their held-out accuracy.
 
 ``PretrainingComparison`` runs both ``FineTuner`` s in one background thread, a step of each in turn, so their
 held-out curves grow side by side. It has no UI code: a UI polls ``snapshot()`` (also the heartbeat: nobody
-polling for ``abandon_after`` seconds means the tab was closed, and the thread stops itself).
+polling for ``abandon_after`` seconds means the tab was closed, and the thread stops itself). With ``out_dir``
+it keeps itself on disk as it goes (``bertcore.training.finetune_store``): both histories at every held-out
+evaluation, the weights at the end.
 """
 from __future__ import annotations
 
@@ -54,9 +56,11 @@ class PretrainingComparison:
     """Fine-tunes ``pretrained`` (a BertForPreTraining) and its random-init twin on ``task`` in a thread."""
 
     def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig, source: str = "",
-                 abandon_after: float = 10.0):
+                 abandon_after: float = 10.0, out_dir=None, name: str = ""):
         self.pretrained, self.tokenizer, self.task, self.config = pretrained, tokenizer, task, config
         self.source = source
+        self.out_dir, self.name = out_dir, name or f"{task.name}, {config.labels or 'all'} labels, from {source}"
+        self._meta: dict = {}
         self.abandon_after = float(abandon_after)
         self.tuners: dict[str, FineTuner] = {}
         self.models: dict = {}
@@ -67,6 +71,7 @@ class PretrainingComparison:
         self._status, self._message = "preparing", None
         self._thread: threading.Thread | None = None
         self._t0 = self._t1 = 0.0
+        self._finished: float | None = None  # monotonic time the thread ended (explorer's live registry)
         self.last_poll = time.monotonic()
 
     def start(self, on_exit=None) -> "PretrainingComparison":
@@ -113,6 +118,13 @@ class PretrainingComparison:
             self.tuners = {k: FineTuner(m, self.tokenizer, self.task, self.config, label=k)
                            for k, m in self.models.items()}
             self.labels_used = len(self.tuners[PRETRAINED].examples)
+            if self.out_dir is not None:
+                from bertcore.training import finetune_store, runs
+
+                runs.mark_active(self.out_dir, True)
+                self._meta = finetune_store.new_meta(self.name, self.task, self.source, self.config,
+                                                     self.labels_used)
+                self._save_progress()
             with self._lock:
                 self._status = "running"
             while not all(t.done for t in self.tuners.values()):
@@ -122,12 +134,17 @@ class PretrainingComparison:
                     with self._lock:
                         self._status = "abandoned"
                     break
+                evaluated = False
                 for k, t in self.tuners.items():  # one step each: same batch, same dropout masks
                     row = t.step()
                     if t.error:
                         raise RuntimeError(f"{k}: {t.error}")
+                    ev = row.get("eval_accuracy")
+                    evaluated = evaluated or (ev is not None and ev == ev)  # a held-out evaluation (not NaN)
                     with self._lock:
                         self._rows[k].append(dict(row))
+                if evaluated:
+                    self._save_progress()
             for k, t in self.tuners.items():
                 if not t.done:
                     t.finalize()  # evaluate the weights we keep
@@ -139,13 +156,49 @@ class PretrainingComparison:
             with self._lock:
                 if self._status == "running":
                     self._status = "stopped" if self._stop.is_set() else "finished"
+            self._save_final()
         except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
             from bertcore.errors import BertcoreError
 
             with self._lock:
                 self._status = "error"
                 self._message = str(e) if isinstance(e, BertcoreError) else f"fine-tuning failed: {e}"
+            self._save_progress("failed", self._message)
         finally:
             self._t1 = time.monotonic()
+            if self.out_dir is not None:
+                from bertcore.training import runs
+
+                runs.mark_active(self.out_dir, False)
+            self._finished = time.monotonic()
             if on_exit is not None:
                 on_exit()
+
+    def _save_progress(self, status: str = "running", reason: str | None = None) -> None:
+        """Both histories and comparison.json (a disk error becomes the message; training goes on)."""
+        if self.out_dir is None or not self._meta:
+            return
+        from bertcore.training import finetune_store
+
+        with self._lock:
+            hists = {k: pd.DataFrame(list(v), columns=HISTORY_COLUMNS) for k, v in self._rows.items()}
+        try:
+            finetune_store.write_progress(self.out_dir, self._meta, hists, status, reason)
+        except OSError as e:
+            with self._lock:
+                self._message = f"could not save the fine-tune to {self.out_dir}: {e}"
+
+    def _save_final(self) -> None:
+        """The weights of both models and the final status ("abandoned" is kept as stopped, with the reason)."""
+        if self.out_dir is None or not self._meta:
+            return
+        from bertcore.training import finetune_store
+
+        status = {"finished": "finished", "stopped": "stopped", "abandoned": "stopped"}.get(self._status, "failed")
+        reason = {"stopped": "stopped by the user",
+                  "abandoned": "stopped: nobody watched it (the tab was closed)"}.get(self._status)
+        try:
+            finetune_store.write_final(self.out_dir, self._meta, self.tuners, status, reason)
+        except OSError as e:
+            with self._lock:
+                self._message = f"could not save the fine-tune to {self.out_dir}: {e}"

@@ -15,6 +15,7 @@ The root of all runs is env ``BERTCORE_RUNS_DIR``, else ``$XDG_DATA_HOME/bertcor
     <root>/runs/<run id>/                 CLI runs without --out
     <root>/workspaces/<ws id>/workspace.json   the workspace's active model
     <root>/workspaces/<ws id>/<run id>/   the runs of one browser workspace
+    <root>/workspaces/<ws id>/finetunes/<id>/   its fine-tune comparisons (bertcore.training.finetune_store)
 
 Workspace ids are ``secrets.token_urlsafe(16)`` strings and are checked against ``WORKSPACE_ID_RE`` before
 they become a path, so no id can name a folder outside the root. Reading never raises: a damaged or
@@ -43,6 +44,7 @@ STATUSES = ("running", "finished", "stopped", "failed")
 WORKSPACE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 MAX_NAME_LEN = 80
+FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (finetune_store)
 
 
 class RunLimitError(BertcoreError):
@@ -267,7 +269,8 @@ def list_runs(parent: str | Path) -> list[RunInfo]:
         return []
     out = []
     for d in parent.iterdir():
-        if d.is_dir() and not d.name.startswith(".") and RUN_ID_RE.fullmatch(d.name):
+        if (d.is_dir() and not d.name.startswith(".") and RUN_ID_RE.fullmatch(d.name)
+                and d.name != FINETUNES_DIR):
             out.append(read_run(d))
     return sorted(out, key=lambda r: (r.created, r.id), reverse=True)
 
@@ -356,7 +359,7 @@ def check_capacity(parent: str | Path, new_runs: int = 1) -> None:
     """RunLimitError, naming runs to delete, when ``new_runs`` more runs would pass a workspace cap."""
     runs = list_runs(parent)
     cap_n, cap_mb = max_runs_per_workspace(), max_workspace_mb()
-    used_mb = sum(r.size_bytes for r in runs) / 2**20
+    used_mb = (sum(r.size_bytes for r in runs) + dir_size(Path(parent) / FINETUNES_DIR)) / 2**20
     if len(runs) + new_runs <= cap_n and used_mb < cap_mb:
         return
     oldest = sorted(runs, key=lambda r: (r.damaged is None, r.created))[:3]

@@ -1,0 +1,111 @@
+"""The Fine-tune page's comparisons in this browser's workspace (``<workspace>/finetunes/<id>/``).
+
+A comparison started here keeps itself on disk as it trains (``bertcore.training.finetune_store``), and is
+registered with the workspace's live runs (``training_run.register_live``), so a reload or a deep link in a new
+tab finds it still running, and the sidebar's heartbeat keeps it alive while the user is on another page. After a
+server restart the saved folders are listed and can be reopened. Threads here never call ``st.*``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from explorer import state, training_run
+
+SLOT = "bx_finetune_run"  # session-state key and live-registry slot of this workspace's comparison
+_K_LOADED = "finetune_loaded"  # (folder, mtime, models, tokenizer) of the saved comparison opened last
+
+
+def folder() -> Path:
+    from bertcore.training.runs import FINETUNES_DIR  # list_runs skips this folder
+
+    return state.workspace_path() / FINETUNES_DIR
+
+
+def live():
+    """This workspace's comparison started in this server process (running or ended), or None."""
+    run = st.session_state.get(SLOT)
+    if run is None:
+        run = training_run.find_live(state.workspace_id(), SLOT)
+        if run is not None:
+            st.session_state[SLOT] = run
+    return run
+
+
+def running() -> bool:
+    run = live()
+    return run is not None and run.running
+
+
+def saved():
+    """Every saved comparison of this workspace, newest first (``finetune_store.SavedComparison``)."""
+    from bertcore.training import finetune_store
+
+    run = live()
+    now = {str(run.out_dir)} if run is not None and run.running and run.out_dir is not None else set()
+    return finetune_store.list_comparisons(folder(), live=now)
+
+
+def start(label: str, task, cfg) -> str | None:
+    """Start a comparison from the model called ``label`` in the model switcher; an error message or None."""
+    from bertcore.errors import BertcoreError
+    from bertcore.training import runs
+    from bertcore.training.finetune_compare import PretrainingComparison
+
+    if running():
+        return "A fine-tuning is already running in this workspace; stop it first."
+    kept = saved()
+    cap = runs.max_runs_per_workspace()
+    if len(kept) >= cap:
+        oldest = ", ".join(f"“{s.name}”" for s in kept[-3:])
+        return (f"This workspace keeps at most {cap} fine-tunes (BERTCORE_MAX_RUNS_PER_WORKSPACE) and has "
+                f"{len(kept)}; delete one first (under “Saved fine-tunes”), e.g. {oldest}. Nothing is deleted "
+                "automatically.")
+    try:
+        runs.check_capacity(state.workspace_path(create=True), new_runs=0)
+        am = state.list_models()[label]
+    except (BertcoreError, OSError, KeyError) as e:
+        return f"That model cannot be used: {e}"
+    name = f"{task.name}, {cfg.labels or 'all'} labels, from {label}"
+    try:
+        out = runs.new_run_dir(folder(), task.name)
+    except (BertcoreError, OSError) as e:
+        return f"Cannot create a folder for the fine-tune: {e}"
+    run = PretrainingComparison(am.model, am.tokenizer, task, cfg, label,
+                                abandon_after=training_run.abandon_seconds(), out_dir=out, name=name)
+    slot = id(run)
+    try:
+        training_run._acquire_slot(slot)  # the server-wide cap on concurrent trainings (BERTCORE_MAX_TRAININGS)
+    except training_run.ServerBusy as e:
+        out.rmdir()
+        return str(e)
+    run.start(on_exit=lambda: training_run._release_slot(slot))
+    st.session_state[SLOT] = run
+    training_run.register_live(state.workspace_id(), SLOT, run)
+    return None
+
+
+def open_models(s):
+    """({label: classifier}, tokenizer) of a saved comparison, loaded once per session and folder version."""
+    from bertcore.training import finetune_store
+
+    stamp = (str(s.path), (s.path / finetune_store.COMPARISON_FILE).stat().st_mtime_ns)
+    got = st.session_state.get(_K_LOADED)
+    if got is not None and got[0] == stamp:
+        return got[1], got[2]
+    models, tok = finetune_store.load_models(s)
+    st.session_state[_K_LOADED] = (stamp, models, tok)
+    return models, tok
+
+
+def delete(s) -> None:
+    """Remove a saved comparison (refused while it trains; nothing outside the workspace can be named)."""
+    from bertcore.training import runs
+
+    runs.delete_run(s.path, root=folder())
+    st.session_state.pop(_K_LOADED, None)
+    run = live()
+    if run is not None and run.out_dir is not None and Path(run.out_dir) == Path(s.path):  # forget it here too
+        st.session_state.pop(SLOT, None)
+        training_run.register_live(state.workspace_id(), SLOT, None)

@@ -1,0 +1,112 @@
+"""Issue 14: a page fine-tune comparison is kept on disk (finetune_store): histories while it trains, the weights
+at the end, a damaged or interrupted folder reads without raising, and the saved models classify exactly as the
+models in memory did."""
+import json
+import os
+
+import pandas as pd
+import pytest
+
+from bertcore.config import BertConfig
+from bertcore.data.tasks import Task, get_task
+from bertcore.errors import InputError
+from bertcore.io.checkpoint import builtin_tokenizer
+from bertcore.training import finetune_store as fs
+from bertcore.training.finetune import FinetuneConfig, classify
+from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, PretrainingComparison
+from bertcore.training.trainer import init_model
+
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+             max_position_embeddings=64)
+
+
+def _task(name="same_topic", n_held=48):
+    t = get_task(name)
+    return Task(t.name, t.description, t.labels, t.pair, t.train, t.held_out[:n_held])
+
+
+def _comparison(out_dir, steps=6, **kw):
+    tok = builtin_tokenizer()
+    pre = init_model(BertConfig(vocab_size=tok.vocab_size, **SMALL), 3)
+    cfg = FinetuneConfig(steps=steps, batch_size=8, labels=16, eval_every=3)
+    return PretrainingComparison(pre, tok, _task(), cfg, source="test model", abandon_after=600,
+                                 out_dir=out_dir, **kw), tok
+
+
+def test_finished_comparison_is_saved_and_reloads_equal(tmp_path):
+    d = tmp_path / "cmp1"
+    run, tok = _comparison(d)
+    run.start()
+    assert run.join(120)
+    s = run.snapshot()
+    assert s.status == "finished" and s.message is None
+    saved = fs.read_comparison(d)
+    assert saved.status == "finished" and saved.damaged is None and saved.has_models
+    meta = json.loads((d / fs.COMPARISON_FILE).read_text())
+    assert meta["kind"] == "finetune-comparison" and meta["task"] == "same_topic" and meta["labels_used"] == 16
+    assert meta["steps_done"] == 6 and meta["source"] == "test model"
+    for label in (PRETRAINED, SCRATCH):
+        pd.testing.assert_frame_equal(saved.histories[label].reset_index(drop=True),
+                                      s.histories[label].reset_index(drop=True), check_dtype=False)
+        assert saved.accuracy(label) == pytest.approx(s.final_accuracy(label))
+        assert meta["accuracies"][label] == pytest.approx(s.final_accuracy(label))
+    models, tok2 = fs.load_models(saved)
+    ex = run.task.held_out[0]
+    for label in (PRETRAINED, SCRATCH):
+        assert classify(models[label], tok2, ex.text_a, ex.text_b) == pytest.approx(
+            classify(run.models[label], tok, ex.text_a, ex.text_b), abs=1e-6)
+    assert [c.id for c in fs.list_comparisons(tmp_path)] == ["cmp1"]
+
+
+def test_history_is_on_disk_while_it_trains(tmp_path):
+    d = tmp_path / "cmp"
+    run, _ = _comparison(d, steps=100_000)
+    run.start()
+    try:
+        import time
+
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 120:
+            run.snapshot()  # the heartbeat
+            h = d / "pretrained" / "history.csv"
+            if h.is_file() and len(pd.read_csv(h).eval_accuracy.dropna()) >= 2:
+                break
+            time.sleep(0.05)
+        live = fs.read_comparison(d, live=True)
+        assert live.status == "running" and not live.has_models
+        assert len(live.histories[PRETRAINED].eval_accuracy.dropna()) >= 2
+        assert fs.read_comparison(d).status == "stopped"  # not live in this process = interrupted
+        with pytest.raises(InputError, match="no saved weights"):
+            fs.load_models(fs.read_comparison(d))
+    finally:
+        run.stop()
+        assert run.join(120)
+    saved = fs.read_comparison(d)
+    assert saved.status == "stopped" and saved.reason == "stopped by the user" and saved.has_models
+
+
+def test_interrupted_and_damaged_folders_read_without_raising(tmp_path):
+    (tmp_path / "empty").mkdir()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / fs.COMPARISON_FILE).write_text("{not json")
+    dead = tmp_path / "dead"
+    dead.mkdir()
+    (dead / fs.COMPARISON_FILE).write_text(json.dumps({"name": "x", "status": "running", "steps_done": 30,
+                                                       "pid": 2**22 + 12345, "created": "2026"}))
+    found = {c.id: c for c in fs.list_comparisons(tmp_path)}
+    assert "missing" in found["empty"].damaged and "cannot be read" in found["bad"].damaged
+    assert found["dead"].status == "stopped" and "interrupted at step 30" in found["dead"].reason
+    assert not found["dead"].has_models
+
+
+def test_disk_error_is_a_message_not_a_crash(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    run, _ = _comparison(blocker / "cmp")
+    run.start()
+    assert run.join(120)
+    s = run.snapshot()
+    assert s.status == "finished" and "could not save" in (s.message or "")
+    assert run.models  # the models in memory are still usable
+    assert os.path.isfile(blocker)

@@ -1,0 +1,74 @@
+"""AppTest of the Fine-tune page (issue 14): a comparison started on the page is kept in the workspace, so a new
+session of the same workspace (a reload, a deep link in a new tab) shows its curves, its summary and the class
+probabilities of both saved models; a saved one can be deleted; the folder never shows up as a pretraining run."""
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = "app_pages/finetune.py"
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    from bertcore.io.checkpoint import untrained_bundle
+    from explorer.state import ActiveModel
+
+    b = untrained_bundle(seed=1, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    return ActiveModel(b, "small test model", "uploaded", True)
+
+
+def _open(ws: str, model=None) -> AppTest:
+    from explorer import state
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["ws"] = ws
+    if model is not None:
+        at.session_state[state._K_MODELS] = {"session:small": model}
+    at.switch_page(PAGE).run()
+    return at
+
+
+def _text(at) -> str:
+    return "\n".join(str(m.value) for m in at.markdown)
+
+
+def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
+    from bertcore.training import runs
+    from explorer import training_run
+
+    ws = runs.new_workspace_id()
+    at = _open(ws, small_model)
+    assert not at.exception
+    at.selectbox(key="finetune_model").select("small test model").run()
+    at.select_slider(key="finetune_labels").set_value(16).run()
+    at.select_slider(key="finetune_steps").set_value(10).run()
+    at.button(key="finetune_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    run = training_run.find_live(ws, "bx_finetune_run")
+    assert run is not None and run.join(120)
+    s = run.snapshot()
+    assert s.status == "finished"
+
+    again = _open(ws)  # a reload: a new session with the same ?ws= finds the comparison in this process
+    assert not again.exception and "Pretraining (small test model)" in _text(again)
+    training_run.register_live(ws, "bx_finetune_run", None)  # as after a server restart: only the disk is left
+    fresh = _open(ws)
+    assert not fresh.exception and not fresh.error, [e.value for e in fresh.error]
+    assert "Pretraining (small test model)" in _text(fresh) and "16 labelled examples" in _text(fresh)
+    assert f"{s.final_accuracy('pretrained'):.1%} from pretrained weights" in _text(fresh)
+    assert "Saved in" in str([c.value for c in fresh.caption])
+    sel = fresh.selectbox(key="finetune_show")
+    assert len(sel.options) == 1 and "finished" in sel.options[0]
+    probs = [c for c in fresh.get("plotly_chart") if "finetune_probs" in str(c.proto.id)]
+    assert probs, "the saved models answer the Try-it box"
+    assert not [r for r in runs.list_runs(runs.workspace_dir(ws)) if r.damaged]  # no fake 'finetunes' run
+
+    # delete it: the confirmation is needed, then it is gone from disk and from the page
+    fresh.checkbox(key=f"finetune_sure_{sel.value}").check().run()
+    fresh.button(key="finetune_delete").click().run()
+    assert not fresh.exception
+    assert not list((runs.workspace_dir(ws) / runs.FINETUNES_DIR).iterdir())
+    assert not fresh.get("plotly_chart") and "Saved fine-tunes" not in str([e.label for e in fresh.expander])
