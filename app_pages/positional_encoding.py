@@ -69,7 +69,7 @@ def _section_learned(kind: str):
                 "to compare.")
     elif not am.is_trained:
         state.untrained_notice()
-        st.warning("The learned table is still **random** (normal(0, 0.02) init): its similarity map is "
+        st.warning(f"The learned table is still **random** (normal(0, {cfg.initializer_range:g}) init): its similarity map is "
                    "noise with a bright diagonal. After training, neighbouring positions become similar.")
         state.default_train_button("pe_train_default")
     sin = _sinusoidal(n_pos, d)
@@ -114,7 +114,8 @@ def _section_sentence():
     st.caption(f"{len(tokens)} tokens: {' '.join(tokens[:60])}{' …' if len(tokens) > 60 else ''}"
                + (f" · {unk} [UNK]" if unk else ""))
     if am.kind == "untrained":
-        st.caption("Untrained model: token and segment vectors are random (std 0.02); the LayerNorm row "
+        st.caption(f"Untrained model: token and segment vectors are random (std {am.model.config.initializer_range:g}); "
+                   "the LayerNorm row "
                    "rescales their sum to mean 0, variance 1 per token.")
     st.plotly_chart(F.embedding_stack_figure(embs, tokens), key="pe_embed_chart")
 

@@ -48,6 +48,19 @@ def _corpus_choice(disabled: bool):
     return corpus, cache[key], f"{choice}|{kind}|{vocab}"
 
 
+def _upload_max_len(corpus, tok, ckey: str, size: str) -> int | None:
+    """The max sequence length offered for an uploaded corpus at tiny size (None: the preset's own)."""
+    from bertcore.config import TrainConfig
+    from bertcore.data.corpus import suggested_max_seq_len
+
+    if size != "tiny" or not ckey.startswith("uploaded"):
+        return None
+    cache, key = st.session_state.setdefault("train_max_len", {}), (ckey, id(corpus))
+    if key not in cache:
+        cache[key] = suggested_max_seq_len(corpus, tok, TrainConfig().max_seq_len)
+    return cache[key]
+
+
 def _probe_inputs(corpus, tok, ckey: str, disabled: bool):
     """The live probe's three texts (defaults from the corpus); returns (Probe or None, problem or None)."""
     from bertcore.analysis.probe import Probe, check_probe, default_probe
@@ -79,7 +92,7 @@ NORMS = ["post", "pre", "sublayer_output"]
 MLM_HEADS = ["transform", "linear", "mlp"]
 
 
-def _widgets(preset: str, size: str, disabled: bool, vocab_size: int):
+def _widgets(preset: str, size: str, disabled: bool, vocab_size: int, max_len: int | None = None):
     """All config widgets; returns (bert kwargs, train kwargs). Every switch of the preset that has no widget is
     kept as the preset sets it (bertcore.presets). Keys depend on the preset and size so a change resets them."""
     from bertcore.config import BertConfig, TrainConfig, preset as preset_configs
@@ -91,7 +104,8 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int):
     cm, ct = st.columns(2)
     with cm:
         st.markdown("**Model** (`bertcore.config.BertConfig`)")
-        bk = {**b, "vocab_size": vocab_size}
+        # None = init std scaled to the chosen width (BertConfig.initializer_range), unless the preset sets one
+        bk = {**b, "vocab_size": vocab_size, "initializer_range": pb.get("initializer_range")}
         bk["num_hidden_layers"] = st.slider("encoder layers", 1, 12, int(b["num_hidden_layers"]), key=k + "L",
                                             disabled=disabled)
         bk["num_attention_heads"] = st.select_slider("attention heads", [1, 2, 3, 4, 6, 8, 12, 16],
@@ -139,8 +153,12 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int):
                                     help="Try 10 to see a NaN stop: the last good weights are kept.")
         tk["warmup_steps"] = st.slider("warmup steps", 0, 1000, int(t["warmup_steps"]), 10, key=k + "warm",
                                        disabled=disabled)
-        tk["max_seq_len"] = st.slider("max sequence length", 8, 256, int(t["max_seq_len"]), 4, key=k + "T",
-                                      disabled=disabled)
+        t_max = int(max_len or t["max_seq_len"])  # an upload of long text gets a shorter default (see render)
+        tk["max_seq_len"] = st.slider("max sequence length", 8, 256, t_max, 4, key=k + f"T{t_max}",
+                                      disabled=disabled,
+                                      help=None if max_len is None else "Picked for this corpus by "
+                                      "`bertcore.data.corpus.suggested_max_seq_len`: its median pair is longer, "
+                                      "so a shorter cut keeps a step as fast as on the built-in corpus.")
         tk["mlm_probability"] = st.slider("mask rate (share of tokens selected)", 0.05, 0.5,
                                           float(t["mlm_probability"]), 0.01, key=k + "mr", disabled=disabled)
         c1, c2 = st.columns(2)
@@ -307,7 +325,7 @@ def render() -> None:
         notes = PRESET_NOTES.get(preset, [])
         if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
             st.caption(f"**{preset}** against its seed: " + "; ".join(notes) + ".")
-        bk, tk = _widgets(preset, size, running, tok.vocab_size)
+        bk, tk = _widgets(preset, size, running, tok.vocab_size, _upload_max_len(corpus, tok, ckey, size))
         bcfg, tcfg, est, problem = build_configs(bk, tk)
         if est is not None:
             parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())

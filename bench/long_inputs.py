@@ -121,9 +121,10 @@ def browser(reps: int) -> dict:
                 p.evaluate(f"() => {{ const el = document.querySelector('{grid}'); window._old = el && el.data; }}")
                 t0 = time.perf_counter()
                 area.press("Control+Enter")
-                p.wait_for_function(  # a new grid (the 72 maps of this input) is drawn
+                p.wait_for_function(  # a new grid (the mosaic of this input's 72 maps) is drawn
                     f"() => {{ const el = document.querySelector('{grid}'); "
-                    "return el && el.data && el.data !== window._old && el.data.length === 144; }")
+                    "return el && el.data && el.data !== window._old && el._fullLayout "
+                    "&& el.layout.meta && el.layout.meta.grid.heads === 12; }")
                 if i:
                     ts.append(time.perf_counter() - t0)
         finally:

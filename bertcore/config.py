@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,11 @@ def _check_range(name: str, value: Any, lo: float, hi: float, kind: type = float
         raise ConfigError(f"{name}={value!r} is out of range; use a value in [{lo}, {hi}]")
 
 
+def fan_in_init(hidden_size: int) -> float:
+    """LeCun's fan-in std 1/sqrt(hidden_size) (0.125 at hidden 64), 4 decimals: the default init std."""
+    return round(1 / math.sqrt(hidden_size), 4)
+
+
 @dataclass
 class BertConfig(_JsonMixin):
     # Set from the tokenizer; the embedding table and (tied) MLM decoder have this many rows.
@@ -92,16 +98,19 @@ class BertConfig(_JsonMixin):
     # Segment (A/B) embedding rows; 2 for sentence pairs, 3 with segment_ids="1/2", 0 = no segment embedding
     # (the Annotated Transformer's embeddings have none).
     type_vocab_size: int = 2
-    # Dropout after embeddings, attention output and FFN output (0.1 in BERT).
-    hidden_dropout_prob: float = 0.1
-    # Dropout on the attention probabilities (0.1 in BERT).
-    attention_probs_dropout_prob: float = 0.1
+    # Dropout after embeddings, attention output and FFN output. BERT uses 0.1; the tiny default has none: in a
+    # one-minute run there is nothing to regularise yet, and 0.1 held NSP at chance for half the run.
+    hidden_dropout_prob: float = 0.0
+    # Dropout on the attention probabilities (0.1 in BERT; 0 by default for the same reason).
+    attention_probs_dropout_prob: float = 0.0
     # BERT uses 1e-12; codertimo's custom LayerNorm used 1e-6.
     layer_norm_eps: float = 1e-12
     # gelu = exact erf GELU (BERT); gelu_tanh = tanh approximation (codertimo); relu (Annotated Transformer).
     hidden_act: str = "gelu"
-    # Std of the truncated-normal-free init used by BERT (normal(0, 0.02)).
-    initializer_range: float = 0.02
+    # Std of init="bert"'s normal(0, std) weights. BERT uses 0.02 (at hidden 768; the BERT-base preset sets it).
+    # None = LeCun's fan-in 1/sqrt(hidden_size), 0.125 at hidden 64: with 0.02 a tiny model starts so quiet that
+    # NSP waits at chance for half of a one-minute run (docs/BENCH.md, time to skill).
+    initializer_range: float | None = None
     # Id of [PAD]; its attention keys are masked out and its embedding row is not special-cased.
     pad_token_id: int = 0
     # learned = a trained table (BERT, d2l, blog); sinusoidal = fixed Vaswani §3.5 table (codertimo, Annotated).
@@ -154,6 +163,8 @@ class BertConfig(_JsonMixin):
         _check_range("hidden_dropout_prob", self.hidden_dropout_prob, 0.0, 0.9)
         _check_range("attention_probs_dropout_prob", self.attention_probs_dropout_prob, 0.0, 0.9)
         _check_range("layer_norm_eps", self.layer_norm_eps, 1e-15, 1e-2)
+        if self.initializer_range is None and isinstance(self.hidden_size, int) and self.hidden_size > 0:
+            self.initializer_range = fan_in_init(self.hidden_size)
         _check_range("initializer_range", self.initializer_range, 1e-6, 1.0)
         _check_range("pad_token_id", self.pad_token_id, 0, self.vocab_size - 1, int)
         _check_choice("hidden_act", self.hidden_act, ACTIVATIONS)
@@ -314,6 +325,8 @@ def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
             return int(v)
         if t == "float":
             return float(raw)
+        if t == "float | None":
+            return None if raw.strip().lower() in ("none", "auto") else float(raw)
     except ValueError:
         raise ConfigError(f"{key}={raw!r} must be a {'whole number' if t == 'int' else 'number'}") from None
     return raw

@@ -58,9 +58,11 @@ _BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
 # name -> size -> (model sizes, train overrides). Vocabulary sizes always come from the tokenizer.
 SIZES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
     "original BERT (tiny)": {
-        "tiny": (_TINY, {}),
+        # no dropout at tiny size: in a one-minute run it held NSP at chance for half the run (docs/BENCH.md)
+        "tiny": (dict(_TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), {}),
         # BERT-base (§3, §A.2): 110M parameters with the 30522-word vocabulary; lr 1e-4, sequences of 128
-        "seed": (_BERT_BASE, dict(lr=1e-4, max_seq_len=128, batch_size=32, warmup_steps=1000)),
+        "seed": (dict(_BERT_BASE, initializer_range=0.02), dict(lr=1e-4, max_seq_len=128, batch_size=32,
+                                                                warmup_steps=1000)),
     },
     "BERT-pytorch (codertimo)": {
         "tiny": (_TINY, {}),
@@ -91,7 +93,12 @@ SEED_FILES = {"original BERT (tiny)": None, "BERT-pytorch (codertimo)": ("000", 
               "Annotated Transformer": ("002",), "d2l": ("004",)}
 
 PRESET_NOTES: dict[str, list[str]] = {
-    "original BERT (tiny)": ["matches HF transformers' BertForPreTraining (tests/test_model.py)"],
+    "original BERT (tiny)": [
+        "matches HF transformers' BertForPreTraining (tests/test_model.py)",
+        "at tiny size: no dropout (BERT: 0.1) and init std 1/√hidden = 0.125 (BERT: 0.02 at hidden 768), "
+        "so NSP leaves chance in the first third of a one-minute run instead of after half of it; the seed "
+        "size (BERT-base) uses BERT's 0.1 and 0.02",
+    ],
     "BERT-pytorch (codertimo)": [
         "segment ids 1/2 with 0 for padding; token_type_ids stay 0/1 at the API and are mapped inside the model",
         "MLM and NSP heads return logits; the seed's LogSoftmax + NLLLoss is the same loss as cross-entropy",

@@ -52,17 +52,30 @@ def pooled_attention(attentions: np.ndarray, tokens: Sequence[str], max_cells: i
     return pooled.astype(np.float32), labels
 
 
-def grid_trace_index(layer: int, head: int, n_heads: int) -> int:
-    """Index into ``fig.data`` of the heatmap for 0-based (layer, head) in ``attention_grid_figure``."""
-    return layer * n_heads + head
+def grid_gap(cells: int) -> int:
+    """Empty cells between two tiles of the all-heads mosaic (about 8% of a tile, at least 1)."""
+    return max(1, round(0.08 * cells))
 
 
-GRID_OVERLAY_POINTS = 40_000  # clickable overlay points in the whole grid (one per drawn cell)
+def grid_origin(layer: int, head: int, cells: int) -> tuple[int, int]:
+    """(row, column) in the mosaic ``z`` of ``attention_grid_figure`` where 0-based (layer, head)'s tile starts."""
+    step = cells + grid_gap(cells)
+    return layer * step, head * step
+
+
+def grid_tile(z, layer: int, head: int, cells: int) -> np.ndarray:
+    """The ``cells x cells`` attention map of 0-based (layer, head) cut out of the mosaic ``z``."""
+    r, c = grid_origin(layer, head, cells)
+    return np.asarray(z, dtype=np.float64)[r:r + cells, c:c + cells]
+
+
+GRID_CLICK_POINTS = 5_000  # hover/click markers in the whole grid: SVG nodes the browser must draw
+GRID_CELLS = 40_000  # drawn cells in the whole grid; longer inputs are pooled (pooled_attention)
 
 
 def grid_cell_size(n_layers: int, n_heads: int) -> int:
-    """Cells per tile side so that the grid's click overlay stays within ``GRID_OVERLAY_POINTS`` points."""
-    return int(max(8, min(32, (GRID_OVERLAY_POINTS / max(1, n_layers * n_heads)) ** 0.5)))
+    """Cells per tile side (8 to 32) so that the whole grid draws about ``GRID_CELLS`` cells at most."""
+    return int(max(8, min(32, (GRID_CELLS / max(1, n_layers * n_heads)) ** 0.5)))
 
 
 def attention_grid_figure(
@@ -72,15 +85,21 @@ def attention_grid_figure(
     width_px: int = 1100,
     clickable: bool = True,
     labels: Sequence[str] | None = None,
+    click_side: int | None = None,
 ) -> go.Figure:
-    """A layers x heads grid of attention heatmaps sharing ONE colour scale (``coloraxis``).
+    """A layers x heads grid of attention maps sharing ONE colour scale, drawn as one mosaic heatmap.
 
-    ``attentions`` is ``[L, H, T, T]`` (query rows, key columns); trace ``l*H + h`` holds head (l, h) and its
-    ``z`` is exactly ``attentions[l, h]``. Layers and heads are numbered from 1 (``L1``, ``H1``). The first column
-    carries the query tokens, the bottom row the key tokens (thinned to fit; rows and columns share them).
-    ``clickable`` overlays one transparent square marker per cell (customdata = 0-based layer, head, query,
-    key, weight), because ``st.plotly_chart(on_select=...)`` returns no points for heatmaps (streamlit #8760).
-    ``labels`` overrides the axis labels (e.g. those of ``pooled_attention``).
+    ``attentions`` is ``[L, H, T, T]`` (query rows, key columns). The single heatmap's ``z`` holds every head's
+    map as a ``T x T`` tile, tiles ``grid_gap(T)`` empty (NaN) cells apart: ``grid_tile(z, l, h, T)`` is exactly
+    ``attentions[l, h]``. One trace instead of one subplot per head: 72 subplots took the browser ~0.8 s to
+    draw. Layers and heads are numbered from 1 (``L1``, ``H1`` annotations). Query tokens label the left edge of
+    every layer row, key tokens the bottom of every head column (thinned to fit). ``layout.meta["grid"]`` says
+    the geometry. A transparent scatter overlay carries the hover text and the clicks (customdata = 0-based
+    layer, head, query, key, weight), because ``st.plotly_chart(on_select=...)`` returns no points for heatmaps
+    (streamlit #8760): one square marker per cell up to ``click_side`` cells a side (default: what keeps the
+    whole grid within ``GRID_CLICK_POINTS`` markers), else one per block of ``ceil(T / click_side)`` cells at its
+    middle cell, sized to cover the block; points run head by head (layer-major), ``side**2`` per head.
+    ``clickable=False`` keeps the hover text without the click hint.
     """
     A = np.asarray(attentions, dtype=np.float32)
     if A.ndim != 4:
@@ -89,65 +108,65 @@ def attention_grid_figure(
     labels = list(labels) if labels is not None else token_labels(tokens)
     if len(labels) != T:
         raise ValueError(f"{len(labels)} tokens for attention of length {T}")
-    gap = 0.08
-    tile_px = width_px * (1 - gap) / max(H, 1)
-    n_ticks = max(2, int(tile_px // 11))
-    ticks = thinned(labels, n_ticks)
-    data, overlay = [], []
-    layout: dict = {}
-    annotations = []
-    qq, kk = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
-    lab = np.array(labels, dtype=object)
+    gap = grid_gap(T)
+    step = T + gap
+    Z = np.full((L * step - gap, H * step - gap), np.nan, dtype=np.float32)
     for li in range(L):
         for h in range(H):
-            n = grid_trace_index(li, h, H) + 1
-            suffix = "" if n == 1 else str(n)
-            data.append(dict(
-                type="heatmap", z=A[li, h], x=labels, y=labels, coloraxis="coloraxis", xaxis=f"x{suffix}",
-                yaxis=f"y{suffix}", name=f"L{li + 1} H{h + 1}",
-                hovertemplate=f"layer {li + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}"
-                              "<extra></extra>",
-            ))
-            if clickable:
-                custom = np.stack([np.full(T * T, li), np.full(T * T, h), qq.ravel(), kk.ravel(),
-                                   A[li, h].ravel()], axis=1).astype(np.float32)
-                overlay.append(dict(
-                    type="scatter", x=lab[kk.ravel()], y=lab[qq.ravel()], mode="markers", xaxis=f"x{suffix}",
-                    yaxis=f"y{suffix}", customdata=custom, name=f"click L{li + 1} H{h + 1}", showlegend=False,
-                    marker=dict(symbol="square", size=max(3.0, tile_px / T), color="rgba(0,0,0,0)"),
-                    hovertemplate=f"layer {li + 1}, head {h + 1}<br>query %{{y}}<br>key %{{x}}"
-                                  "<br>weight %{customdata[4]:.3f}<br>click to open this head<extra></extra>",
-                ))
-            x0, x1 = h / H, (h + 1 - gap) / H
-            y1, y0 = 1 - li / L, 1 - (li + 1 - gap) / L
-            layout[f"xaxis{suffix}"] = dict(
-                domain=[x0, x1], anchor=f"y{suffix}", showgrid=False, zeroline=False, type="category",
-                showticklabels=li == L - 1, tickvals=ticks, tickangle=-90, tickfont=dict(size=9),
-            )
-            layout[f"yaxis{suffix}"] = dict(
-                domain=[y0, y1], anchor=f"x{suffix}", showgrid=False, zeroline=False, type="category",
-                autorange="reversed", showticklabels=h == 0, tickvals=ticks, tickfont=dict(size=9),
-            )
-            if h == 0:
-                layout[f"yaxis{suffix}"]["title"] = dict(text=f"L{li + 1}", font=dict(size=11))
-            if li == 0:
-                annotations.append(dict(
-                    text=f"H{h + 1}", x=(x0 + x1) / 2, y=1.0, xref="paper", yref="paper",
-                    yanchor="bottom", showarrow=False, font=dict(size=11),
-                ))
+            r, c = grid_origin(li, h, T)
+            Z[r:r + T, c:c + T] = A[li, h]
+    cell_px = width_px / (H * step)  # about square cells
+    tick_idx = [labels.index(t) for t in thinned(labels, max(2, int(cell_px * T // 11)))]
+    x_ticks = [h * step + k for h in range(H) for k in tick_idx]
+    y_ticks = [li * step + k for li in range(L) for k in tick_idx]
+    data = [dict(type="heatmap", z=Z, coloraxis="coloraxis", hoverongaps=False, hoverinfo="skip", name="attention")]
+    if click_side is None:
+        click_side = max(4, int((GRID_CLICK_POINTS / max(1, L * H)) ** 0.5))
+    stride = max(1, -(-T // max(1, click_side)))
+    at = np.minimum(np.arange(0, T, stride) + stride // 2, T - 1)  # the middle cell of each block
+    qq, kk = np.meshgrid(at, at, indexing="ij")
+    lab = np.array(labels, dtype=object)
+    xs, ys, custom = [], [], []
+    for li in range(L):
+        for h in range(H):
+            r, c = grid_origin(li, h, T)
+            xs.append(c + kk.ravel())
+            ys.append(r + qq.ravel())
+            n_pts = qq.size
+            custom.append(np.stack([np.full(n_pts, li), np.full(n_pts, h), qq.ravel(), kk.ravel(),
+                                    A[li, h][qq, kk].ravel()], axis=1))
+    custom = np.concatenate(custom).astype(np.float32)
+    hint = "<br>click to open this head" if clickable else ""
+    where = [f"layer {int(li) + 1}, head {int(h) + 1}<br>query {lab[int(q)]}<br>key {lab[int(k)]}"
+             for li, h, q, k in custom[:, :4]]
+    data.append(dict(
+        type="scatter", x=np.concatenate(xs).astype(np.float32), y=np.concatenate(ys).astype(np.float32),
+        mode="markers", customdata=custom, hovertext=where, name="heads", showlegend=False,
+        marker=dict(symbol="square", size=max(3.0, stride * cell_px), color="rgba(0,0,0,0)"),
+        hovertemplate="%{hovertext}<br>weight %{customdata[4]:.3f}" + hint + "<extra></extra>",
+    ))
+    annotations = [dict(text=f"H{h + 1}", x=h * step + (T - 1) / 2, y=-0.5, xref="x", yref="y", yanchor="bottom",
+                        showarrow=False, font=dict(size=11)) for h in range(H)]
+    annotations += [dict(text=f"L{li + 1}", x=1.0, xref="paper", xanchor="left", y=li * step + (T - 1) / 2,
+                         yref="y", showarrow=False, font=dict(size=11)) for li in range(L)]
     cmax = float(np.nanmax(A)) if zmax is None and A.size else (zmax or 1.0)
-    label_px = 7 * max((len(t) for t in ticks), default=4) + 20
-    layout.update(
+    label_px = 7 * max((len(labels[k]) for k in tick_idx), default=4) + 20
+    axis = dict(showgrid=False, zeroline=False, tickfont=dict(size=9), ticks="")
+    layout = dict(
+        xaxis=dict(axis, range=[-0.5, Z.shape[1] - 0.5], tickvals=x_ticks, ticktext=[labels[k] for k in tick_idx] * H,
+                   tickangle=-90),
+        yaxis=dict(axis, range=[Z.shape[0] - 0.5, -0.5], tickvals=y_ticks, ticktext=[labels[k] for k in tick_idx] * L),
+        plot_bgcolor="rgba(0,0,0,0)",
         coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=cmax, colorbar=dict(title=dict(text="weight"),
-                                                                                thickness=12)),
+                                                                                thickness=12, x=1.04)),
         annotations=annotations,
-        height=int(min(1400, max(300, L * tile_px + 40 + label_px))),  # about square cells
-        margin=dict(l=label_px + 20, r=10, t=30, b=label_px),
+        height=int(min(1400, max(300, Z.shape[0] * cell_px + 40 + label_px))),
+        margin=dict(l=label_px + 10, r=40, t=30, b=label_px),
         showlegend=False, hovermode="closest", dragmode=False,
+        meta={"grid": {"layers": L, "heads": H, "cells": T, "gap": gap, "click_side": len(at)}},
     )
-    # Plain dicts, built without plotly's per-property validation: for 72 heads that validation took most of
-    # the page run (the load test), and every key here is a valid plotly.js attribute.
-    return go.Figure(dict(data=data + overlay, layout=layout), _validate=False)
+    # Plain dicts, built without plotly's per-property validation (every key is a valid plotly.js attribute).
+    return go.Figure(dict(data=data, layout=layout), _validate=False)
 
 
 def clicked_head(selection) -> tuple[int, int] | None:

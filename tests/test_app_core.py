@@ -137,12 +137,15 @@ def test_attention_grid_shares_one_colour_scale():
     att = np.random.default_rng(0).random((2, 3, 4, 4)).astype(np.float32)
     from explorer.figures_inspect import attention_grid_figure
 
+    from explorer.figures_inspect import grid_tile
+
     fig = attention_grid_figure(att, ["[CLS]", "a", "a", "[SEP]"], clickable=False).to_plotly_json()
-    assert len(fig["data"]) == 6 and {t["coloraxis"] for t in fig["data"]} == {"coloraxis"}
+    heat = [t for t in fig["data"] if t["type"] == "heatmap"]
+    assert len(heat) == 1 and heat[0]["coloraxis"] == "coloraxis"  # one mosaic of all 6 heads, one scale
     from conftest import plotly_array
 
-    assert np.allclose(plotly_array(fig["data"][5]["z"]), att[1, 2])
-    assert len(set(fig["data"][0]["x"])) == 4  # duplicate tokens kept apart
+    assert np.allclose(grid_tile(plotly_array(heat[0]["z"]), 1, 2, 4), att[1, 2])
+    assert len(set(fig["layout"]["xaxis"]["ticktext"][:4])) == 4  # duplicate tokens kept apart
 
 
 def test_pipeline_figure_reflects_config():

@@ -36,13 +36,13 @@ def _no_exception(page: Page) -> None:
 def test_click_a_grid_head_opens_it_and_the_link_reopens_it(page: Page, app_server, tmp_path):
     _open_attention(page, f"{app_server.url}/attention")
     expect(page.locator(GRID).first).to_be_visible(timeout=LOAD)
-    # the overlay trace of layer 2, head 3 (0-based 1, 2): heatmaps come first, then one scatter per head
-    n_heads = page.locator(GRID).first.evaluate("el => el.data.filter(t => t.type === 'heatmap').length")
-    H = page.locator(GRID).first.evaluate("el => el.layout.annotations.filter(a => /^H\\d+$/.test(a.text)).length")
-    assert n_heads >= 4 and H >= 3
+    # layer 2, head 3 (0-based 1, 2): one mosaic heatmap, then one overlay whose points run head by head
+    g = page.locator(GRID).first.evaluate("el => el.layout.meta.grid")
+    H, side = g["heads"], g["click_side"]
+    assert g["layers"] >= 2 and H >= 3
     layer, head = 1, 2
-    overlay = page.locator(f"{GRID} .scatterlayer .trace").nth(layer * H + head)
-    point = overlay.locator("path.point").nth(5)
+    overlay = page.locator(f"{GRID} .scatterlayer .trace").first
+    point = overlay.locator("path.point").nth((layer * H + head) * side * side + 5)
     point.scroll_into_view_if_needed()
     box = point.bounding_box()
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # plotly clicks what it hovers

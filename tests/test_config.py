@@ -9,11 +9,24 @@ def test_defaults_are_tiny_original_bert():
     c = BertConfig()
     assert (c.position_embedding, c.norm_placement, c.mlm_head, c.nsp_head, c.hidden_act) == (
         "learned", "post", "transform", "pooler", "gelu")
-    assert c.layer_norm_eps == 1e-12 and c.hidden_dropout_prob == 0.1
+    assert c.layer_norm_eps == 1e-12 and c.hidden_dropout_prob == 0.0 == c.attention_probs_dropout_prob
     assert c.hidden_size % c.num_attention_heads == 0
     t = TrainConfig()
     assert (t.mlm_probability, t.mask_token_frac, t.random_token_frac, t.nsp_positive_prob) == (0.15, 0.8, 0.1, 0.5)
     assert abs(t.keep_frac - 0.1) < 1e-9
+
+
+def test_init_std_defaults_to_fan_in_and_keeps_a_given_value():
+    """None = LeCun's 1/sqrt(hidden) (0.125 at the tiny default); a given value (BERT's 0.02) is kept."""
+    assert BertConfig().initializer_range == 0.125
+    assert BertConfig(hidden_size=256).initializer_range == 0.0625
+    assert BertConfig(initializer_range=0.02).initializer_range == 0.02
+    c = BertConfig.from_dict(BertConfig().to_dict())  # saved resolved: a reload gives the same number
+    assert c.initializer_range == BertConfig().initializer_range
+    assert split_overrides({"initializer_range": "0.05"})[0] == {"initializer_range": 0.05}
+    assert split_overrides({"initializer_range": "auto"})[0] == {"initializer_range": None}
+    with pytest.raises(ConfigError, match="initializer_range"):
+        split_overrides({"initializer_range": "big"})
 
 
 @pytest.mark.parametrize("kw,field,hint", [

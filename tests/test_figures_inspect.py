@@ -36,17 +36,21 @@ def test_grid_z_values_equal_attention_arrays():
     A = _rand_attn(L, H, T)
     toks = ["[CLS]", "a", "b", "[SEP]", "c"]
     fig = fi.attention_grid_figure(A, toks, clickable=False)
-    assert len(fig.data) == L * H
     spec = json.loads(fig.to_json())
+    heat = [t for t in spec["data"] if t["type"] == "heatmap"]
+    assert len(heat) == 1 and heat[0]["coloraxis"] == "coloraxis"  # one mosaic, one shared colour scale
+    z = _decode(heat[0]["z"])
     for li in range(L):
         for h in range(H):
-            tr = spec["data"][fi.grid_trace_index(li, h, H)]
-            np.testing.assert_allclose(_decode(tr["z"]), A[li, h], rtol=0, atol=1e-7)
-            assert tr["coloraxis"] == "coloraxis"  # one shared colour scale
-            assert tr["name"] == f"L{li + 1} H{h + 1}"
+            np.testing.assert_allclose(fi.grid_tile(z, li, h, T), A[li, h], rtol=0, atol=1e-7)
+    gap = fi.grid_gap(T)
+    assert np.isnan(z[T:T + gap]).all() and np.isnan(z[:, T:T + gap]).all()  # empty cells between tiles
+    assert spec["layout"]["meta"]["grid"] == {"layers": L, "heads": H, "cells": T, "gap": gap, "click_side": T}
     assert spec["layout"]["coloraxis"]["cmin"] == 0
     assert spec["layout"]["coloraxis"]["cmax"] == pytest.approx(float(A.max()))
-    assert fig.data[0].x[1] == "1 a"  # hover labels carry the token
+    over = fig.data[1]
+    assert over.hovertext[1] == "layer 1, head 1<br>query 0 [CLS]<br>key 1 a"  # hover labels carry the token
+    assert "click" not in over.hovertemplate
 
 
 def test_grid_repeated_tokens_get_unique_labels():
@@ -242,27 +246,50 @@ def test_grid_overlay_carries_layer_head_query_key_weight():
     fig = fi.attention_grid_figure(A, toks)
     heat = [t for t in fig.data if t.type == "heatmap"]
     over = [t for t in fig.data if t.type == "scatter"]
-    assert len(heat) == len(over) == L * H
-    cd = np.asarray(over[fi.grid_trace_index(1, 2, H)].customdata)
-    assert cd.shape == (T * T, 5)
-    assert set(cd[:, 0]) == {1} and set(cd[:, 1]) == {2}  # 0-based layer, head
-    q, k = cd[:, 2].astype(int), cd[:, 3].astype(int)
-    np.testing.assert_allclose(cd[:, 4], A[1, 2][q, k], atol=1e-7)
+    assert len(heat) == len(over) == 1
+    cd = np.asarray(over[0].customdata)
+    assert cd.shape == (L * H * T * T, 5)
+    head = cd[(1 * H + 2) * T * T:(1 * H + 3) * T * T]  # points run head by head, layer-major
+    assert set(head[:, 0]) == {1} and set(head[:, 1]) == {2}  # 0-based layer, head
+    q, k = head[:, 2].astype(int), head[:, 3].astype(int)
+    np.testing.assert_allclose(head[:, 4], A[1, 2][q, k], atol=1e-7)
+    r, c = fi.grid_origin(1, 2, T)  # each marker sits on its cell of the mosaic
+    block = slice((1 * H + 2) * T * T, (1 * H + 3) * T * T)
+    np.testing.assert_array_equal(np.asarray(over[0].x)[block], c + k)
+    np.testing.assert_array_equal(np.asarray(over[0].y)[block], r + q)
     assert over[0].marker.color == "rgba(0,0,0,0)" and over[0].marker.symbol == "square"
-    # layers and heads numbered from 1 in the figure; token labels on the outer axes of every row and column
+    assert "click to open this head" in over[0].hovertemplate and heat[0].hoverinfo == "skip"
+    # layers and heads numbered from 1; token labels on the left of every layer row, the bottom of every column
     spec = json.loads(fig.to_json())["layout"]
-    assert spec["yaxis"]["title"]["text"] == "L1" and spec["yaxis4"]["title"]["text"] == "L2"
-    assert [a["text"] for a in spec["annotations"]] == ["H1", "H2", "H3"]
-    assert spec["yaxis"]["showticklabels"] and not spec["yaxis2"]["showticklabels"]
-    assert spec["xaxis4"]["showticklabels"] and not spec["xaxis"]["showticklabels"]
-    assert spec["xaxis4"]["tickvals"] == fi.token_labels(toks)
+    assert [a["text"] for a in spec["annotations"]] == ["H1", "H2", "H3", "L1", "L2"]
+    step = T + fi.grid_gap(T)
+    assert spec["xaxis"]["tickvals"] == [h * step + i for h in range(H) for i in range(T)]
+    assert spec["xaxis"]["ticktext"] == fi.token_labels(toks) * H
+    assert spec["yaxis"]["ticktext"] == fi.token_labels(toks) * L
     # a click selection (as st.plotly_chart returns it) names the head
-    sel = {"selection": {"points": [{"curve_number": 9, "customdata": [1.0, 2.0, 0.0, 3.0, 0.2]}]}}
+    sel = {"selection": {"points": [{"curve_number": 1, "customdata": [1.0, 2.0, 0.0, 3.0, 0.2]}]}}
     assert fi.clicked_head(sel) == (1, 2)
     typed = {"selection": {"points": [{"customdata": {"0": 1.0, "1": 2.0, "2": 0.0, "3": 3.0, "4": 0.2}}]}}
     assert fi.clicked_head(typed) == (1, 2)  # how the browser sends a row of a float32 customdata array
     assert fi.clicked_head({"selection": {"points": []}}) is None and fi.clicked_head(None) is None
-    assert len(fi.attention_grid_figure(A, toks, clickable=False).data) == L * H
+
+
+def test_grid_overlay_is_one_marker_per_block_on_long_inputs():
+    """Past click_side cells a side, one marker per block (at its middle cell, with that cell's weight)."""
+    L, H, T = 1, 2, 23
+    A = _rand_attn(L, H, T)
+    toks = [f"t{i}" for i in range(T)]
+    fig = fi.attention_grid_figure(A, toks, click_side=8)
+    over = fig.data[1]
+    at = [1, 4, 7, 10, 13, 16, 19, 22]  # blocks of ceil(23 / 8) = 3 cells, middle cells (the last one clipped)
+    cd = np.asarray(over.customdata)[len(at) ** 2:]  # head 2
+    assert cd.shape == (len(at) ** 2, 5) and set(cd[:, 1]) == {1}
+    assert sorted(set(cd[:, 2].astype(int))) == at == sorted(set(cd[:, 3].astype(int)))
+    q, k = cd[:, 2].astype(int), cd[:, 3].astype(int)
+    np.testing.assert_allclose(cd[:, 4], A[0, 1][q, k], atol=1e-7)
+    small = fi.attention_grid_figure(A, toks, click_side=23).data[1]
+    assert np.asarray(small.customdata).shape == (H * T * T, 5)  # short inputs keep one marker per cell
+    assert over.marker.size == pytest.approx(3 * small.marker.size)
 
 
 def test_labels_are_thinned_and_escaped():

@@ -140,12 +140,15 @@ def test_attention_untrained_renders_everything(untrained):
     assert any("softmax" in x.value for x in at.latex)
     L, H = untrained.model.config.num_hidden_layers, untrained.model.config.num_attention_heads
     grid = _grid(at)
-    assert len(_heatmaps(grid)) == L * H
+    assert len(_heatmaps(grid)) == 1 and grid["layout"]["meta"]["grid"]["layers"] == L
+    assert grid["layout"]["meta"]["grid"]["heads"] == H
     # the grid shows the real numbers of the model
     from bertcore.analysis.inference import inspect_pair
+    from explorer.figures_inspect import grid_tile
     page = _page_module(ATT)
     insp = inspect_pair(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B)
-    np.testing.assert_allclose(_decode(grid["data"][H + 1]["z"]), insp.attentions[1, 1], atol=1e-6)
+    T = insp.attentions.shape[-1]
+    np.testing.assert_allclose(grid_tile(_decode(grid["data"][0]["z"]), 1, 1, T), insp.attentions[1, 1], atol=1e-6)
     # bertviz in an iframe, offline
     _tab(at, "bertviz")
     frames = at.get("iframe")
@@ -240,7 +243,8 @@ def test_attention_over_training_slider(trained):
 def test_attention_with_pretrained_minilm(minilm):
     at = _open(ATT, {minilm.label: minilm}, minilm.label)
     _no_exception(at)
-    assert len(_heatmaps(_grid(at))) == 6 * 12
+    assert _grid(at)["layout"]["meta"]["grid"] | {"cells": 0, "gap": 0, "click_side": 0} == {
+        "layers": 6, "heads": 12, "cells": 0, "gap": 0, "click_side": 0}
     assert "6 layers × 12 heads" in " ".join(c.value for c in at.caption)
     html = _tab(at, "bertviz").get("iframe")[0].proto.srcdoc
     from explorer.bertviz_offline import has_cdn_reference
@@ -465,9 +469,8 @@ def test_attention_512_tokens_with_minilm(minilm):
     _no_exception(at)
     msgs = _messages(at)
     assert "truncated to 512 tokens" in msgs and "pooled on the server" in msgs
-    grid = _grid(at)
-    n = len(_decode(_heatmaps(grid)[0]["z"]))
-    assert n < 512 and len(_heatmaps(grid)) == 72
+    meta = _grid(at)["layout"]["meta"]["grid"]
+    assert meta["cells"] < 512 and (meta["layers"], meta["heads"]) == (6, 12)  # pooled tiles, 72 of them
     head = _big_head(_tab(at, "One head"))
     assert _decode(head["data"][0]["z"]).shape == (512, 512)
     assert "up to 64 tokens" in _messages(_tab(at, "bertviz")) and not at.get("iframe")

@@ -218,11 +218,13 @@ def test_presets_are_pairwise_different_and_seed_sizes_are_the_seeds(size):
 
 
 def test_inits_follow_the_seeds():
-    """bert: normal(0, 0.02); pytorch: nn.Embedding N(0, 1), nn.Linear U(+-1/sqrt(fan_in));
+    """bert: normal(0, initializer_range): 1/sqrt(hidden) at tiny size, BERT's 0.02 at BERT-base size;
+    pytorch: nn.Embedding N(0, 1), nn.Linear U(+-1/sqrt(fan_in));
     xavier_uniform: every matrix within +-sqrt(6 / (fan_in + fan_out)) with that uniform's std."""
     models = {n: BertForPreTraining(c) for n, c in _configs("tiny").items()}
-    w = models["original BERT (tiny)"].bert.encoder.layer[0].intermediate.dense.weight
-    assert abs(w.std().item() - 0.02) < 0.002
+    w = models["original BERT (tiny)"].bert.encoder.layer[0].intermediate.dense.weight  # hidden 64
+    assert abs(w.std().item() - 1 / math.sqrt(64)) < 0.004
+    assert _configs("seed")["original BERT (tiny)"].initializer_range == 0.02  # BERT-base: BERT's own value
     e = models["d2l"].bert.embeddings.word_embeddings.weight[1:]
     assert abs(e.std().item() - 1.0) < 0.05
     lin = models["BERT-pytorch (codertimo)"].bert.encoder.layer[0].intermediate.dense.weight  # (256, 64)
@@ -274,7 +276,8 @@ def test_d2l_positions_never_train_and_its_embedding_sum_has_no_dropout():
             assert torch.equal(a, b) and emb.dropout is None
             assert r"P \sim \mathcal{N}(0, 1)" in formulas(c)["embeddings"]
         else:
-            assert not torch.equal(a, b) and emb.dropout.p == c.hidden_dropout_prob
+            assert emb.dropout.p == c.hidden_dropout_prob
+            assert torch.equal(a, b) == (c.hidden_dropout_prob == 0)  # original BERT at tiny size: no dropout
         if c.position_embedding != "learned":
             continue
         pos = emb.position_embeddings.weight
