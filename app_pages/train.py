@@ -158,7 +158,8 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int, max_len: i
                                       disabled=disabled,
                                       help=None if max_len is None else "Picked for this corpus by "
                                       "`bertcore.data.corpus.suggested_max_seq_len`: its median pair is longer, "
-                                      "so a shorter cut keeps a step as fast as on the built-in corpus.")
+                                      "so a shorter cut keeps a step about as fast as on the built-in corpus. "
+                                      "Raise it for more context per pair.")
         tk["mlm_probability"] = st.slider("mask rate (share of tokens selected)", 0.05, 0.5,
                                           float(t["mlm_probability"]), 0.01, key=k + "mr", disabled=disabled)
         c1, c2 = st.columns(2)

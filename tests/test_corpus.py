@@ -176,3 +176,18 @@ def test_oversize_and_missing(tmp_path, monkeypatch):
 
 def test_sentence_format(corpus):
     assert all(re.fullmatch(r"[A-Z][A-Za-z ]+\.", s) for s in corpus.sentences())
+
+
+def test_suggested_max_seq_len_shortens_long_pairs_only():
+    """Long prose pairs get SHORT_MAX_SEQ_LEN (a step as cheap as a built-in one); short pairs keep the default."""
+    from bertcore.data.corpus import SHORT_MAX_SEQ_LEN, Corpus, suggested_max_seq_len
+    from bertcore.data.tokenization import WordTokenizer
+
+    b = builtin_corpus()
+    assert suggested_max_seq_len(b, WordTokenizer.build(b.texts())) == 48  # median pair ~21 tokens
+    long_text = " ".join(f"word{i % 50}" for i in range(20))
+    c = Corpus("long", [(long_text, long_text)] * 30)
+    tok = WordTokenizer.build(c.texts())
+    assert suggested_max_seq_len(c, tok) == SHORT_MAX_SEQ_LEN
+    assert suggested_max_seq_len(c, tok, default=24) == 24  # never longer than the default
+    assert suggested_max_seq_len(Corpus("empty", []), tok) == 48

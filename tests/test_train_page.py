@@ -85,7 +85,8 @@ def test_uploaded_prose_trains_wordpiece_by_default():
 
     from bertcore.data.corpus import load_corpus_file, suggested_vocab_size
 
-    prose = " ".join(f"Sentence number {i} talks about topic {i % 7} and ends here." for i in range(400))
+    prose = " ".join(f"Sentence number {i} talks about topic {i % 7}, about the weather near the river in the "
+                     "morning, and it ends right here." for i in range(400))
     corpus = load_corpus_file(prose.encode(), "prose.txt", mode="prose")
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["dt_uploaded"] = (corpus, "upload:test")
@@ -97,6 +98,13 @@ def test_uploaded_prose_trains_wordpiece_by_default():
     size = next(n for n in at.number_input if n.label == "WordPiece vocabulary size")
     assert size.value == suggested_vocab_size(corpus)
     assert "[UNK]" not in " ".join(c.value for c in at.caption if "Not in the vocabulary" in c.value)
+    # its pairs (two ~20-word sentences) are longer than SHORT_MAX_SEQ_LEN: the offered max length is shorter
+    from bertcore.data.corpus import SHORT_MAX_SEQ_LEN
+
+    T = next(s for s in at.slider if s.label == "max sequence length")
+    assert T.value == SHORT_MAX_SEQ_LEN
+    at.radio(key="train_corpus").set_value("built-in grammar").run()
+    assert next(s for s in at.slider if s.label == "max sequence length").value == 48  # the preset's own
 
 
 def test_d2l_preset_says_what_its_seed_does_and_keeps_its_switches():

@@ -452,13 +452,14 @@ def suggested_vocab_size(corpus: Corpus) -> int:
     return int(min(4000, max(500, round(len(words) / 4 / 100) * 100)))
 
 
-SHORT_MAX_SEQ_LEN = 32  # the upload default when pairs are long (see suggested_max_seq_len)
+SHORT_MAX_SEQ_LEN = 28  # the upload default when pairs are long: a built-in batch pads to ~28 tokens
 
 
 def suggested_max_seq_len(corpus: Corpus, tokenizer, default: int = 48, sample: int = 2000) -> int:
     """The longest [CLS] A [SEP] B [SEP] offered for a user corpus: ``default`` when its median pair fits in
     ``SHORT_MAX_SEQ_LEN`` tokens, else ``SHORT_MAX_SEQ_LEN``. Long pairs are cut longest-sentence-first, so a
-    step on real prose costs about what a built-in step costs (its pairs are ~21 tokens); BERT itself trained
+    step on real prose costs about what a built-in step costs (a built-in batch of 256 pads to ~28 tokens: its
+    pairs are ~21 tokens long, the longest ~28); BERT itself trained
     90% of its steps at length 128 instead of 512 for the same reason (§A.2). Raise it for more context."""
     pairs = corpus.pairs[::max(1, len(corpus.pairs) // sample)]  # spread over the whole corpus
     if not pairs:
