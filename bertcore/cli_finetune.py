@@ -21,6 +21,8 @@ def add_finetune_parsers(sub) -> None:
     ft.add_argument("--steps", type=_int_in(1, 100_000, "--steps"), default=None, help="optimizer steps")
     ft.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), default=0)
     ft.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-4; 5e-5 for minilm)")
+    ft.add_argument("--head-lr", type=float, default=None,
+                    help="peak learning rate of the new classifier layer (default 1e-2)")
     ft.add_argument("--probe", action="store_true", help="freeze the encoder and train only a linear probe")
     ft.add_argument("--out", metavar="DIR", help="run directory to write (default: a new folder below the runs "
                     "root, env BERTCORE_RUNS_DIR)")
@@ -58,6 +60,8 @@ def cmd_finetune(args) -> int:
               lr=args.lr if args.lr is not None else (MINILM_LR if args.source == "minilm" else FinetuneConfig.lr))
     if args.steps is not None:
         kw["steps"] = args.steps
+    if args.head_lr is not None:
+        kw["head_lr"] = args.head_lr
     cfg = FinetuneConfig(**kw)
     tuner = FineTuner(model, tok, task, cfg)
     print(f"fine-tuning {desc} on {task.name} ({len(tuner.examples)} labelled examples, "

@@ -8,7 +8,8 @@ random initial weights on the same labelled examples, batch order, dropout masks
 gap in held-out accuracy is what pre-training bought.
 
 * AdamW, linear warmup (10% of the steps) then linear decay, gradient-norm clipping (BERT §A.3 uses the same
-  recipe with lr in {5e-5, 3e-5, 2e-5} at base size; a tiny model needs a larger lr).
+  recipe with lr in {5e-5, 3e-5, 2e-5} at base size; a tiny model needs a larger lr). The new classifier layer
+  learns at its own, larger ``head_lr``.
 * Mini-batches walk seeded permutations of the labelled set (epochs); held-out accuracy every ``eval_every``
   steps and at the end, on the task's fixed held-out split.
 """
@@ -34,8 +35,11 @@ class FinetuneConfig(_JsonMixin):
     steps: int = 150
     # Labelled examples per step (fewer if the labelled set is smaller).
     batch_size: int = 32
-    # Peak AdamW learning rate (tiny models; all-MiniLM-L6-v2 uses MINILM_LR).
+    # Peak AdamW learning rate of the (pre)trained encoder (tiny models; all-MiniLM-L6-v2 uses MINILM_LR).
     lr: float = 3e-4
+    # Peak learning rate of the new classifier layer. It starts random and must catch up fast; at the encoder's
+    # rate it drags the pretrained features along before it has learned to read them (Kumar et al. 2022).
+    head_lr: float = 1e-2
     # Share of the steps spent in linear warmup.
     warmup_frac: float = 0.1
     weight_decay: float = 0.01
@@ -59,6 +63,7 @@ class FinetuneConfig(_JsonMixin):
         _check_range("steps", self.steps, 1, 100_000, int)
         _check_range("batch_size", self.batch_size, 1, 1024, int)
         _check_range("lr", self.lr, 0.0, 1.0)
+        _check_range("head_lr", self.head_lr, 0.0, 1.0)
         _check_range("warmup_frac", self.warmup_frac, 0.0, 1.0)
         _check_range("weight_decay", self.weight_decay, 0.0, 1.0)
         _check_range("grad_clip", self.grad_clip, 0.0, 1e6)
@@ -113,13 +118,14 @@ class FineTuner:
         model.train()
         self._gen = torch.Generator().manual_seed(config.seed)  # batch order
         model.set_dropout_generator(torch.Generator().manual_seed(config.seed ^ 0x5EED_D20B))
-        decay, no_decay = [], []
+        groups: dict[tuple[bool, bool], list] = {(h, d): [] for h in (False, True) for d in (False, True)}
         for name, p in model.named_parameters():
-            if p.requires_grad:
-                (no_decay if p.ndim < 2 or "LayerNorm" in name else decay).append(p)
-        self._params = decay + no_decay
-        self.optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
-                                            {"params": no_decay, "weight_decay": 0.0}], lr=config.lr)
+            if p.requires_grad:  # (is the classifier head, takes weight decay)
+                groups[(name.startswith("classifier."), not (p.ndim < 2 or "LayerNorm" in name))].append(p)
+        self._params = [p for g in groups.values() for p in g]
+        self.optimizer = torch.optim.AdamW(
+            [{"params": ps, "lr": config.head_lr if head else config.lr,
+              "weight_decay": config.weight_decay if decay else 0.0} for (head, decay), ps in groups.items() if ps])
         warm = int(round(config.warmup_frac * config.steps))
         total = config.steps
 
