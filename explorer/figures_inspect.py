@@ -82,7 +82,7 @@ def attention_grid_figure(
     attentions: np.ndarray,
     tokens: Sequence[str],
     zmax: float | None = None,
-    width_px: int = 1100,
+    width_px: int = 900,
     clickable: bool = True,
     labels: Sequence[str] | None = None,
     click_side: int | None = None,
@@ -115,7 +115,9 @@ def attention_grid_figure(
         for h in range(H):
             r, c = grid_origin(li, h, T)
             Z[r:r + T, c:c + T] = A[li, h]
-    cell_px = width_px / (H * step)  # about square cells
+    label_chars = max((len(t) for t in labels), default=4)
+    # the plot area: the chart width less the label margin, the right margin and the colour bar
+    cell_px = max(1.0, (width_px - min(7 * label_chars + 30, 200) - 110) / Z.shape[1])  # about square cells
     tick_idx = [labels.index(t) for t in thinned(labels, max(2, int(cell_px * T // 11)))]
     x_ticks = [h * step + k for h in range(H) for k in tick_idx]
     y_ticks = [li * step + k for li in range(L) for k in tick_idx]
