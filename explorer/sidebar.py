@@ -8,6 +8,7 @@ from explorer import state
 
 MINILM_LABEL = state.MINILM_LABEL
 _K_MSG = "sb_message"
+SIDEBAR_POLL_SECONDS = 2.0
 
 
 def param_count(model) -> int:
@@ -29,7 +30,9 @@ def _status_block() -> None:
 
     running = any(r.running for r in _runs()) or finetunes.running()
 
-    @st.fragment(run_every=1.0 if running else None)
+    # Every 2 s: the Train and Fine-tune pages draw their own progress every second, and each tick of this
+    # fragment takes the GIL from the training thread in the same process (the heartbeat needs < 10 s).
+    @st.fragment(run_every=SIDEBAR_POLL_SECONDS if running else None)
     def _status():
         # Polling snapshot() is also the heartbeat that keeps the training thread alive.
         runs = _runs()
