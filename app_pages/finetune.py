@@ -65,7 +65,7 @@ def _pick_saved(kept, run):
                             key="finetune_show")
         chosen = by_id[pick]
         sure = st.checkbox("Yes, delete this fine-tune for good", key=f"finetune_sure_{pick}")
-        if st.button("Delete", key="finetune_delete", disabled=not sure or str(chosen.path) == live_dir and run.running):
+        if st.button("Delete", key="finetune_delete", disabled=not sure or (str(chosen.path) == live_dir and run.running)):
             from bertcore.errors import BertcoreError
 
             try:

@@ -163,7 +163,7 @@ class BertConfig(_JsonMixin):
         _check_range("hidden_dropout_prob", self.hidden_dropout_prob, 0.0, 0.9)
         _check_range("attention_probs_dropout_prob", self.attention_probs_dropout_prob, 0.0, 0.9)
         _check_range("layer_norm_eps", self.layer_norm_eps, 1e-15, 1e-2)
-        if self.initializer_range is None and isinstance(self.hidden_size, int) and self.hidden_size > 0:
+        if self.initializer_range is None:  # hidden_size is already checked above
             self.initializer_range = fan_in_init(self.hidden_size)
         _check_range("initializer_range", self.initializer_range, 1e-6, 1.0)
         _check_range("pad_token_id", self.pad_token_id, 0, self.vocab_size - 1, int)

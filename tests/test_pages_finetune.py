@@ -1,7 +1,6 @@
 """AppTest of the Fine-tune page (issue 14): a comparison started on the page is kept in the workspace, so a new
 session of the same workspace (a reload, a deep link in a new tab) shows its curves, its summary and the class
 probabilities of both saved models; a saved one can be deleted; the folder never shows up as a pretraining run."""
-import time
 from pathlib import Path
 
 import pytest

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from bertcore.training import finetune_store, runs
 from bertcore.training.finetune import HISTORY_COLUMNS, FinetuneConfig, FineTuner
-
-PRETRAINED, SCRATCH = "pretrained", "random init"
+from bertcore.training.finetune_store import PRETRAINED, SCRATCH  # noqa: F401 - the page imports them from here
 
 
 @dataclass
@@ -71,7 +71,6 @@ class PretrainingComparison:
         self._status, self._message = "preparing", None
         self._thread: threading.Thread | None = None
         self._t0 = self._t1 = 0.0
-        self._finished: float | None = None  # monotonic time the thread ended (explorer's live registry)
         self.last_poll = time.monotonic()
 
     def start(self, on_exit=None) -> "PretrainingComparison":
@@ -88,6 +87,11 @@ class PretrainingComparison:
         if self._thread is not None:
             self._thread.join(timeout)
         return not self.running
+
+    @property
+    def _finished(self) -> float | None:
+        """Monotonic time the thread ended, None while it runs (read by explorer's live registry)."""
+        return self._t1 or None
 
     @property
     def running(self) -> bool:
@@ -119,8 +123,6 @@ class PretrainingComparison:
                            for k, m in self.models.items()}
             self.labels_used = len(self.tuners[PRETRAINED].examples)
             if self.out_dir is not None:
-                from bertcore.training import finetune_store, runs
-
                 runs.mark_active(self.out_dir, True)
                 self._meta = finetune_store.new_meta(self.name, self.task, self.source, self.config,
                                                      self.labels_used)
@@ -167,10 +169,7 @@ class PretrainingComparison:
         finally:
             self._t1 = time.monotonic()
             if self.out_dir is not None:
-                from bertcore.training import runs
-
                 runs.mark_active(self.out_dir, False)
-            self._finished = time.monotonic()
             if on_exit is not None:
                 on_exit()
 
@@ -178,8 +177,6 @@ class PretrainingComparison:
         """Both histories and comparison.json (a disk error becomes the message; training goes on)."""
         if self.out_dir is None or not self._meta:
             return
-        from bertcore.training import finetune_store
-
         with self._lock:
             hists = {k: pd.DataFrame(list(v), columns=HISTORY_COLUMNS) for k, v in self._rows.items()}
         try:
@@ -192,8 +189,6 @@ class PretrainingComparison:
         """The weights of both models and the final status ("abandoned" is kept as stopped, with the reason)."""
         if self.out_dir is None or not self._meta:
             return
-        from bertcore.training import finetune_store
-
         status = {"finished": "finished", "stopped": "stopped", "abandoned": "stopped"}.get(self._status, "failed")
         reason = {"stopped": "stopped by the user",
                   "abandoned": "stopped: nobody watched it (the tab was closed)"}.get(self._status)

@@ -28,7 +28,7 @@ from bertcore.training import runs
 from bertcore.training.finetune import HISTORY_COLUMNS, save_finetune_run
 
 COMPARISON_FILE = "comparison.json"
-PRETRAINED, SCRATCH = "pretrained", "random init"  # the labels of finetune_compare
+PRETRAINED, SCRATCH = "pretrained", "random init"  # the two models of a comparison (finetune_compare)
 FOLDERS = {PRETRAINED: "pretrained", SCRATCH: "random-init"}
 
 
@@ -44,29 +44,36 @@ def _acc(h: pd.DataFrame | None) -> float | None:
     return float(ev.iloc[-1]) if len(ev) else None
 
 
+def _with_status(meta: dict, histories: dict[str, pd.DataFrame], status: str, reason: str | None) -> dict:
+    """comparison.json's content: the fixed part plus status, steps done and the last held-out accuracies."""
+    accs = {label: _acc(h) for label, h in histories.items()}
+    steps_done = min((int(h["step"].max()) if len(h) else 0) for h in histories.values()) if histories else 0
+    return {**meta, "status": status, "reason": reason, "steps_done": steps_done, "accuracies": accs,
+            "pid": os.getpid()}
+
+
 def write_progress(d: str | Path, meta: dict, histories: dict[str, pd.DataFrame], status: str = "running",
                    reason: str | None = None) -> dict:
-    """comparison.json and both history.csv files (called at every held-out evaluation and at the end)."""
+    """comparison.json and both history.csv files (called at every held-out evaluation and on failure)."""
     d = Path(d)
     for label, h in histories.items():
         sub = d / FOLDERS[label]
         sub.mkdir(parents=True, exist_ok=True)
         atomic_write(sub / "history.csv", h.to_csv(index=False))
-    accs = {label: _acc(h) for label, h in histories.items()}
-    steps_done = min((int(h["step"].max()) if len(h) else 0) for h in histories.values()) if histories else 0
-    meta = {**meta, "status": status, "reason": reason, "steps_done": steps_done, "accuracies": accs,
-            "pid": os.getpid()}
+    meta = _with_status(meta, histories, status, reason)
     _write_meta(d, meta)
     return meta
 
 
 def write_final(d: str | Path, meta: dict, tuners: dict, status: str, reason: str | None = None) -> dict:
-    """The weights and histories of both fine-tuned models, then comparison.json with the final status."""
+    """Both fine-tune run directories (weights, history, ...), then comparison.json with the final status."""
     d = Path(d)
     for label, tuner in tuners.items():
         save_finetune_run(d / FOLDERS[label], tuner, meta.get("source", ""), status=status,
                           name=f"{meta.get('name', 'fine-tune')} · {label}")
-    return write_progress(d, meta, {k: t.history for k, t in tuners.items()}, status, reason)
+    meta = _with_status(meta, {k: t.history for k, t in tuners.items()}, status, reason)
+    _write_meta(d, meta)
+    return meta
 
 
 @dataclass
