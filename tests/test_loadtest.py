@@ -7,6 +7,7 @@ report must show no errors, no exceptions and isolation held. No timing is asser
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -74,3 +75,54 @@ def test_no_server_on_the_port_exits_2():
     r = _loadtest("--port", str(free_port()), "--sessions", "1", "--seconds", "1", "--trainings", "0", timeout=60)
     assert r.returncode == 2
     assert r.stderr.startswith("error: no Streamlit server answers")
+
+
+def test_wire_relay_times_the_requests_that_pass_through_it(server):
+    """A tab through the relay draws the same page as a tab straight to the server, and the relay records one
+    full rerun sent and its run finished per request (permessage-deflate frames decoded, fragments not counted)."""
+    import asyncio
+
+    from loadgen.protocol import StreamlitTab
+    from loadgen.wire import WireRelay
+
+    async def visit(port):
+        tab = StreamlitTab(port, timeout=60)
+        try:
+            results = [await tab.open(""), await tab.goto("data_tokens"), await tab.goto("masking_nsp")]
+            return results, len(tab.elements), sorted(tab.pages)
+        finally:
+            await tab.close()
+
+    direct, n_direct, pages_direct = asyncio.run(visit(server.port))
+    with WireRelay(server.port) as relay:
+        assert relay.port not in (0, server.port)
+        relayed, n_relayed, pages_relayed = asyncio.run(visit(relay.port))
+        events = list(relay.events)
+    assert all(r.ok and not r.exceptions for r in direct + relayed), [r.error for r in direct + relayed]
+    assert (n_relayed, pages_relayed) == (n_direct, pages_direct) and n_direct > 5
+    assert [k for k, _ in events].count("sent") == 3
+    assert [k for k, _ in events].count("finished") == 3
+    sent = [t for k, t in events if k == "sent"]
+    done = [t for k, t in events if k == "finished"]
+    for i, r in enumerate(relayed):
+        assert sent[i] < done[i] < (sent[i + 1] if i + 1 < 3 else float("inf"))
+        wire = relay.request_seconds(sent[i], done[i])
+        # the relay sees the request leave after the tab sent it and the finish before the tab gets it
+        assert 0 < wire <= r.seconds + 1e-3, (wire, r.seconds)
+    assert relay.request_seconds(done[-1] + 1, done[-1] + 2) is None
+
+
+@pytest.mark.browser
+def test_browser_check_times_chromium_on_the_wire(server):
+    """One round of the chromium validation: every step is timed by the generator, on the wire (through the
+    relay), by devtools and drawn. The wire time lies inside the drawn time: the relay sees the request after
+    the click and the finish before chromium draws it."""
+    r = subprocess.run([sys.executable, "-m", "loadgen.browser_check", "--port", str(server.port), "--rounds", "1",
+                        "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
+    res = json.loads(r.stdout)
+    assert res["pinned"] is (len(os.sched_getaffinity(0)) >= 2) and len(res["steps"]) == 8
+    for label, s in res["steps"].items():
+        assert 0 < s["generator"] and 0 < s["browser_protocol"], (label, s)
+        assert 0 < s["browser_wire"] <= s["browser_drawn"] + 0.01, (label, s)
+    assert os.sched_getaffinity(server.proc.pid) == os.sched_getaffinity(0)  # the server's CPUs are given back
