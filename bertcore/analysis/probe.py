@@ -76,7 +76,8 @@ def default_probe(corpus, tokenizer=None) -> Probe:
     if not pairs:
         raise InputError("the corpus has no sentence pairs; load a corpus first")
     sentences = [s for p in pairs[:300] for s in p]  # the start of the corpus is enough, and fast
-    toks = [basic_tokenize(s) for s in sentences]
+    split = getattr(tokenizer, "words", None) or basic_tokenize  # a seed vocabulary splits words its own way
+    toks = [split(s) for s in sentences]
     counts = Counter(w for t in toks for w in t)
 
     def single(w: str) -> bool:
@@ -99,7 +100,7 @@ def default_probe(corpus, tokenizer=None) -> Probe:
                 text = " ".join(words)
                 break
     if text is None:
-        text = "[MASK] " + " ".join(basic_tokenize(pairs[0][0]))
+        text = "[MASK] " + " ".join(split(pairs[0][0]))
     a, b = next(((a, b) for a, b in pairs if a.strip() != b.strip()), pairs[0])
     return Probe(text, a, b)
 
