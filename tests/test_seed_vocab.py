@@ -247,3 +247,73 @@ def test_train_page_offers_the_seed_vocabulary_and_says_which_the_preset_uses():
     at.radio(key="train_size").set_value("tiny").run()
     assert at.radio(key="train_tok_kind").value == "word"
     assert "at size **tiny** trains with the **word-level** vocabulary" in " ".join(c.value for c in at.caption)
+
+
+# ----------------------------------------------------------------------------- pages with a seed-vocabulary model
+@pytest.fixture(scope="module")
+def seed_model():
+    """A codertimo model (small sizes) trained a few steps on the tutorial corpus with the seed vocabulary."""
+    from bertcore.io.checkpoint import ModelBundle
+    from bertcore.training.service import prepare
+    from explorer.state import ActiveModel
+
+    trainer, _, _ = prepare(_spec(steps=3))
+    trainer.run()
+    trainer.model.eval()
+    bundle = ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history, name="seed",
+                         source="test")
+    return ActiveModel(bundle, "seed vocabulary model", "trained", True)
+
+
+def _open(page: str, am):
+    from streamlit.testing.v1 import AppTest
+
+    from explorer import state
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state[state._K_MODELS] = {am.label: am}
+    at.session_state[state._K_ACTIVE] = am.label
+    at.switch_page(page).run()
+    return at
+
+
+def _charts(at) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def test_predict_page_fills_a_typed_mask_in_either_spelling(seed_model):
+    from bertcore.analysis.inference import fill_mask
+
+    at = _open("app_pages/predict.py", seed_model)
+    for text in ("Welcome [MASK] the", "Welcome <mask> the"):
+        at.text_area(key="pred_text").input(text).run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert "has no [MASK]" not in " ".join(w.value for w in at.warning)
+        titles = [(c["layout"].get("title") or {}).get("text", "") for c in _charts(at)]
+        bars = [c for c, t in zip(_charts(at), titles) if t.startswith("[MASK] 1 (position 2)")]
+        expected = fill_mask(seed_model.model, seed_model.tokenizer, text, top_k=5).masks[0].candidates
+        assert bars and list(bars[0]["data"][0]["y"]) == [t for t, _ in expected]
+    at.radio(key="pred_mode").set_value("Click words to mask them").run()
+    at.text_input(key="pred_sentence").input("Welcome to the jungle.").run()
+    pills = at.get("button_group")[0]
+    assert [o.content for o in pills.proto.options] == ["Welcome", "to", "the", "jungle."]  # the seed's words
+
+
+def test_attention_and_embeddings_pages_treat_sos_eos_as_cls_sep(seed_model):
+    at = _open("app_pages/attention.py", seed_model)
+    at.text_area(key="attn_a").input("Welcome to the").run()
+    at.text_area(key="attn_b").input("the jungle").run()
+    at.session_state["attn_tab"] = "Per-head statistics"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    table = at.dataframe[0].value
+    assert table["to_cls"].notna().all() and table["to_sep"].notna().all()  # <sos> and <eos> found
+    assert ((table["to_cls"] > 0) & (table["to_cls"] < 1)).all()
+    at = _open("app_pages/embeddings.py", seed_model)
+    at.text_area(key="emb_text").input("Welcome to the\nthe jungle").run()
+    at.selectbox(key="emb_color").set_value("special vs normal").run()
+    traces = {t["name"]: list(t["text"]) for t in _charts(at)[1]["data"]}
+    assert "<sos>" in traces["special"] and "<eos>" in traces["special"] and "<sos>" not in traces["normal"]
+    at.toggle(key="emb_special").set_value(False).run()
+    texts = [x for t in _charts(at)[1]["data"] for x in t["text"]]
+    assert texts and "<sos>" not in texts and "<eos>" not in texts
