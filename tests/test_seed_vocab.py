@@ -317,3 +317,14 @@ def test_attention_and_embeddings_pages_treat_sos_eos_as_cls_sep(seed_model):
     at.toggle(key="emb_special").set_value(False).run()
     texts = [x for t in _charts(at)[1]["data"] for x in t["text"]]
     assert texts and "<sos>" not in texts and "<eos>" not in texts
+
+
+def test_probe_accepts_the_seeds_mask_spelling():
+    from bertcore.analysis.probe import Probe, check_probe
+    from bertcore.errors import InputError
+
+    tok = SeedWordTokenizer.build(tutorial_corpus().texts())
+    assert check_probe(Probe("Welcome <mask> the", "Welcome to the", "the jungle"), tok) == []
+    assert check_probe(Probe("Welcome [MASK] Jungle", "I can stay", "here all night"), tok) == ["Jungle"]
+    with pytest.raises(InputError, match="has 2 \\[MASK\\] tokens"):
+        check_probe(Probe("<mask> <mask> the", "a", "b"), tok)

@@ -52,6 +52,8 @@ def check_probe(probe: Probe, tokenizer=None) -> list[str]:
         if len(value) > MAX_PROBE_CHARS:
             raise InputError(f"{name} has {len(value)} characters; keep it under {MAX_PROBE_CHARS}")
     n = len(_MASK_RE.findall(probe.text))
+    if tokenizer is not None and n == 0:  # a seed vocabulary (tokenizer seed_word) also reads a typed <mask>
+        n = tokenizer.encode(probe.text).count(tokenizer.mask_id)
     if n != 1:
         raise InputError(f"the probe sentence has {n} [MASK] tokens; put exactly one [MASK] where the model should "
                          "fill in a word, e.g. 'the cat [MASK] the cheese'")
