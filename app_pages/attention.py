@@ -4,6 +4,8 @@ training, and downloads (SVG/PNG figures, CSV, NPZ). The text, the layer/head an
 import numpy as np
 import streamlit as st
 
+from bertcore.data.tokenization import canonical_special
+
 DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
 PAGE_MAX_TOKENS = 512  # BERT's position table; longer inputs are truncated (notice shown)
@@ -246,7 +248,7 @@ def _notices(insp, tokens, tok, a, b, limit, max_pos):
     if unknown:
         shown = ", ".join(dict.fromkeys(unknown[:12]))
         st.info(f"Not in the vocabulary, shown as [UNK]: {shown}{' …' if len(unknown) > 12 else ''}")
-    if len(tokens) <= 2 and not any(t not in ("[CLS]", "[SEP]") for t in tokens):
+    if len(tokens) <= 2 and not any(canonical_special(t) not in ("[CLS]", "[SEP]") for t in tokens):
         st.info("After tokenization nothing but [CLS]/[SEP] is left (the text had no words the tokenizer "
                 "keeps), so the maps below only show special tokens.")
 

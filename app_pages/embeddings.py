@@ -2,6 +2,8 @@
 import numpy as np
 import streamlit as st
 
+from bertcore.data.tokenization import canonical_special
+
 DEFAULT_SENTENCES = (
     "The horse eats the hay near the barn.\n"
     "Those horses eat the hay near the barn.\n"
@@ -46,7 +48,7 @@ def _vocab_subset(tok, sentence_tokens: list[str], n: int) -> tuple[list[int], l
             break
         if i in seen:
             continue
-        if t in SPECIAL:
+        if canonical_special(t) in SPECIAL:
             ids.append(i)
             groups.append("special")
         elif small or _is_useful(t):
@@ -133,7 +135,7 @@ def _hidden_states(am, sentences):
                             help="\n".join(f"- **{k}**: {v}" for k, v in COLOR_BY.items()))
     include_special = c3.toggle("[CLS]/[SEP]", value=True, key="emb_special",
                                 help="Special tokens often sit far from the rest and squash the plot.")
-    pts = [r for r in rows if include_special or r[2] not in ("[CLS]", "[SEP]")]
+    pts = [r for r in rows if include_special or canonical_special(r[2]) not in ("[CLS]", "[SEP]")]
     if len(pts) < 3:
         st.info("Too few tokens left to plot; include [CLS]/[SEP] or add sentences.")
         return
@@ -146,7 +148,7 @@ def _hidden_states(am, sentences):
     elif color_by == "position":
         groups = [f"pos {r[1]}" for r in pts]
     else:
-        groups = ["special" if r[2] in SPECIAL else "normal" for r in pts]
+        groups = ["special" if canonical_special(r[2]) in SPECIAL else "normal" for r in pts]
     labels = [r[2] for r in pts]
     hover = [f"{r[2]} (line {r[0] + 1}, position {r[1]})" for r in pts]
     fig = embedding_scatter_figure(coords, labels, groups, ratio, hover=hover,

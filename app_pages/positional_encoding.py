@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from bertcore.data.tokenization import canonical_special
+
 INTRO = """
 Self-attention on its own does not know word order: permute the tokens and every output is permuted
 the same way. So before layer 1 each token's vector gets a **position** vector added (and a **segment**
@@ -110,7 +112,7 @@ def _section_sentence():
     if truncated:
         st.warning(f"The input was longer than the model's {model.config.max_position_embeddings} positions: "
                    f"it was truncated to {len(tokens)} tokens (longest sentence first).")
-    unk = sum(t == "[UNK]" for t in tokens)
+    unk = sum(canonical_special(t) == "[UNK]" for t in tokens)
     st.caption(f"{len(tokens)} tokens: {' '.join(tokens[:60])}{' …' if len(tokens) > 60 else ''}"
                + (f" · {unk} [UNK]" if unk else ""))
     if am.kind == "untrained":

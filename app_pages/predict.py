@@ -13,11 +13,15 @@ DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
 MAX_MASK_CHARTS = 12
 NO_COMPARE = "(no comparison)"
-_WORD = re.compile(r"\[(?:MASK|CLS|SEP|PAD|UNK)\]|\w+|[^\w\s]", re.I)
+_WORD = re.compile(r"\[(?:MASK|CLS|SEP|PAD|UNK)\]|<(?:mask|sos|eos|pad|unk)>|\w+|[^\w\s]", re.I)
+_TYPED_MASK = re.compile(r"\[MASK\]|<mask>", re.I)  # a seed vocabulary (tokenizer seed_word) also reads <mask>
 
 
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text or "")
+def _words(text: str, tok=None) -> list[str]:
+    """The clickable words: the tokenizer's own words where it splits text itself (a seed vocabulary keeps
+    "barn." whole), else words and punctuation marks."""
+    split = getattr(tok, "words", None)
+    return split(text or "") if split is not None else _WORD.findall(text or "")
 
 
 def _pill_labels(words: list[str]) -> list[str]:
@@ -98,7 +102,7 @@ def _fill_mask_section(state, models):
                             height=80, max_chars=60_000)
     else:
         sentence = st.text_input("Sentence", value=DEFAULT_SENTENCE, key="pred_sentence", max_chars=2_000)
-        words = _words(sentence)[:80]
+        words = _words(sentence, models[0].tokenizer)[:80]
         labels = _pill_labels(words)
         if not words:
             st.warning("The sentence is empty. Type a sentence, then click the words to mask.")
@@ -115,7 +119,7 @@ def _fill_mask_section(state, models):
     if not (text or "").strip():
         st.warning("The text is empty. Type a sentence containing [MASK], e.g. `the cat [MASK] on the mat`.")
         return None
-    if "[mask]" not in text.lower():
+    if not _TYPED_MASK.search(text):
         st.warning("The text has no [MASK]. Write [MASK] where a word should be predicted, "
                    "or switch to *Click words to mask them*.")
         return None

@@ -9,10 +9,17 @@ HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
 LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
 
 
+TOKENIZER_LABELS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}
+TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
+                  "tokenizer). WordPiece splits rare words into ##pieces, so real prose has almost no [UNK]. "
+                  "Seed vocabulary: BERT-pytorch's (seeds 000/003) <pad> <unk> <eos> <sos> <mask> at ids 0-4, then "
+                  "whitespace words, case kept, by frequency; inputs read <sos> A <eos> B <eos>. Type [MASK] or "
+                  "<mask> on the other pages either way.")
+
+
 def _corpus_choice(disabled: bool):
-    """(corpus, tokenizer, key) for the chosen corpus. The built-in one shares its word-level tokenizer; an upload
-    trains a WordPiece vocabulary by default (size picked by ``suggested_vocab_size``), or a word-level one."""
-    from bertcore.data.corpus import suggested_vocab_size, tutorial_corpus
+    """(corpus, label) of the chosen corpus: the built-in one, the tutorial two-liner or an upload."""
+    from bertcore.data.corpus import tutorial_corpus
 
     options = ["built-in grammar", "tutorial two-liner"]
     up = st.session_state.get("dt_uploaded")  # (Corpus, key) set by the Data & tokens page
@@ -22,30 +29,53 @@ def _corpus_choice(disabled: bool):
     choice = st.radio("Corpus", options, key="train_corpus", horizontal=True, disabled=disabled,
                       help="Upload your own corpus on the Data & tokens page; it then appears here.")
     if choice == options[0]:
-        corpus, tok = state.shared_corpus_and_tokenizer()
-        return corpus, tok, "builtin"
-    corpus = tutorial_corpus() if choice == options[1] else uploaded
-    kind, vocab = "word", 0
-    if choice != options[1]:
-        c1, c2 = st.columns(2)
-        kind = c1.radio("Tokenizer", ["wordpiece", "word"], key="train_tok_kind", horizontal=True, disabled=disabled,
-                        format_func={"wordpiece": "WordPiece", "word": "word-level"}.get,
-                        help="WordPiece splits rare words into ##pieces, so real prose has almost no [UNK].")
-        if kind == "wordpiece":
-            vocab = int(c2.number_input("WordPiece vocabulary size", 200, 30000, suggested_vocab_size(corpus), 100,
-                                        key=f"train_vocab_{id(corpus)}", disabled=disabled,
-                                        help="Picked from the corpus's distinct words; more costs speed."))
+        return state.shared_corpus_and_tokenizer()[0], choice
+    return (tutorial_corpus() if choice == options[1] else uploaded), choice
+
+
+def _tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool):
+    """(tokenizer, key) for the corpus. The default is the preset's vocabulary (``preset_tokenizer``: the seed's
+    own for BERT-pytorch at seed size), else word-level, or WordPiece for an upload (size from
+    ``suggested_vocab_size``). The built-in corpus shares its word-level tokenizer."""
+    from bertcore.data.corpus import suggested_vocab_size
+    from bertcore.presets import preset_tokenizer
+
+    uploaded = choice.startswith("uploaded")
+    default = preset_tokenizer(preset, size)
+    if default == "word" and uploaded:
+        default = "wordpiece"
+    kinds = list(TOKENIZER_LABELS)
+    if st.session_state.get("train_tok_default") != default:  # a new preset, size or corpus: offer its default
+        st.session_state["train_tok_default"] = st.session_state["train_tok_kind"] = default
+    c1, c2 = st.columns(2)
+    kind = c1.radio("Tokenizer", kinds, key="train_tok_kind", horizontal=True,  # the value set just above
+                    disabled=disabled, format_func=TOKENIZER_LABELS.get, help=TOKENIZER_HELP)
+    vocab = 0
+    if kind == "wordpiece":
+        vocab = int(c2.number_input("WordPiece vocabulary size", 200, 30000, suggested_vocab_size(corpus), 100,
+                                    key=f"train_vocab_{id(corpus)}", disabled=disabled,
+                                    help="Picked from the corpus's distinct words; more costs speed."))
+    used = TOKENIZER_LABELS[preset_tokenizer(preset, size)]
+    c2.caption(f"**{preset}** at size **{size}** trains with the **{used}** vocabulary by default"
+               + ("" if kind == default else f"; you chose **{TOKENIZER_LABELS[kind]}**") + ".")
+    if choice.startswith("built-in") and kind == "word":
+        return state.shared_corpus_and_tokenizer()[1], f"builtin|{kind}|0"
     cache = st.session_state.setdefault("train_tok_cache", {})
     key = (choice, id(corpus), kind, vocab)
     if key not in cache:
+        from bertcore.data.bert_pytorch import SeedWordTokenizer
         from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 
         with st.spinner("Building the vocabulary…"):
-            tok = (WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab) if kind == "wordpiece"
-                   else WordTokenizer.build(corpus.texts()))
+            if kind == "wordpiece":
+                tok = WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab)
+            elif kind == "seed_word":
+                tok = SeedWordTokenizer.build(corpus.texts())
+            else:
+                tok = WordTokenizer.build(corpus.texts())
         cache.clear()
         cache[key] = tok
-    return corpus, cache[key], f"{choice}|{kind}|{vocab}"
+    return cache[key], ("builtin" if choice.startswith("built-in") else choice) + f"|{kind}|{vocab}"
 
 
 def _upload_max_len(corpus, tok, ckey: str, size: str) -> int | None:
@@ -312,7 +342,7 @@ def render() -> None:
     problem = None
     with st.expander(label, expanded=not running):
         try:
-            corpus, tok, ckey = _corpus_choice(running)
+            corpus, choice = _corpus_choice(running)
         except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
             st.error(f"The corpus cannot be used: {e}")
             return
@@ -323,6 +353,11 @@ def render() -> None:
         size = p2.radio("Size", PRESET_SIZES, key="train_size", horizontal=True, disabled=running,
                         help="tiny trains in about a minute; seed is the seed's own model size (original BERT: "
                              "BERT-base, 12 layers × 768); the budget check says whether it may train here.")
+        try:
+            tok, ckey = _tokenizer_choice(corpus, choice, preset, size, running)
+        except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
+            st.error(f"The corpus cannot be used: {e}")
+            return
         notes = PRESET_NOTES.get(preset, [])
         if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
             st.caption(f"**{preset}** against its seed: " + "; ".join(notes) + ".")

@@ -57,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), help="seed for init, data, masking and dropout")
     t.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                    help="any BertConfig/TrainConfig field, e.g. --set hidden_size=64 --set lr=1e-3 (repeatable)")
-    t.add_argument("--tokenizer", choices=("word", "wordpiece"), default="word", help="vocabulary kind")
+    t.add_argument("--tokenizer", choices=("word", "wordpiece", "seed_word"),
+                   help="vocabulary kind: word (default), wordpiece, or seed_word (BERT-pytorch's: <pad> <unk> <eos> "
+                   "<sos> <mask>, whitespace words, case kept; the default of --preset 'BERT-pytorch (codertimo)' "
+                   "--size seed)")
     t.add_argument("--vocab-size", type=_int_in(50, 250_000, "--vocab-size"),
                    help="WordPiece vocabulary size (default: picked from the corpus, as the app does)")
     t.add_argument("--preset", help="start from a named preset (see `python -m bertcore presets`)")
@@ -114,16 +117,22 @@ def build_parser() -> argparse.ArgumentParser:
 def _train_spec(args):
     from bertcore.training.service import RunSpec
 
+    from bertcore.presets import preset_tokenizer
+
     bert, train, vocab_given = train_configs(args)
-    if args.vocab_size is not None and args.tokenizer != "wordpiece":
+    kind = args.tokenizer or preset_tokenizer(args.preset, args.size)
+    if args.vocab_size is not None and kind != "wordpiece":
         raise CliError("--vocab-size only applies to --tokenizer wordpiece (a word-level vocabulary keeps every word)")
     name = os.path.basename(os.path.normpath(os.path.expanduser(args.out))) if args.out else ""
-    return RunSpec(bert, train, corpus=args.corpus, tokenizer=args.tokenizer,
+    return RunSpec(bert, train, corpus=args.corpus, tokenizer=kind,
                    tokenizer_vocab_size=args.vocab_size or (bert.vocab_size if vocab_given else None), preset=args.preset,
                    name=name or f"{args.preset or 'cli'}, seed {train.seed}", source=f"bertcore train on {args.corpus}")
 
 
 def cmd_train(args) -> int:
+    if args.data is not None and args.tokenizer is not None:
+        raise CliError(f"--tokenizer {args.tokenizer} does not apply with --data: the prepared folder has its own "
+                       "WordPiece vocabulary (`bertcore prepare --vocab-size N` or --vocab vocab.txt); drop --tokenizer")
     if args.data is not None or (args.resume is not None and is_shard_run(args.resume)):
         return cmd_train_data(args)
     refuse_data_options(args)
@@ -134,7 +143,7 @@ def cmd_train(args) -> int:
     if args.resume is not None:
         given = [o for o, v in (("--out", args.out), ("--steps", args.steps), ("--seed", args.seed),
                                 ("--set", args.overrides), ("--preset", args.preset)) if v]
-        if args.corpus != "builtin" or args.tokenizer != "word":
+        if args.corpus != "builtin" or args.tokenizer is not None:
             given.append("--corpus/--tokenizer")
         if given:
             raise CliError(f"--resume continues a run with its saved settings; drop {', '.join(given)}")
@@ -298,14 +307,15 @@ def cmd_import_hf(args) -> int:
 def cmd_presets(args) -> int:
     """Each preset's full BertConfig (vocab_size comes from the tokenizer at training time) and TrainConfig."""
     from bertcore.config import BertConfig, TrainConfig, estimate
-    from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS, SEED_FILES, preset
+    from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS, SEED_FILES, preset, preset_tokenizer
 
     out = []
     for name in PRESETS:
         for size in [args.size] if args.size else PRESET_SIZES:
             b, t = preset(name, size)
             bert, train = BertConfig(**b), TrainConfig(**t)
-            out.append({"name": name, "size": size, "seeds": SEED_FILES[name], "bert": bert.to_dict(),
+            out.append({"name": name, "size": size, "seeds": SEED_FILES[name], "tokenizer": preset_tokenizer(name, size),
+                        "bert": bert.to_dict(),
                         "train": train.to_dict(), "params_at_vocab_size": estimate(bert)["params"],
                         "notes": PRESET_NOTES[name]})
     if args.json:
@@ -315,8 +325,8 @@ def cmd_presets(args) -> int:
     for p in out:
         diff = {k: v for k, v in p["bert"].items() if default[k] != v}
         seeds = ", ".join(p["seeds"]) if p["seeds"] else "BERT paper / HF transformers"
-        print(f"{p['name']} [{p['size']}] (seeds: {seeds}; {p['params_at_vocab_size']:,} parameters at "
-              f"vocab_size={p['bert']['vocab_size']})")
+        print(f"{p['name']} [{p['size']}] (seeds: {seeds}; tokenizer {p['tokenizer']}; "
+              f"{p['params_at_vocab_size']:,} parameters at vocab_size={p['bert']['vocab_size']})")
         print("  " + (", ".join(f"{k}={v}" for k, v in diff.items()) or "the BertConfig defaults"))
     return 0
 

@@ -104,8 +104,9 @@ PRESET_NOTES: dict[str, list[str]] = {
         "MLM and NSP heads return logits; the seed's LogSoftmax + NLLLoss is the same loss as cross-entropy",
         "NSP loss counts both labels (the seed's NLLLoss(ignore_index=0) dropped every NotNext example)",
         "the dropout BERT-pytorch's TransformerBlock applies after each block is not in the seeds and not here",
-        "the seed's vocabulary (<pad> <unk> <eos> <sos> <mask>, case kept, by frequency) is reproduced by "
-        "bertcore.data.pretraining.seed_vocab / seed003_example; training uses the project's tokenizer",
+        "vocabulary: at seed size the seed's own (tokenizer seed_word: <pad> <unk> <eos> <sos> <mask> at ids 0-4, "
+        "then whitespace words, case kept, by frequency; inputs <sos> A <eos> B <eos>); at tiny size the project's "
+        "word-level one ([PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off); either can be chosen",
     ],
     "blog BertModel": [
         "Multi_Head_Att, Feed_Forward and BertPooler are not shown in the seed: BERT's (Q/K/V/O projections, "
@@ -126,6 +127,15 @@ PRESET_NOTES: dict[str, list[str]] = {
 }
 
 PRESET_SIZES = ("tiny", "seed")
+
+# The vocabulary each preset trains with by default, where it is not the project's word-level one ("word").
+_TOKENIZERS: dict[tuple[str, str], str] = {("BERT-pytorch (codertimo)", "seed"): "seed_word"}
+
+
+def preset_tokenizer(name: str | None, size: str = "tiny") -> str:
+    """The tokenizer kind (bertcore.data.tokenization.TOKENIZER_KINDS) preset ``name`` at ``size`` trains with by
+    default: the seed's own vocabulary where the preset reproduces it, else "word" (also for no preset)."""
+    return _TOKENIZERS.get((name or "", size), "word")
 
 
 def preset(name: str, size: str = "tiny") -> tuple[dict[str, Any], dict[str, Any]]:

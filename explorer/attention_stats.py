@@ -19,6 +19,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from bertcore.data.tokenization import canonical_special
+
 STAT_COLUMNS = ["entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next"]
 STAT_LABELS = {
     "entropy": "entropy (nats)",
@@ -37,7 +39,7 @@ def _valid_mask(tokens: Sequence[str] | None, T: int, valid: np.ndarray | None) 
             raise ValueError(f"valid mask must have shape ({T},), got {m.shape}")
         return m
     if tokens is not None:
-        return np.array([t != "[PAD]" for t in tokens], dtype=bool)
+        return np.array([canonical_special(t) != "[PAD]" for t in tokens], dtype=bool)
     return np.ones(T, dtype=bool)
 
 
@@ -80,7 +82,7 @@ def head_stats_array(
     sub = A if rows.size == T else A[:, :, rows, :]  # [L,H,R,T]; no copy when every position is real
     out["entropy"] = row_entropy(sub).mean(axis=-1)
 
-    toks = list(tokens) if tokens is not None else [""] * T
+    toks = [canonical_special(t) for t in tokens] if tokens is not None else [""] * T  # <sos> = [CLS] ...
     cls_idx = [i for i, t in enumerate(toks) if t == "[CLS]"]
     sep_idx = [i for i, t in enumerate(toks) if t == "[SEP]"]
     out["to_cls"] = sub[..., cls_idx].sum(-1, dtype=np.float64).mean(-1) if cls_idx else nan.copy()

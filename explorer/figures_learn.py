@@ -13,6 +13,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from bertcore.data.tokenization import canonical_special
+
 # Masking decision categories, in code order (the z value of a cell is its index here).
 MASK_CATEGORIES: list[tuple[str, str, str]] = [
     # (action, legend label, colour)
@@ -122,10 +124,11 @@ def top_words_bar(counts: Mapping[str, int] | Counter, k: int = 20, title: str |
 
 def token_kinds(tokens: Sequence[str], unk_token: str = "[UNK]",
                 specials: Iterable[str] = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")) -> list[str]:
-    """Category per token: unk / special / piece (## continuation) / known."""
+    """Category per token: unk / special / piece (## continuation) / known (a seed vocabulary's <unk>, <sos> ...
+    count as [UNK], [CLS] ...)."""
     specials = set(specials)
     out = []
-    for t in tokens:
+    for t in map(canonical_special, tokens):
         if t == unk_token:
             out.append("unk")
         elif t in specials:

@@ -52,6 +52,8 @@ def check_probe(probe: Probe, tokenizer=None) -> list[str]:
         if len(value) > MAX_PROBE_CHARS:
             raise InputError(f"{name} has {len(value)} characters; keep it under {MAX_PROBE_CHARS}")
     n = len(_MASK_RE.findall(probe.text))
+    if tokenizer is not None and n == 0:  # a seed vocabulary (tokenizer seed_word) also reads a typed <mask>
+        n = tokenizer.encode(probe.text).count(tokenizer.mask_id)
     if n != 1:
         raise InputError(f"the probe sentence has {n} [MASK] tokens; put exactly one [MASK] where the model should "
                          "fill in a word, e.g. 'the cat [MASK] the cheese'")
@@ -76,7 +78,8 @@ def default_probe(corpus, tokenizer=None) -> Probe:
     if not pairs:
         raise InputError("the corpus has no sentence pairs; load a corpus first")
     sentences = [s for p in pairs[:300] for s in p]  # the start of the corpus is enough, and fast
-    toks = [basic_tokenize(s) for s in sentences]
+    split = getattr(tokenizer, "words", None) or basic_tokenize  # a seed vocabulary splits words its own way
+    toks = [split(s) for s in sentences]
     counts = Counter(w for t in toks for w in t)
 
     def single(w: str) -> bool:
@@ -99,7 +102,7 @@ def default_probe(corpus, tokenizer=None) -> Probe:
                 text = " ".join(words)
                 break
     if text is None:
-        text = "[MASK] " + " ".join(basic_tokenize(pairs[0][0]))
+        text = "[MASK] " + " ".join(split(pairs[0][0]))
     a, b = next(((a, b) for a, b in pairs if a.strip() != b.strip()), pairs[0])
     return Probe(text, a, b)
 

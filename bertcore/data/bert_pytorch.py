@@ -1,32 +1,110 @@
-"""BERT-pytorch's (codertimo) data format, as seed 003 walks through it, so its worked example can be reproduced.
+"""BERT-pytorch's (codertimo) data format, as seeds 000 and 003 write it: its vocabulary as a tokenizer, and seed
+003's worked example.
 
-* Vocabulary: ``<pad> <unk> <eos> <sos> <mask>`` (ids 0-4), then the corpus words split on whitespace, case
-  kept, by descending frequency and alphabetically within a frequency.
+* Vocabulary (``WordVocab``): ``<pad> <unk> <eos> <sos> <mask>`` (ids 0-4), then the corpus words split on
+  whitespace, case kept, by descending frequency and alphabetically within a frequency (``seed_vocab``).
 * Input: ``<sos> A <eos> B <eos>``, segment labels 1 for ``<sos> A <eos>``, 2 for ``B <eos>``, fixed padding
   with 0 to ``seq_len`` (20 in the tutorial); the padding mask is ``(x > 0)``.
 * MLM target: the original id at each selected position, 0 elsewhere (0 = <pad>, ignored by the loss).
 
-The project's own pipeline (bertcore.data.pretraining) lowercases, uses [PAD] [UNK] [CLS] [SEP] [MASK] and pads
-dynamically; this module exists so the pages can show the seed's numbers exactly.
+``SeedWordTokenizer`` (kind "seed_word") is that vocabulary behind the project's tokenizer interface, so the
+project's pipeline (bertcore.data.pretraining) trains on it: the roles map cls -> ``<sos>``, sep -> ``<eos>``,
+so ``build_pair`` writes ``<sos> A <eos> B <eos>`` with the seed's ids. Text typed with the project's
+``[MASK] [CLS] [SEP] [PAD] [UNK]`` means the seed's tokens of the same role. The other functions rebuild seed
+003's example outside the pipeline, so the pages can show the seed's numbers exactly.
 """
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
-import torch
+from bertcore.data.tokenizer_base import SPECIAL_TOKENS, TokenizerBase, read_vocab_file
+from bertcore.errors import InputError, TokenizerError
 
-from bertcore.errors import InputError
-
-SPECIALS = ("<pad>", "<unk>", "<eos>", "<sos>", "<mask>")
+SPECIALS = ("<pad>", "<unk>", "<eos>", "<sos>", "<mask>")  # in id order
 PAD, UNK, EOS, SOS, MASK = range(5)
+ROLE_TOKENS = ("<pad>", "<unk>", "<sos>", "<eos>", "<mask>")  # in SPECIAL_TOKENS' role order: pad unk cls sep mask
+_TYPED = {**dict(zip(SPECIAL_TOKENS, ROLE_TOKENS)), **{t: t for t in ROLE_TOKENS}}
+_TYPED_RE = re.compile("(" + "|".join(re.escape(t) for t in _TYPED) + ")")
+
+
+def seed_words(text: str) -> list[str]:
+    """The seed's words of ``text``: split on whitespace, case kept. A typed special token, in either spelling
+    (``[MASK]`` or ``<mask>``), is cut out as the seed's token of that role, even when glued to a word."""
+    if not isinstance(text, str):
+        raise TokenizerError(f"expected text as str, got {type(text).__name__}; pass a Python string")
+    out: list[str] = []
+    for i, part in enumerate(_TYPED_RE.split(text)):
+        if i % 2:
+            out.append(_TYPED[part])
+        elif part:
+            out.extend(part.split())
+    return out
+
+
+def vocab_order(texts: Iterable[str]) -> list[str]:
+    """BERT-pytorch's ``WordVocab`` token list: the specials, then every word by frequency (descending), ties
+    alphabetical (case-sensitive); a special typed in the corpus is not counted (torchtext drops them too)."""
+    counts = Counter(w for t in texts for w in seed_words(t) if w not in _TYPED)
+    return list(SPECIALS) + sorted(counts, key=lambda w: (-counts[w], w))
 
 
 def seed_vocab(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
     """word -> id as BERT-pytorch's WordVocab builds it from tab-separated (A, B) lines."""
-    counts = Counter(w for a, b in pairs for w in (a.split() + b.split()))
-    words = sorted(counts, key=lambda w: (-counts[w], w))  # by frequency, then alphabetically (case-sensitive)
-    return {w: i for i, w in enumerate(list(SPECIALS) + words)}
+    return {w: i for i, w in enumerate(vocab_order(s for a, b in pairs for s in (a, b)))}
+
+
+class SeedWordTokenizer(TokenizerBase):
+    """BERT-pytorch's vocabulary (``vocab_order``) as a project tokenizer: whitespace words, case kept, unknown
+    words -> ``<unk>``; specials ``<pad> <unk> <eos> <sos> <mask>`` at ids 0-4."""
+
+    kind = "seed_word"
+
+    def __init__(self, vocab: list[str]):
+        self.vocab = list(vocab)
+        if self.vocab[:len(SPECIALS)] != list(SPECIALS):
+            raise TokenizerError(f"a seed vocabulary starts with {' '.join(SPECIALS)} (ids 0-4), this one with "
+                                 f"{' '.join(self.vocab[:len(SPECIALS)])}; rebuild it with SeedWordTokenizer.build")
+        self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
+        if len(self.token_to_id) != len(self.vocab):
+            raise TokenizerError("vocabulary has duplicate tokens; each token must appear once")
+        self._init_specials(ROLE_TOKENS)
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> "SeedWordTokenizer":
+        vocab = vocab_order(texts)
+        if len(vocab) == len(SPECIALS):
+            raise TokenizerError("the corpus has no words to build a vocabulary from; give a corpus with some text")
+        return cls(vocab)
+
+    def words(self, text: str) -> list[str]:
+        return seed_words(text)
+
+    def tokenize(self, text: str) -> list[str]:
+        known = self.token_to_id
+        return [w if w in known else SPECIALS[UNK] for w in seed_words(text)]
+
+    def _encode(self, text: str) -> list[int]:
+        get = self.token_to_id.get
+        return [get(w, UNK) for w in seed_words(text)]
+
+    def unknown_words(self, text: str) -> list[str]:
+        """The words of ``text`` that map to <unk> (in order, repeats kept)."""
+        return [w for w in seed_words(text) if w not in self.token_to_id]
+
+    def word_pieces(self, text: str) -> list[tuple[str, list[str]]]:
+        return [(w, [t]) for w, t in zip(seed_words(text), self.tokenize(text))]
+
+    def save(self, directory: str | Path) -> None:
+        """Write ``vocab.txt`` (one token per line, line number = id); config.json records kind "seed_word"."""
+        self._write_vocab(Path(directory))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SeedWordTokenizer":
+        p = Path(path)
+        return cls(read_vocab_file(p / "vocab.txt" if p.is_dir() else p))
 
 
 def to_ids(sentence: str, vocab: dict[str, int]) -> list[int]:
@@ -49,10 +127,12 @@ def build_example(a_ids: list[int], a_label: list[int], b_ids: list[int], b_labe
     return {"bert_input": x, "bert_label": y, "segment_label": seg, "mask": [int(v > 0) for v in x]}
 
 
-def random_word(sentence: str, vocab: dict[str, int], generator: torch.Generator, p: float = 0.15,
+def random_word(sentence: str, vocab: dict[str, int], generator, p: float = 0.15,
                 mask_frac: float = 0.8, random_frac: float = 0.1) -> tuple[list[int], list[int]]:
     """The seed's ``random_word`` with a seeded generator: each word is selected with probability p (no
     at-least-one rule); selected -> <mask> (80%), a random id from the whole vocabulary (10%) or kept (10%)."""
+    import torch
+
     ids, labels = [], []
     for w in sentence.split():
         orig = vocab.get(w, UNK)

@@ -1,6 +1,7 @@
-"""Tokenizers: a word-level vocabulary and a WordPiece option.
+"""Tokenizers: a word-level vocabulary, a WordPiece option, and (in bertcore.data.bert_pytorch) the seed
+vocabulary of BERT-pytorch; ``TOKENIZER_KINDS`` names them, ``load_tokenizer`` reopens any of them.
 
-Both split text exactly like BERT's ``BasicTokenizer`` (Devlin et al. 2019, §3 "Input/Output
+The first two split text exactly like BERT's ``BasicTokenizer`` (Devlin et al. 2019, §3 "Input/Output
 Representations"; the reference code's ``tokenization.py``): clean control characters, put spaces
 around CJK characters, lowercase and strip accents, split on whitespace and on punctuation (every
 non-alphanumeric ASCII character counts as punctuation, plus Unicode category P*). So a vocab.txt
@@ -10,7 +11,8 @@ whole or becomes ``[UNK]``.
 
 Typed special tokens (``[MASK]``, ``[CLS]``, ``[SEP]``, ``[PAD]``, ``[UNK]``, upper case exactly as
 written) are cut out of the text first and survive as single tokens, as transformers does with
-its added special tokens.
+its added special tokens. ``canonical_special`` reads a seed vocabulary's ``<sos>``/``<eos>``/``<mask>``...
+as the role it plays (``[CLS]``/``[SEP]``/``[MASK]``...), for code that recognises special tokens by name.
 """
 from __future__ import annotations
 
@@ -23,16 +25,23 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
+from bertcore.data.bert_pytorch import ROLE_TOKENS as _SEED_ROLE_TOKENS
+from bertcore.data.tokenizer_base import CACHE_MAX_CHARS, SPECIAL_TOKENS, TokenizerBase, read_vocab_file
 from bertcore.errors import TokenizerError
 
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
-_CACHE_LIMIT = 200_000
-_CACHE_MAX_CHARS = 1_000  # only sentence-sized texts are memoized (bounds the caches' memory: 200k x 1 KB)
+TOKENIZER_KINDS = ("word", "wordpiece", "seed_word")
+_CANONICAL = dict(zip(_SEED_ROLE_TOKENS, SPECIAL_TOKENS))
 MAX_WORD_CHARS = 100  # longer words become [UNK], as in BERT's WordPiece (max_input_chars_per_word)
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")
+
+
+def canonical_special(token: str) -> str:
+    """The project spelling of a special token (``<sos>`` -> ``[CLS]``, ``<eos>`` -> ``[SEP]``, ``<mask>`` ->
+    ``[MASK]``, ``<pad>`` -> ``[PAD]``, ``<unk>`` -> ``[UNK]``); every other token unchanged."""
+    return _CANONICAL.get(token, token)
 
 
 # ---------------------------------------------------------------- character classes (as in BERT)
@@ -113,7 +122,7 @@ def _basic_plain(text: str, lower: bool) -> list[str]:
 def basic_tokenize(text: str, lower: bool = True) -> list[str]:
     if not isinstance(text, str):
         raise TokenizerError(f"expected text as str, got {type(text).__name__}; pass a Python string")
-    if len(text) > _CACHE_MAX_CHARS:  # typed text can be huge: do not pin it in a process-wide cache
+    if len(text) > CACHE_MAX_CHARS:  # typed text can be huge: do not pin it in a process-wide cache
         return _basic_tokenize(text, lower)
     return list(_basic_tokenize_cached(text, lower))
 
@@ -141,83 +150,8 @@ def _basic_tokenize(text: str, lower: bool = True) -> list[str]:
     return out
 
 
-# ---------------------------------------------------------------- shared interface
-class _Base:
-    kind = "base"
-    vocab: list[str]
-    token_to_id: dict[str, int]
-
-    def _init_specials(self) -> None:
-        missing = [t for t in SPECIAL_TOKENS if t not in self.token_to_id]
-        if missing:
-            raise TokenizerError(
-                f"vocabulary lacks special token(s) {missing}; add them (BERT vocabularies start with "
-                f"{', '.join(SPECIAL_TOKENS)})")
-        self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (
-            self.token_to_id[t] for t in SPECIAL_TOKENS)
-        self.special_ids = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
-        self._cache: dict[str, list[int]] = {}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
-    def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
-        get = self.token_to_id.get
-        return [get(t, self.unk_id) for t in tokens]
-
-    def convert_ids_to_tokens(self, ids: Iterable[int]) -> list[str]:
-        n = len(self.vocab)
-        out = []
-        for i in ids:
-            i = int(i)
-            if not 0 <= i < n:
-                raise TokenizerError(f"token id {i} is outside the vocabulary (size {n}); use ids in [0, {n - 1}]")
-            out.append(self.vocab[i])
-        return out
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` without [CLS]/[SEP] (cached per text; called per training example)."""
-        ids = self._cache.get(text)
-        if ids is None:
-            ids = self._encode(text)
-            if len(self._cache) < _CACHE_LIMIT and len(text) <= _CACHE_MAX_CHARS:
-                self._cache[text] = ids
-        return list(ids)
-
-    def _encode(self, text: str) -> list[int]:
-        return self.convert_tokens_to_ids(self.tokenize(text))
-
-    def _write_vocab(self, d: Path) -> None:
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "vocab.txt").write_text("".join(t + "\n" for t in self.vocab), encoding="utf-8")
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
-
-
-def _read_vocab_file(path: str | Path) -> list[str]:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TokenizerError(f"vocab file {p} not found; pass the path of a vocab.txt (one token per line)") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TokenizerError(f"cannot read vocab file {p}: {e}; it must be a UTF-8 text file") from None
-    vocab = text.split("\n")
-    if vocab and vocab[-1] == "":
-        vocab.pop()
-    vocab = [t.rstrip("\r") for t in vocab]
-    if not vocab:
-        raise TokenizerError(f"vocab file {p} is empty; it needs one token per line, starting with {SPECIAL_TOKENS}")
-    dup = [t for t, c in Counter(vocab).items() if c > 1]
-    if dup:
-        raise TokenizerError(f"vocab file {p} repeats token(s) {dup[:5]}; each token must appear on one line only")
-    return vocab
-
-
 # ---------------------------------------------------------------- word level
-class WordTokenizer(_Base):
+class WordTokenizer(TokenizerBase):
     """Whole words from :func:`basic_tokenize`; words not in the vocabulary become [UNK]."""
 
     kind = "word"
@@ -276,7 +210,7 @@ class WordTokenizer(_Base):
     def load(cls, path: str | Path) -> "WordTokenizer":
         """Load from a directory holding vocab.txt, or from the vocab.txt path itself."""
         p = Path(path)
-        return cls(_read_vocab_file(p / "vocab.txt" if p.is_dir() else p))
+        return cls(read_vocab_file(p / "vocab.txt" if p.is_dir() else p))
 
 
 # ---------------------------------------------------------------- WordPiece
@@ -303,7 +237,7 @@ def _finish(tk) -> None:
         special_tokens=[(CLS, cls_id), (SEP, sep_id)])
 
 
-class WordPieceTokenizer(_Base):
+class WordPieceTokenizer(TokenizerBase):
     """BERT WordPiece (BertNormalizer + BertPreTokenizer + WordPiece with ``##`` continuations),
     built on the ``tokenizers`` library."""
 
@@ -350,7 +284,7 @@ class WordPieceTokenizer(_Base):
     @classmethod
     def from_vocab_file(cls, path: str | Path, lowercase: bool = True) -> "WordPieceTokenizer":
         """Load an HF ``vocab.txt`` (e.g. all-MiniLM-L6-v2's); ids equal transformers' BertTokenizer."""
-        vocab = _read_vocab_file(path)
+        vocab = read_vocab_file(path)
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
         if missing:
             raise TokenizerError(f"vocab file {path} lacks special token(s) {missing}; a BERT vocab.txt must hold "
@@ -406,29 +340,40 @@ class WordPieceTokenizer(_Base):
         self._tk.save(str(d / "tokenizer.json"))
 
 
+def _unknown_kind(kind) -> TokenizerError:
+    return TokenizerError(f"tokenizer kind {kind!r} is unknown; use one of {', '.join(map(repr, TOKENIZER_KINDS))}")
+
+
 def load_tokenizer(directory: str | Path, kind: str | None = None):
-    """Load a tokenizer saved by ``save``: tokenizer.json -> WordPiece; else vocab.txt, word-level unless
-    ``kind`` (or a ``tokenizer_kind`` key in config.json / tokenizer_config.json) says "wordpiece", or the
-    vocabulary holds ``##`` pieces."""
+    """Load a tokenizer saved by ``save``. The kind is ``kind``, else the ``tokenizer_kind`` key of config.json /
+    tokenizer_config.json, else guessed: tokenizer.json -> WordPiece; a vocab.txt with ``##`` pieces ->
+    WordPiece, one starting with the seed's ``<pad> <unk> <eos> <sos> <mask>`` -> seed_word; else word-level."""
+    from bertcore.data.bert_pytorch import SPECIALS as SEED_SPECIALS, SeedWordTokenizer
+
     d = Path(directory)
     if not d.is_dir():
         raise TokenizerError(f"tokenizer directory {d} does not exist; pass the folder holding vocab.txt")
-    if kind not in (None, "word", "wordpiece"):
-        raise TokenizerError(f"tokenizer kind {kind!r} is unknown; use 'word' or 'wordpiece'")
+    if kind is not None and kind not in TOKENIZER_KINDS:
+        raise _unknown_kind(kind)
     if kind is None:
         for name in ("config.json", "tokenizer_config.json"):
             try:
                 k = json.loads((d / name).read_text(encoding="utf-8")).get("tokenizer_kind")
             except (OSError, ValueError, AttributeError):
                 continue
-            if k in ("word", "wordpiece"):
+            if k is not None and k not in TOKENIZER_KINDS:
+                raise TokenizerError(f"{d / name} names tokenizer_kind {k!r}, which this version cannot read; "
+                                     f"it knows {', '.join(map(repr, TOKENIZER_KINDS))}")
+            if k is not None:
                 kind = k
                 break
-    if (d / "tokenizer.json").is_file() and kind != "word":
+    if (d / "tokenizer.json").is_file() and kind in (None, "wordpiece"):
         return WordPieceTokenizer.from_file(d / "tokenizer.json")
     if not (d / "vocab.txt").is_file():
         raise TokenizerError(f"{d} holds neither tokenizer.json nor vocab.txt; save a tokenizer there first")
-    vocab = _read_vocab_file(d / "vocab.txt")
+    vocab = read_vocab_file(d / "vocab.txt")
+    if kind == "seed_word" or (kind is None and vocab[:len(SEED_SPECIALS)] == list(SEED_SPECIALS)):
+        return SeedWordTokenizer(vocab)
     if kind == "wordpiece" or (kind is None and any(t.startswith("##") for t in vocab)):
         return WordPieceTokenizer.from_vocab_file(d / "vocab.txt")
     return WordTokenizer(vocab)

@@ -199,8 +199,7 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
     from bertcore.data.tokenization import load_tokenizer
 
     try:
-        tokenizer = load_tokenizer(d, kind=extra.get("tokenizer_kind") if extra.get("tokenizer_kind") in
-                                   ("word", "wordpiece") else None)
+        tokenizer = load_tokenizer(d, kind=extra.get("tokenizer_kind"))
     except BertcoreError as e:
         raise CheckpointError(f"cannot load the vocabulary: {e}") from None
     if tokenizer.vocab_size != config.vocab_size:

@@ -50,6 +50,7 @@ def export_hf(bundle, out_dir: str | Path) -> Path:
     model: BertForPreTraining = bundle.model
     cfg = model.config
     _check_exportable(cfg, mlm=True)
+    _check_tokenizer_exportable(bundle.tokenizer)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sd = _hf_state_dict(model)
@@ -96,6 +97,16 @@ def _check_exportable(cfg: BertConfig, mlm: bool) -> None:
                           + ". Train with the 'original BERT (tiny)' settings to export.")
 
 
+def _check_tokenizer_exportable(tok) -> None:
+    """Refuse a vocabulary that transformers' BertTokenizer would not tokenize the way bertcore does."""
+    if getattr(tok, "kind", "word") == "seed_word":
+        raise ConfigError(
+            "cannot export a model trained on the seed vocabulary (tokenizer seed_word, BERT-pytorch's WordVocab): "
+            "it splits text on whitespace only and keeps case, while transformers' BertTokenizer splits off "
+            "punctuation and expects [CLS]/[SEP]/[MASK] instead of <sos>/<eos>/<mask>, so the exported model would "
+            "see different token ids. Train with --tokenizer word or wordpiece to export.")
+
+
 def _hf_state_dict(model) -> dict[str, torch.Tensor]:
     """Detached copies of the weights; sinusoidal positions written as the (equivalent) learned table."""
     sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
@@ -127,6 +138,7 @@ def export_hf_classifier(model, tokenizer, out_dir: str | Path) -> Path:
     class names in ``id2label``."""
     cfg = model.config
     _check_exportable(cfg, mlm=False)
+    _check_tokenizer_exportable(tokenizer)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     from safetensors.torch import save_file

@@ -53,7 +53,8 @@ def check_budget(model_config: BertConfig, train_config: TrainConfig) -> dict:
 class RunSpec:
     """What to train. ``corpus`` is a ``get_corpus`` spec ("builtin", "builtin:7", "tutorial", a file) or a
     ``Corpus``; give ``corpus_spec`` with a Corpus object that a spec rebuilds (else its pairs are stored in
-    the run as corpus.tsv so it can be resumed). ``tokenizer``: "word", "wordpiece" or a tokenizer object.
+    the run as corpus.tsv so it can be resumed). ``tokenizer``: "word", "wordpiece", "seed_word" (BERT-pytorch's
+    vocabulary, bertcore.data.bert_pytorch) or a tokenizer object.
     ``init_from``: a checkpoint directory whose weights and tokenizer start the run (fine-tuning)."""
 
     model_config: BertConfig
@@ -126,7 +127,7 @@ def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None
 
 
 def _tokenizer(spec: RunSpec, corpus):
-    from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+    from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer
 
     if spec.tokenizer == "word" or spec.tokenizer is None:
         return WordTokenizer.build(corpus.texts())
@@ -135,8 +136,12 @@ def _tokenizer(spec: RunSpec, corpus):
 
         size = spec.tokenizer_vocab_size or suggested_vocab_size(corpus)  # None: picked as the app picks it
         return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(size))
+    if spec.tokenizer == "seed_word":
+        from bertcore.data.bert_pytorch import SeedWordTokenizer
+
+        return SeedWordTokenizer.build(corpus.texts())
     if isinstance(spec.tokenizer, str):
-        raise ConfigError(f"tokenizer {spec.tokenizer!r} is unknown; use 'word' or 'wordpiece'")
+        raise ConfigError(f"tokenizer {spec.tokenizer!r} is unknown; use one of {', '.join(map(repr, TOKENIZER_KINDS))}")
     return spec.tokenizer
 
 
