@@ -281,56 +281,19 @@ def classify(model, tokenizer, text_a: str, text_b: str | None = None) -> list[f
 
 
 def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished", name: str = ""):
-    """Write a fine-tune run directory, every file atomically (``bertcore.io.checkpoint.atomic_write``)::
+    """Write a whole fine-tune run directory for ``tuner`` as it is now, with run.json's ``status``.
 
-        config.json          BertConfig + tokenizer_kind, bertcore_version
-        classifier.json      architecture, labels, pair, task, source, mode
-        finetune_config.json FinetuneConfig
-        model.safetensors    bert.* + classifier.* (HF BertForSequenceClassification names)
-        vocab.txt            (+ tokenizer.json for WordPiece)
-        history.csv          FineTuner.history
-        run.json             the run-directory fields of bertcore.training.runs (name, created, status, steps,
-                             seed, metrics) + kind "finetune", task, labels used, source; written last
-    """
-    import json
-    import tempfile
-    import time
+    The layout is ``bertcore.training.finetune_route``'s (the same files a fine-tune driven by the training
+    service leaves); every file is written atomically, run.json last. Returns the directory."""
     from pathlib import Path
 
-    from bertcore import __version__
-    from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write
-    from bertcore.training import runs
+    from bertcore.training import finetune_route
 
     d = Path(directory).expanduser()
     if d.exists() and not d.is_dir():
         raise InputError(f"{d} exists and is not a directory; choose another output folder")
-    d.mkdir(parents=True, exist_ok=True)
-    m, tok, task, cfg = tuner.model, tuner.tokenizer, tuner.task, tuner.config
-
-    def js(obj) -> str:
-        return json.dumps(obj, indent=2) + "\n"
-
-    atomic_write(d / "config.json", js({**m.config.to_dict(), "tokenizer_kind": getattr(tok, "kind", "word"),
-                                        "bertcore_version": __version__}))
-    atomic_write(d / "classifier.json", js({
-        "architecture": "BertForSequenceClassification", "labels": m.labels, "pair": task.pair, "task": task.name,
-        "task_description": task.description, "source": source,
-        "mode": "linear probe (frozen encoder)" if cfg.freeze_encoder else "full fine-tuning"}))
-    atomic_write(d / "finetune_config.json", js(cfg.to_dict()))
-    atomic_save_safetensors({k: v.detach().contiguous().clone() for k, v in m.state_dict().items()},
-                            d / "model.safetensors", metadata={"format": "pt"})
-    with tempfile.TemporaryDirectory(dir=d) as tmp:
-        tok.save(tmp)
-        for f in Path(tmp).iterdir():
-            atomic_write(d / f.name, f.read_bytes())
-    atomic_write(d / "history.csv", tuner.history.to_csv(index=False))
-    acc = tuner.eval_accuracy
-    runs.write_run_json(d, {
-        "format": 1, "kind": "finetune", "name": name or f"fine-tune {task.name}, {len(tuner.examples)} labels",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "status": status, "reason": tuner.error,
-        "steps_done": tuner.step_count, "total_steps": cfg.steps, "seed": cfg.seed, "preset": None,
-        "corpus": f"task {task.name}", "task": task.name, "labels_used": len(tuner.examples), "source": source,
-        "metrics": {"eval_accuracy": None if math.isnan(acc) else acc}})
+    meta = finetune_route.finetune_meta(tuner, source, name)
+    finetune_route.write_finetune_dir(d, tuner, {**meta, "status": status, "reason": tuner.error})
     return d
 
 
