@@ -1,11 +1,12 @@
 """Fine-tuning a (pre)trained encoder on a classification task (BERT §4.1; d2l §14.8), and what it buys.
 
 ``FineTuner`` is Trainer-shaped (``step() -> history row``, ``evaluate()``, ``run(n, callback)``, ``stop()``,
-``history``, ``done``, ``error``), so the same loops that drive pretraining drive it. ``start_model`` builds
-the starting point: a checkpoint/run directory, the packaged all-MiniLM-L6-v2, or random initial weights of
-the same architecture. ``compare_pretraining`` fine-tunes a pretrained encoder and the same architecture from
-random initial weights on the same labelled examples, batch order, dropout masks and classifier init, so the
-gap in held-out accuracy is what pre-training bought.
+``history``, ``done``, ``error``), so the training service drives it like a pretraining ``Trainer``
+(``bertcore.training.finetune_route``: run directories, hooks, StopSignal). ``start_model`` builds the starting
+point: a checkpoint/run directory, the packaged all-MiniLM-L6-v2, or random initial weights of the same
+architecture. ``finetune_route.PairTuner`` fine-tunes a pretrained encoder and the same architecture from random
+initial weights on the same labelled examples, batch order, dropout masks and classifier init, so the gap in
+held-out accuracy is what pre-training bought.
 
 * AdamW, linear warmup (10% of the steps) then linear decay, gradient-norm clipping (BERT §A.3 uses the same
   recipe with lr in {5e-5, 3e-5, 2e-5} at base size; a tiny model needs a larger lr). The new classifier layer
