@@ -14,7 +14,8 @@ from bertcore.io.checkpoint import builtin_tokenizer
 from bertcore.io.hf_interop import export_hf_classifier, packaged_minilm_dir
 from bertcore.model.classification import BertForSequenceClassification
 from bertcore.training.finetune import (FinetuneConfig, FineTuner, _encode_examples, classify, load_classifier,
-                                        save_finetune_run, scratch_twin, start_model)
+                                        scratch_twin, start_model)
+from bertcore.training.finetune_route import save_finetune_run
 from bertcore.training import runs
 from bertcore.training.trainer import init_model
 

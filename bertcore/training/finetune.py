@@ -281,25 +281,8 @@ def classify(model, tokenizer, text_a: str, text_b: str | None = None) -> list[f
     return torch.softmax(logits.float(), -1).tolist()
 
 
-def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished", name: str = ""):
-    """Write a whole fine-tune run directory for ``tuner`` as it is now, with run.json's ``status``.
-
-    The layout is ``bertcore.training.finetune_route``'s (the same files a fine-tune driven by the training
-    service leaves); every file is written atomically, run.json last. Returns the directory."""
-    from pathlib import Path
-
-    from bertcore.training import finetune_route
-
-    d = Path(directory).expanduser()
-    if d.exists() and not d.is_dir():
-        raise InputError(f"{d} exists and is not a directory; choose another output folder")
-    meta = finetune_route.finetune_meta(tuner, source, name)
-    finetune_route.write_finetune_dir(d, tuner, {**meta, "status": status, "reason": tuner.error})
-    return d
-
-
 def load_classifier(directory):
-    """(model, tokenizer, meta) from a directory written by ``save_finetune_run`` (JSON + safetensors only)."""
+    """(model, tokenizer, meta) from a fine-tune run directory (``finetune_route``; JSON + safetensors only)."""
     import json
     from pathlib import Path
 

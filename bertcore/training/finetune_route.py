@@ -34,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from bertcore.errors import InputError
 from bertcore.training import runs, service
 from bertcore.training.finetune import FinetuneConfig, FineTuner, scratch_twin
 
@@ -108,6 +109,16 @@ def finetune(tuner: FineTuner, run_dir=None, *, parent=None, source: str = "", n
     meta = finetune_meta(tuner, source, name)
     d = service.open_run_dir(run_dir, parent, meta["name"])
     return service.drive(tuner, d, meta, stop, hooks or service.Hooks(), FINETUNE)
+
+
+def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished", name: str = "") -> Path:
+    """Write a whole fine-tune run directory for ``tuner`` as it is now, with run.json's ``status`` (outside the
+    service: e.g. a model fine-tuned by a script). Returns the directory."""
+    d = Path(directory).expanduser()
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{d} exists and is not a directory; choose another output folder")
+    write_finetune_dir(d, tuner, {**finetune_meta(tuner, source, name), "status": status, "reason": tuner.error})
+    return d
 
 
 def write_finetune_dir(d, tuner: FineTuner, meta: dict) -> None:
