@@ -109,6 +109,19 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
     assert loss.evaluate(points) == 1000 and acc.evaluate(points) == n_acc  # the whole curves again
     expect(page.locator(plot("finetune_probs")).first).to_be_visible(timeout=LOAD)
     page.screenshot(path=str(tmp_path / "finetune-after-reload.png"), full_page=True)
+
+    # the label sweep runs in the background and draws final accuracy against the number of labels (log x)
+    page.locator(".st-key-finetune_sweep_start button").click()
+    sweep = page.locator(plot("finetune_sweep")).first
+    expect(sweep).to_be_visible(timeout=LOAD)
+    got = None
+    for _ in range(240):
+        got = sweep.evaluate("el => el._fullData && el.layout.xaxis.type === 'log' ? el._fullData.map(t => t.x) "
+                             ": null")
+        if got and len(got) == 2 and len(got[0]) == 4:
+            break
+        page.wait_for_timeout(500)
+    assert got and [len(x) for x in got] == [4, 4] and got[0][:3] == [16, 64, 256], got
     exc = page.locator('[data-testid="stException"]')
     assert exc.count() == 0, exc.first.inner_text()[:2000]
     assert_offline(page)
