@@ -79,9 +79,20 @@ def _pick_saved(kept, run):
     return None if str(by_id[pick].path) == live_dir else by_id[pick]
 
 
+def _curves(run_id: str, steps: int, histories: dict, chance: float) -> None:
+    """Both models' held-out accuracy and training loss in the live chart (explorer.livechart): the browser keeps
+    its charts and gets only the rows it lacks (extendTraces), so a redraw every second stays cheap."""
+    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH
+    from explorer import figures_finetune as ff
+    from explorer import livechart
+
+    train, evals = ff.live_rows({k: histories.get(k) for k in (PRETRAINED, SCRATCH)})
+    livechart.live_panel(run_id, int(steps), train, evals, [], chance, key="finetune_curves", chart_height=320,
+                         charts=ff.live_charts([PRETRAINED, SCRATCH]))
+
+
 def _live(run) -> None:
     from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, summary_line
-    from explorer import figures_finetune as ff
 
     running = run.running
 
@@ -92,7 +103,7 @@ def _live(run) -> None:
                                      f"elapsed {state.fmt_seconds(s.elapsed)}")
         if s.message:
             st.error(s.message)
-        st.plotly_chart(ff.heldout_accuracy_figure(s.histories, 1 / run.task.num_labels), key="finetune_curves")
+        _curves(f"live-{id(run):x}", s.steps, s.histories, 1 / run.task.num_labels)
         st.markdown("**" + summary_line(s.final_accuracy(PRETRAINED), s.final_accuracy(SCRATCH),
                                         run.labels_used, run.source) + "**")
         if running and not s.running:
@@ -103,7 +114,6 @@ def _live(run) -> None:
 
 def _show_saved(c) -> None:
     from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, summary_line
-    from explorer import figures_finetune as ff
 
     m = c.meta
     done = f"step {m.get('steps_done', 0)}/{m.get('steps', '?')} of each model"
@@ -111,11 +121,61 @@ def _show_saved(c) -> None:
     if c.damaged or c.reason:
         st.warning(f"“{c.name}”: {c.damaged or c.reason}.")
     n_labels = max(2, len(m.get("task_labels") or []))
-    st.plotly_chart(ff.heldout_accuracy_figure(c.histories, 1 / n_labels), key="finetune_curves")
+    rows = sum(len(h) for h in c.histories.values())
+    _curves(f"saved-{c.id}-{rows}", int(m.get("steps") or 1), c.histories, 1 / n_labels)
     st.markdown("**" + summary_line(c.accuracy(PRETRAINED), c.accuracy(SCRATCH), int(m.get("labels_used") or 0),
                                     str(m.get("source") or "")) + "**")
     st.caption(f"Saved in `{c.path}` (both models: `pretrained/`, `random-init/`; open one with "
                "`python -m bertcore classify DIR \"text\"`).")
+
+
+def _sweep(folder, start_args) -> None:
+    """The label sweep of the comparison kept in ``folder``: its curves (kept in sweep.json), or a button that
+    runs it in the background. ``start_args()``: (pretrained, tokenizer, task, config, source) or an error."""
+    from bertcore.training.finetune_sweep import DEFAULT_POINTS, SWEEP_STEPS, read_sweep
+    from explorer import figures_finetune as ff
+
+    st.subheader("Label sweep: where pretraining matters most")
+    pts = ", ".join(str(p or "all") for p in DEFAULT_POINTS)
+    sweep = finetunes.live_sweep()
+    mine = sweep is not None and str(sweep.out_dir) == str(folder)
+    running = mine and sweep.running
+
+    @st.fragment(run_every=1.0 if running else None)
+    def show():
+        data = sweep.snapshot() if mine else read_sweep(folder)
+        if data is None:
+            st.caption(f"Fine-tunes both starting points again with {pts} labelled examples ({SWEEP_STEPS} steps "
+                       "each, held-out accuracy at the end) and plots the final accuracy against the number of "
+                       "labels (`bertcore.training.finetune_sweep.label_sweep`).")
+            return
+        done, planned = data.get("points") or [], data.get("planned") or []
+        status = data.get("status")
+        if status == "running":
+            st.progress(len(done) / max(1, len(planned)), text=f"sweeping: {len(done)} of {len(planned)} points")
+        elif data.get("reason"):
+            (st.error if status == "failed" else st.warning)(f"Sweep {status}: {data['reason']}")
+        if done:
+            st.plotly_chart(ff.sweep_figure(done, data.get("chance"), planned=planned), key="finetune_sweep")
+            st.caption(f"{data.get('steps')} steps per point, seed {data.get('seed')}; kept in `{folder}/sweep.json`.")
+        if running and not (sweep.running):
+            st.rerun()
+
+    show()
+    if running:
+        if st.button("Stop the sweep", key="finetune_sweep_stop"):
+            sweep.stop()
+            sweep.join(2.0)
+            st.rerun()
+        return
+    if st.button(f"Run the label sweep ({pts} labels)", key="finetune_sweep_start",
+                 disabled=finetunes.running() or finetunes.sweeping()):
+        got = start_args()
+        err = got if isinstance(got, str) else finetunes.start_sweep(folder, *got)
+        if err:
+            st.error(err)
+        else:
+            st.rerun()
 
 
 def _try_it(models, tokenizer, labels, pair: bool, task_name: str) -> None:
@@ -155,6 +215,8 @@ def _view(run, prompt: bool = True) -> None:
         _live(run)
         if not run.running and run.models:
             _try_it(run.models, run.tokenizer, run.task.labels, run.task.pair, run.task.name)
+            if run.out_dir is not None and (run.out_dir / "run.json").is_file():
+                _sweep(run.out_dir, lambda: (run.pretrained, run.tokenizer, run.task, run.config, run.source))
         return
     _show_saved(saved)
     if saved.has_models:
@@ -165,6 +227,28 @@ def _view(run, prompt: bool = True) -> None:
             return
         m = saved.meta
         _try_it(models, tok, list(m.get("task_labels") or []), bool(m.get("pair")), str(m.get("task") or ""))
+        _sweep(saved.path, lambda: _sweep_args(saved))
+
+
+def _sweep_args(saved):
+    """(pretrained, tokenizer, task, config, source) to sweep a saved comparison again, or a message."""
+    from bertcore.data.tasks import task_names
+    from bertcore.errors import BertcoreError
+    from bertcore.training.finetune import FinetuneConfig
+
+    m = saved.meta
+    source, task_name = str(m.get("source") or ""), str(m.get("task") or "")
+    if task_name not in task_names():
+        return (f"The sweep re-runs the task, and “{task_name}” was an uploaded CSV that is not kept; start a new "
+                "comparison with the CSV and run the sweep from it.")
+    try:
+        am = state.list_models()[source]
+        cfg = FinetuneConfig.from_dict(m.get("finetune_config") or {})
+        return am.model, am.tokenizer, _cached_task(task_name), cfg, source
+    except KeyError:
+        return f"The starting model “{source}” is not loaded in this session; pick it in the sidebar first."
+    except (BertcoreError, OSError) as e:
+        return f"The sweep cannot start: {e}"
 
 
 def render() -> None:

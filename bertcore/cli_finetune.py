@@ -6,6 +6,7 @@ import os
 import sys
 
 from bertcore.cli_common import CliError, _int_in, load_bundle as _load  # noqa: F401
+from bertcore.training.finetune_sweep import SWEEP_STEPS
 
 
 def add_finetune_parsers(sub) -> None:
@@ -26,7 +27,12 @@ def add_finetune_parsers(sub) -> None:
     ft.add_argument("--probe", action="store_true", help="freeze the encoder and train only a linear probe")
     ft.add_argument("--out", metavar="DIR", help="run directory to write (default: a new folder below the runs "
                     "root, env BERTCORE_RUNS_DIR)")
-    ft.add_argument("--json", action="store_true", help='print {"eval_accuracy": x, ...}')
+    ft.add_argument("--sweep", metavar="N,N,...,all", default=None,
+                    help="the label sweep: fine-tune --from and the same architecture from random initial weights at "
+                         "every label count (e.g. 16,64,256,all) and print both final held-out accuracies; "
+                         f"--steps per point defaults to {SWEEP_STEPS}; with --out, writes DIR/sweep.json")
+    ft.add_argument("--json", action="store_true", help='print {"eval_accuracy": x, ...} (with --sweep: '
+                    '{"points": [{"labels", "labels_used", "pretrained", "random_init"}, ...], ...})')
     ft.add_argument("--list-tasks", action="store_true", help="print the built-in task names, one a line")
 
     c = sub.add_parser("classify", help="class probabilities from a fine-tuned classifier directory")
@@ -50,48 +56,79 @@ def cmd_finetune(args) -> int:
     if out is not None and os.path.exists(out) and not os.path.isdir(out):
         raise CliError(f"--out {out} exists and is a file; give a directory path")
     import math
+    import time
 
     from bertcore.data.tasks import get_task
-    from bertcore.training.finetune import MINILM_LR, FinetuneConfig, FineTuner, save_finetune_run, start_model
+    from bertcore.training.finetune import MINILM_LR, FinetuneConfig, FineTuner, start_model
 
     task = get_task(args.task, seed=0)
+    if args.sweep is not None:
+        return _sweep(args, task, out)
     model, tok, desc = start_model(args.source, task, seed=args.seed)
-    kw = dict(labels=args.labels, seed=args.seed, freeze_encoder=args.probe,
-              lr=args.lr if args.lr is not None else (MINILM_LR if args.source == "minilm" else FinetuneConfig.lr))
-    if args.steps is not None:
-        kw["steps"] = args.steps
-    if args.head_lr is not None:
-        kw["head_lr"] = args.head_lr
-    cfg = FinetuneConfig(**kw)
+    cfg = FinetuneConfig(**_config_kw(args, MINILM_LR, FinetuneConfig.lr))
     tuner = FineTuner(model, tok, task, cfg)
     print(f"fine-tuning {desc} on {task.name} ({len(tuner.examples)} labelled examples, "
           f"{len(task.held_out)} held out) for {cfg.steps} steps", file=sys.stderr)
-    status = "finished"
-    import time
+    from bertcore.training import finetune_route
 
     t0 = time.perf_counter()
-    try:
-        tuner.run()
-    except KeyboardInterrupt:
-        tuner.finalize()
-        status = "stopped"
-    if out is None:  # like `train`: a new folder below the runs root (BERTCORE_RUNS_DIR)
-        from bertcore.training import runs
-
-        out = str(runs.new_run_dir(runs.cli_runs_dir(), f"finetune-{task.name}"))
-    save_finetune_run(out, tuner, desc, status=status if not tuner.error else "failed")
-    if tuner.error:
-        raise CliError(f"{tuner.error}; the run was saved to {out}")
+    res = finetune_route.finetune(tuner, out, source=desc)  # the training service: run.json, atomic writes
+    out = str(res.run_dir)
+    if res.status == "failed":
+        raise CliError(f"{res.reason}; the run was saved to {out}")
     acc = tuner.eval_accuracy
     result = {"eval_accuracy": acc, "task": task.name, "labels": task.labels, "labels_used": len(tuner.examples),
-              "steps": tuner.step_count, "source": desc, "out": out, "train_seconds": time.perf_counter() - t0}
+              "steps": tuner.step_count, "source": desc, "out": out, "status": res.status,
+              "train_seconds": time.perf_counter() - t0}
     if args.json:
         print(json.dumps(result))
     else:
         print(f"held-out accuracy {acc:.3f} on {len(task.held_out)} examples (chance "
               f"{1 / task.num_labels:.3f}); saved the classifier to {out}" if not math.isnan(acc) else
               f"no held-out evaluation; saved to {out}")
-    return 130 if status == "stopped" else 0
+    return 130 if res.interrupted else 0
+
+
+def _config_kw(args, minilm_lr: float, default_lr: float) -> dict:
+    kw = dict(labels=args.labels, seed=args.seed, freeze_encoder=args.probe,
+              lr=args.lr if args.lr is not None else (minilm_lr if args.source == "minilm" else default_lr))
+    if args.steps is not None:
+        kw["steps"] = args.steps
+    if args.head_lr is not None:
+        kw["head_lr"] = args.head_lr
+    return kw
+
+
+def _sweep(args, task, out) -> int:
+    """`finetune --sweep`: final held-out accuracy against the number of labels, from --from and from scratch."""
+    import time
+
+    from bertcore.training.finetune import MINILM_LR, FinetuneConfig, start_model
+    from bertcore.training.finetune_sweep import label_sweep, parse_points, sweep_table, write_sweep
+
+    points = parse_points(args.sweep)
+    if args.source == "scratch":
+        raise CliError("--sweep compares a pretrained model with random initial weights; give --from DIR or minilm")
+    if out is not None and os.path.exists(out) and not os.path.isdir(out):
+        raise CliError(f"--out {out} exists and is a file; give a directory path")
+    model, tok, desc = start_model(args.source, task, seed=args.seed)
+    kw = _config_kw(args, MINILM_LR, FinetuneConfig.lr)
+    kw.setdefault("steps", SWEEP_STEPS)
+    cfg = FinetuneConfig(**kw)
+    print(f"label sweep of {desc} vs random initial weights on {task.name}: "
+          f"{', '.join(str(p or 'all') for p in points)} labels, {cfg.steps} steps each", file=sys.stderr)
+    t0 = time.perf_counter()
+    got = label_sweep(model, tok, task, cfg, points,
+                      on_point=lambda p, _: print(f"  {p['labels_used']} labels: {p['pretrained']:.3f} vs "
+                                                  f"{p['random_init']:.3f}", file=sys.stderr))
+    result = {"task": task.name, "source": desc, "steps": cfg.steps, "seed": cfg.seed, "chance": 1 / task.num_labels,
+              "points": got, "train_seconds": time.perf_counter() - t0}
+    if out is not None:
+        os.makedirs(out, exist_ok=True)
+        write_sweep(out, {"format": 1, "status": "finished", "reason": None, "planned": points, **result})
+        result["out"] = out
+    print(json.dumps(result) if args.json else sweep_table(got))
+    return 0
 
 
 def cmd_classify(args) -> int:

@@ -4,6 +4,7 @@ Traces carry the numbers unchanged as plain lists so tests can compare them with
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -16,25 +17,72 @@ def _color(label: str, i: int) -> str:
     return COLORS.get(label, ["#2ca02c", "#9467bd", "#ff7f0e"][i % 3])
 
 
-def heldout_accuracy_figure(histories: Mapping[str, pd.DataFrame], chance: float | None = None,
-                            height: int = 340, title: str = "Held-out accuracy while fine-tuning") -> go.Figure:
-    """One line per model: held-out accuracy (``eval_accuracy``) at every evaluated step."""
+def _label_name(label: str) -> str:
+    return f"from {label} weights"
+
+
+def live_rows(histories: Mapping[str, pd.DataFrame]) -> tuple[list, list]:
+    """The comparison's histories as the live chart's rows (``explorer.livechart``): train rows ``[step, loss of
+    each model]`` at every step and eval rows ``[step, held-out accuracy of each model]`` where both were
+    evaluated, models in ``histories`` order, None for a missing value. Both models step in lock-step, so row i of
+    one history is the same step as row i of the other."""
+    hs = [h for h in histories.values() if h is not None]
+    if len(hs) != len(histories) or not hs:
+        return [], []
+    n = min(len(h) for h in hs)
+
+    def num(v):
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            return None
+        return f if math.isfinite(f) else None
+
+    cols = [(h["step"].tolist()[:n], h["loss"].tolist()[:n], h["eval_accuracy"].tolist()[:n]) for h in hs]
+    train, evals = [], []
+    for i in range(n):
+        step = int(cols[0][0][i])
+        train.append([step] + [num(c[1][i]) for c in cols])
+        acc = [num(c[2][i]) for c in cols]
+        if all(a is not None for a in acc):
+            evals.append([step] + acc)
+    return train, evals
+
+
+def live_charts(labels: Sequence[str]) -> list[dict]:
+    """The live chart's layout (``explorer.livechart`` ``charts``): held-out accuracy of every model on one chart
+    (with the chance line), training loss on the other."""
+    acc = [{"name": _label_name(k), "series": "evals", "col": i + 1, "color": _color(k, i), "held": True}
+           for i, k in enumerate(labels)]
+    loss = [{"name": _label_name(k), "series": "train", "col": i + 1, "color": _color(k, i), "opacity": 0.7}
+            for i, k in enumerate(labels)]
+    return [{"id": "ft_acc", "title": "Held-out accuracy while fine-tuning", "ytitle": "held-out accuracy",
+             "xtitle": "fine-tuning step", "yrange": [0, 1.02], "baseline": True, "baseline_text": "chance ",
+             "traces": acc},
+            {"id": "ft_loss", "title": "Training loss (cross-entropy)", "ytitle": "nats", "xtitle": "fine-tuning step",
+             "yrange": None, "baseline": False, "traces": loss}]
+
+
+def sweep_figure(points: Sequence[Mapping], chance: float | None = None, height: int = 340,
+                 planned: Sequence[int] = ()) -> go.Figure:
+    """The label sweep: final held-out accuracy against the number of labelled examples (log x), one line per
+    starting point. ``points``: dicts with labels_used, pretrained, random_init (``finetune_sweep.label_sweep``)."""
     fig = go.Figure()
-    for i, (label, df) in enumerate(histories.items()):
-        if df is None or not len(df) or "eval_accuracy" not in df:
-            continue
-        ev = df[["step", "eval_accuracy"]].dropna()
-        if ev.empty:
-            continue
-        fig.add_trace(go.Scatter(x=[int(s) for s in ev["step"]], y=[float(a) for a in ev["eval_accuracy"]],
-                                 name=f"from {label} weights", mode="lines+markers",
-                                 line=dict(color=_color(label, i), width=2), meta=dict(label=label)))
+    xs = [int(p["labels_used"]) for p in points]
+    for i, (key, label) in enumerate((("pretrained", "pretrained"), ("random_init", "random init"))):
+        fig.add_trace(go.Scatter(x=xs, y=[float(p[key]) for p in points], name=_label_name(label),
+                                 mode="lines+markers", line=dict(color=_color(label, i), width=2),
+                                 marker=dict(size=8), meta=dict(label=label)))
     if chance is not None:
         fig.add_hline(y=float(chance), line_dash="dash", line_color="gray", annotation_text="chance",
                       annotation_position="bottom right")
-    fig.update_layout(title=title, height=height, xaxis_title="fine-tuning step", yaxis_title="held-out accuracy",
-                      yaxis=dict(range=[0, 1.02], tickformat=".0%"), legend=dict(orientation="h", y=-0.22),
-                      margin=dict(l=50, r=10, t=40, b=30), uirevision="keep")
+    todo = len(planned) - len(points)
+    title = "Final held-out accuracy against the number of labels"
+    if todo > 0:
+        title += f" ({len(points)} of {len(planned)} points)"
+    fig.update_layout(title=title, height=height, xaxis=dict(type="log", title="labelled training examples (log)"),
+                      yaxis=dict(range=[0, 1.02], tickformat=".0%", title="held-out accuracy"),
+                      legend=dict(orientation="h", y=-0.22), margin=dict(l=50, r=10, t=40, b=30))
     return fig
 
 

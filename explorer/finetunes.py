@@ -14,6 +14,7 @@ import streamlit as st
 from explorer import state, training_run
 
 SLOT = "bx_finetune_run"  # session-state key and live-registry slot of this workspace's comparison
+SWEEP_SLOT = "bx_finetune_sweep"  # ... and of its label sweep (finetune_sweep.LabelSweep)
 _K_LOADED = "finetune_loaded"  # (folder, mtime, models, tokenizer) of the saved comparison opened last
 
 
@@ -23,14 +24,18 @@ def folder() -> Path:
     return state.workspace_path() / FINETUNES_DIR
 
 
-def live():
-    """This workspace's comparison started in this server process (running or ended), or None."""
-    run = st.session_state.get(SLOT)
+def live(slot: str = SLOT):
+    """This workspace's comparison (or sweep) started in this server process (running or ended), or None."""
+    run = st.session_state.get(slot)
     if run is None:
-        run = training_run.find_live(state.workspace_id(), SLOT)
+        run = training_run.find_live(state.workspace_id(), slot)
         if run is not None:
-            st.session_state[SLOT] = run
+            st.session_state[slot] = run
     return run
+
+
+def live_sweep():
+    return live(SWEEP_SLOT)
 
 
 def running() -> bool:
@@ -38,13 +43,16 @@ def running() -> bool:
     return run is not None and run.running
 
 
+def sweeping() -> bool:
+    run = live_sweep()
+    return run is not None and run.running
+
+
 def saved():
     """Every saved comparison of this workspace, newest first (``finetune_store.SavedComparison``)."""
     from bertcore.training import finetune_store
 
-    run = live()
-    now = {str(run.out_dir)} if run is not None and run.running and run.out_dir is not None else set()
-    return finetune_store.list_comparisons(folder(), live=now)
+    return finetune_store.list_comparisons(folder())
 
 
 def start(label: str, task, cfg) -> str | None:
@@ -53,7 +61,7 @@ def start(label: str, task, cfg) -> str | None:
     from bertcore.training import runs
     from bertcore.training.finetune_compare import PretrainingComparison
 
-    if running():
+    if running() or sweeping():
         return "A fine-tuning is already running in this workspace; stop it first."
     kept = saved()
     cap = runs.max_runs_per_workspace()
@@ -72,25 +80,43 @@ def start(label: str, task, cfg) -> str | None:
         out = runs.new_run_dir(folder(), task.name)
     except (BertcoreError, OSError) as e:
         return f"Cannot create a folder for the fine-tune: {e}"
-    run = PretrainingComparison(am.model, am.tokenizer, task, cfg, label,
-                                abandon_after=training_run.abandon_seconds(), out_dir=out, name=name)
+    run = PretrainingComparison(am.model, am.tokenizer, task, cfg, out, source=label,
+                                abandon_after=training_run.abandon_seconds(), name=name)
+    err = _launch(run, SLOT)
+    if err:
+        out.rmdir()
+    return err
+
+
+def _launch(run, slot_key: str) -> str | None:
+    """Start ``run`` under the server-wide cap on concurrent trainings (BERTCORE_MAX_TRAININGS) and register it."""
     slot = id(run)
     try:
-        training_run._acquire_slot(slot)  # the server-wide cap on concurrent trainings (BERTCORE_MAX_TRAININGS)
+        training_run._acquire_slot(slot)
     except training_run.ServerBusy as e:
-        out.rmdir()
         return str(e)
     run.start(on_exit=lambda: training_run._release_slot(slot))
-    st.session_state[SLOT] = run
-    training_run.register_live(state.workspace_id(), SLOT, run)
+    st.session_state[slot_key] = run
+    training_run.register_live(state.workspace_id(), slot_key, run)
     return None
+
+
+def start_sweep(folder_path, pretrained, tokenizer, task, cfg, source: str) -> str | None:
+    """Start the label sweep of the comparison kept in ``folder_path`` (its sweep.json); an error or None."""
+    from bertcore.training.finetune_sweep import SWEEP_STEPS, LabelSweep
+
+    if running() or sweeping():
+        return "A fine-tuning is already running in this workspace; wait for it or stop it first."
+    sweep = LabelSweep(pretrained, tokenizer, task, cfg.replace(steps=SWEEP_STEPS), folder_path, source=source,
+                       abandon_after=training_run.abandon_seconds())
+    return _launch(sweep, SWEEP_SLOT)
 
 
 def open_models(s):
     """({label: classifier}, tokenizer) of a saved comparison, loaded once per session and folder version."""
     from bertcore.training import finetune_store
 
-    stamp = (str(s.path), (s.path / finetune_store.COMPARISON_FILE).stat().st_mtime_ns)
+    stamp = (str(s.path), s.meta_file.stat().st_mtime_ns)
     got = st.session_state.get(_K_LOADED)
     if got is not None and got[0] == stamp:
         return got[1], got[2]

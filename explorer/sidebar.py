@@ -28,7 +28,7 @@ def _runs():
 def _status_block() -> None:
     from explorer import finetunes
 
-    running = any(r.running for r in _runs()) or finetunes.running()
+    running = any(r.running for r in _runs()) or finetunes.running() or finetunes.sweeping()
 
     # Every 2 s: the Train and Fine-tune pages draw their own progress every second, and each tick of this
     # fragment takes the GIL from the training thread in the same process (the heartbeat needs < 10 s).
@@ -47,6 +47,12 @@ def _status_block() -> None:
             live.append(ft)
             f = ft.snapshot()
             st.progress(f.progress, text=f"fine-tune (both models): step {f.step}/{f.steps}")
+        sw = finetunes.live_sweep()
+        if sw is not None and sw.running:  # the Fine-tune page's label sweep (its heartbeat too)
+            live.append(sw)
+            d = sw.snapshot()
+            st.progress(len(d["points"]) / max(1, len(d["planned"])), text=f"label sweep: {len(d['points'])} of "
+                                                                          f"{len(d['planned'])} points")
         main = state.get_run()
         if running and not live:  # a run ended since this fragment started ticking: rerun the app
             state.adopt_finished_runs()

@@ -1,5 +1,6 @@
 """The Fine-tune page in chromium: upload a small checkpoint, fine-tune it and its random-init twin side by
-side, watch both held-out curves grow, read the summary line, then classify a typed sentence with both."""
+side, watch both curves grow in the live chart (explorer.livechart: plotly.js in a component iframe, extended in
+place), read the summary line, classify a typed sentence with both, and find the whole curves again after F5."""
 from __future__ import annotations
 
 import re
@@ -15,7 +16,7 @@ pytestmark = [
 from playwright.sync_api import Page, expect  # noqa: E402
 
 from test_browser import LOAD, MAIN, SIDEBAR, assert_offline, assert_page_ok, offline_page, plot, \
-    trace_points, wait_idle  # noqa: E402,F401 (offline_page is a fixture)
+    wait_idle  # noqa: E402,F401 (offline_page is a fixture)
 
 
 def _small_checkpoint_zip(tmp_path) -> Path:
@@ -39,21 +40,42 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
 
     page.locator(f'{SIDEBAR} [data-testid="stSidebarNav"] a').filter(has_text="Fine-tune").click()
     assert_page_ok(page, "Fine-tune", ".st-key-finetune_start button", model_label="uploaded: small-bert.zip")
-    # 16 labels, 10 steps: the first notch of both sliders
-    for name, value in (("labelled examples", "16"), ("steps", "10")):
+    # 16 labels (the first notch) and 500 steps (the last): long enough to watch the curves grow
+    for name, key, value in (("labelled examples", "Home", "16"), ("steps", "End", "500")):
         s = page.locator(f'{MAIN} input[type="range"][aria-label="{name}"]')
         s.focus()
-        s.press("Home")
+        s.press(key)
         expect(s).to_have_attribute("aria-valuetext", value, timeout=30_000)
         wait_idle(page)
     page.locator(".st-key-finetune_start button").click()
-    chart = plot("finetune_curves")
+    panel = page.frame_locator(".st-key-finetune_curves iframe").first
+    acc = panel.locator("#ft_acc.js-plotly-plot, #ft_acc .js-plotly-plot").first
+    loss = panel.locator("#ft_loss.js-plotly-plot, #ft_loss .js-plotly-plot").first
+    expect(loss).to_be_visible(timeout=LOAD)
+    points = "el => (el.data || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0)"
+    progress = page.locator(f'{MAIN} [data-testid="stProgress"]').first
+    seen = []
+    for _ in range(240):  # sample the loss chart while it trains: it must grow in place
+        text = progress.inner_text() if progress.count() else ""
+        seen.append(loss.evaluate(points))
+        if "finished" in text:
+            break
+        page.wait_for_timeout(500)
+    grew = [b for a, b in zip(seen, seen[1:]) if b > a]
+    assert len(grew) >= 2 and 0 < seen[1] < 1000, f"the loss chart did not grow while training: {seen}"
     expect(page.locator(MAIN)).to_contain_text(re.compile(r"Pretraining \(.*\) (bought|cost) \d+\.\d points"),
                                                timeout=LOAD)
-    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("finished", timeout=LOAD)
-    assert trace_points(page, chart) >= 4  # two models, evaluated at least twice each
-    names = page.locator(chart).first.evaluate("el => (el._fullData || el.data || []).map(t => t.name)")
-    assert {"from pretrained weights", "from random init weights"} <= set(names)
+    expect(progress).to_contain_text("finished", timeout=LOAD)
+    for _ in range(60):  # the last rows arrive with the rerun that follows the end
+        if loss.evaluate(points) == 1000:
+            break
+        page.wait_for_timeout(500)
+    assert loss.evaluate(points) == 1000  # 500 steps of each model
+    n_acc = acc.evaluate(points)
+    assert n_acc >= 2 * 15, n_acc  # both models, evaluated every steps // 15 steps
+    names = acc.evaluate("el => el.data.map(t => t.name)")
+    assert names == ["from pretrained weights", "from random init weights"]
+    assert "chance" in acc.inner_text()
 
     expect(page.locator(plot("finetune_probs")).first).to_be_visible(timeout=LOAD)
     box = page.locator(".st-key-finetune_text_a input")
@@ -76,9 +98,30 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
     page.reload()
     expect(page.locator(MAIN)).to_contain_text(summary, timeout=LOAD)
     expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("finished", timeout=LOAD)
-    assert trace_points(page, chart) >= 4
+    panel = page.frame_locator(".st-key-finetune_curves iframe").first
+    acc = panel.locator("#ft_acc.js-plotly-plot, #ft_acc .js-plotly-plot").first
+    loss = panel.locator("#ft_loss.js-plotly-plot, #ft_loss .js-plotly-plot").first
+    expect(loss).to_be_visible(timeout=LOAD)
+    for _ in range(60):
+        if loss.evaluate(points) == 1000:
+            break
+        page.wait_for_timeout(500)
+    assert loss.evaluate(points) == 1000 and acc.evaluate(points) == n_acc  # the whole curves again
     expect(page.locator(plot("finetune_probs")).first).to_be_visible(timeout=LOAD)
     page.screenshot(path=str(tmp_path / "finetune-after-reload.png"), full_page=True)
+
+    # the label sweep runs in the background and draws final accuracy against the number of labels (log x)
+    page.locator(".st-key-finetune_sweep_start button").click()
+    sweep = page.locator(plot("finetune_sweep")).first
+    expect(sweep).to_be_visible(timeout=LOAD)
+    got = None
+    for _ in range(240):
+        got = sweep.evaluate("el => el._fullData && el.layout.xaxis.type === 'log' ? el._fullData.map(t => t.x) "
+                             ": null")
+        if got and len(got) == 2 and len(got[0]) == 4:
+            break
+        page.wait_for_timeout(500)
+    assert got and [len(x) for x in got] == [4, 4] and got[0][:3] == [16, 64, 256], got
     exc = page.locator('[data-testid="stException"]')
     assert exc.count() == 0, exc.first.inner_text()[:2000]
     assert_offline(page)

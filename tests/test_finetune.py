@@ -14,7 +14,8 @@ from bertcore.io.checkpoint import builtin_tokenizer
 from bertcore.io.hf_interop import export_hf_classifier, packaged_minilm_dir
 from bertcore.model.classification import BertForSequenceClassification
 from bertcore.training.finetune import (FinetuneConfig, FineTuner, _encode_examples, classify, load_classifier,
-                                        save_finetune_run, scratch_twin, start_model)
+                                        scratch_twin, start_model)
+from bertcore.training.finetune_route import save_finetune_run
 from bertcore.training import runs
 from bertcore.training.trainer import init_model
 
@@ -237,6 +238,10 @@ def test_cli_finetune_classify_export(tmp_path, capsys):
     assert rc == 0
     res = json.loads(capsys.readouterr().out)
     assert 0.0 <= res["eval_accuracy"] <= 1.0 and res["labels_used"] == 16 and res["steps"] == 3
+    info = runs.read_run(out)  # a run directory of the training service, like `train`'s
+    assert info.status == "finished" and info.kind == "finetune" and info.loadable and not info.resumable
+    assert info.metrics["eval_accuracy"] == pytest.approx(res["eval_accuracy"])
+    assert f"held-out accuracy {res['eval_accuracy']:.3f}" in info.summary()
     assert main(["classify", str(out), "The cows eats hay.", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["labels"] == ["odd word", "coherent"] and sum(r["probs"]) == pytest.approx(1.0)
@@ -259,15 +264,15 @@ def test_cli_bad_csv_and_bad_source(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ side-by-side comparison (the page's runner)
-def test_comparison_runs_both_models_on_the_same_batches():
+def test_comparison_runs_both_models_on_the_same_batches(tmp_path):
     from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, PretrainingComparison, summary_line
-    from explorer.figures_finetune import heldout_accuracy_figure, probabilities_figure
+    from explorer.figures_finetune import live_charts, live_rows, probabilities_figure
 
     task = _small_task(get_task("same_topic"))
     tok = builtin_tokenizer()
     pre = init_model(BertConfig(vocab_size=tok.vocab_size, **SMALL), 5)
     run = PretrainingComparison(pre, tok, task, FinetuneConfig(steps=6, batch_size=8, labels=16, eval_every=3),
-                                abandon_after=600)
+                                tmp_path / "cmp", abandon_after=600)
     run.start()
     assert run.join(120)
     s = run.snapshot()
@@ -276,8 +281,14 @@ def test_comparison_runs_both_models_on_the_same_batches():
         assert list(s.histories[label].dropna().step) == [3, 6]
     assert s.histories[PRETRAINED].loss.iloc[0] != s.histories[SCRATCH].loss.iloc[0]  # different weights
     assert run.tuners[PRETRAINED].examples == run.tuners[SCRATCH].examples
-    fig = heldout_accuracy_figure(s.histories, chance=0.5)
-    assert [list(t.y) for t in fig.data] == [list(s.histories[k].eval_accuracy.dropna()) for k in (PRETRAINED, SCRATCH)]
+    train, evals = live_rows({k: s.histories[k] for k in (PRETRAINED, SCRATCH)})  # the live chart's rows
+    assert [r[0] for r in train] == list(range(1, 7)) and [r[0] for r in evals] == [3, 6]
+    for i, k in enumerate((PRETRAINED, SCRATCH)):
+        assert [r[1 + i] for r in train] == pytest.approx(list(s.histories[k].loss))
+        assert [r[1 + i] for r in evals] == pytest.approx(list(s.histories[k].eval_accuracy.dropna()))
+    acc_chart = live_charts([PRETRAINED, SCRATCH])[0]
+    assert [(t["series"], t["col"], t["name"]) for t in acc_chart["traces"]] == [
+        ("evals", 1, "from pretrained weights"), ("evals", 2, "from random init weights")]
     acc = {k: s.final_accuracy(k) for k in (PRETRAINED, SCRATCH)}
     line = summary_line(acc[PRETRAINED], acc[SCRATCH], 16)
     assert f"{abs(100 * (acc[PRETRAINED] - acc[SCRATCH])):.1f} points" in line and "16 labelled" in line
@@ -286,14 +297,14 @@ def test_comparison_runs_both_models_on_the_same_batches():
     assert [list(t.x) for t in bars.data] == [probs[PRETRAINED], probs[SCRATCH]]
 
 
-def test_comparison_stops_and_keeps_evaluated_weights():
+def test_comparison_stops_and_keeps_evaluated_weights(tmp_path):
     from bertcore.training.finetune_compare import PRETRAINED, PretrainingComparison
 
     task = _small_task(get_task("coherence"))
     tok = builtin_tokenizer()
     pre = init_model(BertConfig(vocab_size=tok.vocab_size, **SMALL), 5)
     run = PretrainingComparison(pre, tok, task, FinetuneConfig(steps=5000, batch_size=8, labels=16, eval_every=0),
-                                abandon_after=600)
+                                tmp_path / "cmp", abandon_after=600)
     run.start()
     run.stop()
     assert run.join(120)
@@ -303,13 +314,15 @@ def test_comparison_stops_and_keeps_evaluated_weights():
         assert s.final_accuracy(PRETRAINED) is not None
 
 
-def test_comparison_abandons_when_nobody_polls():
+def test_comparison_abandons_when_nobody_polls(tmp_path):
     from bertcore.training.finetune_compare import PretrainingComparison
 
     task = _small_task(get_task("coherence"))
     tok = builtin_tokenizer()
     pre = init_model(BertConfig(vocab_size=tok.vocab_size, **SMALL), 5)
     run = PretrainingComparison(pre, tok, task, FinetuneConfig(steps=100_000, batch_size=8, labels=16, eval_every=0),
-                                abandon_after=0.5).start()
+                                tmp_path / "cmp", abandon_after=0.5).start()
     assert run.join(120)
     assert run.snapshot().status == "abandoned"
+    info = runs.read_run(tmp_path / "cmp")
+    assert info.status == "stopped" and info.reason.startswith("stopped: nobody watched it")

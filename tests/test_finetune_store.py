@@ -1,6 +1,6 @@
-"""Issue 14: a page fine-tune comparison is kept on disk (finetune_store): histories while it trains, the weights
-at the end, a damaged or interrupted folder reads without raising, and the saved models classify exactly as the
-models in memory did."""
+"""Issue 14: a page fine-tune comparison is a run directory of the training service (finetune_route.compare), read
+back by finetune_store: histories while it trains, the weights at the end, run.json's status lifecycle, a damaged
+or interrupted folder reads without raising, and the saved models classify exactly as the models in memory did."""
 import json
 import os
 
@@ -12,6 +12,7 @@ from bertcore.data.tasks import Task, get_task
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import builtin_tokenizer
 from bertcore.training import finetune_store as fs
+from bertcore.training import runs
 from bertcore.training.finetune import FinetuneConfig, classify
 from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, PretrainingComparison
 from bertcore.training.trainer import init_model
@@ -29,8 +30,8 @@ def _comparison(out_dir, steps=6, **kw):
     tok = builtin_tokenizer()
     pre = init_model(BertConfig(vocab_size=tok.vocab_size, **SMALL), 3)
     cfg = FinetuneConfig(steps=steps, batch_size=8, labels=16, eval_every=3)
-    return PretrainingComparison(pre, tok, _task(), cfg, source="test model", abandon_after=600,
-                                 out_dir=out_dir, **kw), tok
+    return PretrainingComparison(pre, tok, _task(), cfg, out_dir, source="test model", abandon_after=600,
+                                 **kw), tok
 
 
 def test_finished_comparison_is_saved_and_reloads_equal(tmp_path):
@@ -42,14 +43,20 @@ def test_finished_comparison_is_saved_and_reloads_equal(tmp_path):
     assert s.status == "finished" and s.message is None
     saved = fs.read_comparison(d)
     assert saved.status == "finished" and saved.damaged is None and saved.has_models
-    meta = json.loads((d / fs.COMPARISON_FILE).read_text())
+    meta = json.loads((d / runs.RUN_FILE).read_text())
     assert meta["kind"] == "finetune-comparison" and meta["task"] == "same_topic" and meta["labels_used"] == 16
-    assert meta["steps_done"] == 6 and meta["source"] == "test model"
+    assert meta["steps_done"] == 6 and meta["source"] == "test model" and meta["status"] == "finished"
+    info = runs.read_run(d)  # the same reader as every run directory
+    assert info.status == "finished" and info.damaged is None and info.kind == "finetune-comparison"
+    for f in ("pretrained", "random-init"):  # each model is a whole fine-tune run directory
+        sub = runs.read_run(d / f)
+        assert sub.status == "finished" and sub.loadable and sub.kind == "finetune" and sub.steps_done == 6
     for label in (PRETRAINED, SCRATCH):
         pd.testing.assert_frame_equal(saved.histories[label].reset_index(drop=True),
                                       s.histories[label].reset_index(drop=True), check_dtype=False)
         assert saved.accuracy(label) == pytest.approx(s.final_accuracy(label))
-        assert meta["accuracies"][label] == pytest.approx(s.final_accuracy(label))
+        key = "eval_accuracy_" + fs.FOLDERS[label].replace("-", "_")
+        assert meta["metrics"][key] == pytest.approx(s.final_accuracy(label))
     models, tok2 = fs.load_models(saved)
     ex = run.task.held_out[0]
     for label in (PRETRAINED, SCRATCH):
@@ -72,20 +79,23 @@ def test_history_is_on_disk_while_it_trains(tmp_path):
             if h.is_file() and len(pd.read_csv(h).eval_accuracy.dropna()) >= 2:
                 break
             time.sleep(0.05)
-        live = fs.read_comparison(d, live=True)
+        live = fs.read_comparison(d)  # the service marks it active in this process: running
         assert live.status == "running" and not live.has_models
+        assert json.loads((d / runs.RUN_FILE).read_text())["pid"] == os.getpid()
         assert len(live.histories[PRETRAINED].eval_accuracy.dropna()) >= 2
-        assert fs.read_comparison(d).status == "stopped"  # not live in this process = interrupted
         with pytest.raises(InputError, match="no saved weights"):
-            fs.load_models(fs.read_comparison(d))
+            fs.load_models(live)
+        with pytest.raises(InputError, match="still training"):
+            runs.delete_run(d, root=tmp_path)
     finally:
         run.stop()
         assert run.join(120)
     saved = fs.read_comparison(d)
-    assert saved.status == "stopped" and saved.reason == "stopped by the user" and saved.has_models
+    assert saved.status == "stopped" and saved.reason.startswith("stopped by the user at step ") and saved.has_models
 
 
 def test_interrupted_and_damaged_folders_read_without_raising(tmp_path):
+    """Old folders (comparison.json, from before comparisons were run directories) and new ones (run.json)."""
     (tmp_path / "empty").mkdir()
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -98,6 +108,16 @@ def test_interrupted_and_damaged_folders_read_without_raising(tmp_path):
     assert "missing" in found["empty"].damaged and "cannot be read" in found["bad"].damaged
     assert found["dead"].status == "stopped" and "interrupted at step 30" in found["dead"].reason
     assert not found["dead"].has_models
+    dead2 = tmp_path / "dead2"
+    dead2.mkdir()
+    runs.write_run_json(dead2, {"kind": "finetune-comparison", "name": "y", "status": "running", "steps_done": 12,
+                                "total_steps": 50, "pid": 2**22 + 12345, "created": "2027"})
+    got = fs.read_comparison(dead2)
+    assert got.status == "stopped" and "interrupted at step 12" in got.reason and got.damaged is None
+    pre = tmp_path / "pretraining-run"
+    pre.mkdir()
+    runs.write_run_json(pre, {"name": "z", "status": "finished", "created": "2028"})
+    assert "not a fine-tune comparison" in fs.read_comparison(pre).damaged
 
 
 def test_disk_error_is_a_message_not_a_crash(tmp_path):
@@ -107,6 +127,5 @@ def test_disk_error_is_a_message_not_a_crash(tmp_path):
     run.start()
     assert run.join(120)
     s = run.snapshot()
-    assert s.status == "finished" and "could not save" in (s.message or "")
-    assert run.models  # the models in memory are still usable
-    assert os.path.isfile(blocker)
+    assert s.status == "error" and "could not save the fine-tune" in (s.message or "")
+    assert "Traceback" not in s.message and os.path.isfile(blocker)

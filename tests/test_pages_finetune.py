@@ -1,6 +1,7 @@
 """AppTest of the Fine-tune page (issue 14): a comparison started on the page is kept in the workspace, so a new
 session of the same workspace (a reload, a deep link in a new tab) shows its curves, its summary and the class
 probabilities of both saved models; a saved one can be deleted; the folder never shows up as a pretraining run."""
+import json
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,12 @@ def small_model():
     return ActiveModel(b, "small test model", "uploaded", True)
 
 
+def state_models_key() -> str:
+    from explorer import state
+
+    return state._K_MODELS
+
+
 def _open(ws: str, model=None) -> AppTest:
     from explorer import state
 
@@ -32,6 +39,15 @@ def _open(ws: str, model=None) -> AppTest:
 
 def _text(at) -> str:
     return "\n".join(str(m.value) for m in at.markdown)
+
+
+def _curves(at) -> dict:
+    """The arguments of the live chart (explorer.livechart) that draws both models' curves."""
+    import json
+
+    els = [e for e in at.get("component_instance") if "livechart" in e.proto.component_name]
+    assert len(els) == 1, "the Fine-tune page draws one live chart"
+    return json.loads(els[0].proto.json_args)
 
 
 def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
@@ -53,17 +69,52 @@ def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
 
     again = _open(ws)  # a reload: a new session with the same ?ws= finds the comparison in this process
     assert not again.exception and "Pretraining (small test model)" in _text(again)
+    args = _curves(again)  # the whole curves go to the new session's chart, the accuracy chart first
+    hist = {k: v for k, v in s.histories.items()}
+    assert args["train_start"] == 0 and [r[0] for r in args["train"]] == list(range(1, 11))
+    assert [r[1] for r in args["train"]] == pytest.approx(hist["pretrained"].loss.tolist())
+    assert [r[2] for r in args["evals"]] == pytest.approx(hist["random init"].eval_accuracy.dropna().tolist())
+    assert [t["name"] for t in args["charts"][0]["traces"]] == ["from pretrained weights", "from random init weights"]
+    assert args["baseline"] == 0.5 and args["show_probe"] is False
+    again.run()  # the next rerun sends only what the browser lacks: nothing
+    assert _curves(again)["train"] == [] and _curves(again)["train_start"] == 10
     training_run.register_live(ws, "bx_finetune_run", None)  # as after a server restart: only the disk is left
     fresh = _open(ws)
     assert not fresh.exception and not fresh.error, [e.value for e in fresh.error]
     assert "Pretraining (small test model)" in _text(fresh) and "16 labelled examples" in _text(fresh)
     assert f"{s.final_accuracy('pretrained'):.1%} from pretrained weights" in _text(fresh)
     assert "Saved in" in str([c.value for c in fresh.caption])
+    saved_args = _curves(fresh)
+    assert [r[1:] for r in saved_args["evals"]] == [r[1:] for r in args["evals"]]  # the same curves from disk
     sel = fresh.selectbox(key="finetune_show")
     assert len(sel.options) == 1 and "finished" in sel.options[0]
     probs = [c for c in fresh.get("plotly_chart") if "finetune_probs" in str(c.proto.id)]
     assert probs, "the saved models answer the Try-it box"
     assert not [r for r in runs.list_runs(runs.workspace_dir(ws)) if r.damaged]  # no fake 'finetunes' run
+
+    # the label sweep runs in the background from the saved comparison and is kept in its folder
+    import time
+
+    from bertcore.training.finetune_sweep import read_sweep
+    from explorer import finetunes
+
+    fresh.session_state[state_models_key()] = {"session:small": small_model}  # the starting model, as picked
+    fresh.button(key="finetune_sweep_start").click().run()
+    assert not fresh.exception and not fresh.error, [e.value for e in fresh.error]
+    sweep = training_run.find_live(ws, finetunes.SWEEP_SLOT)
+    assert sweep is not None
+    t0 = time.monotonic()
+    while sweep.running and time.monotonic() - t0 < 300:
+        sweep.snapshot()  # the heartbeat
+        time.sleep(0.2)
+    done = read_sweep(sweep.out_dir)
+    assert done["status"] == "finished" and [p["labels"] for p in done["points"]] == [16, 64, 256, 0]
+    after = _open(ws)  # F5: the sweep's curves come back from sweep.json
+    figs = [json.loads(c.proto.spec) for c in after.get("plotly_chart") if "finetune_sweep" in str(c.proto.id)]
+    assert figs and [t["y"] for t in figs[0]["data"]] == [[p["pretrained"] for p in done["points"]],
+                                                         [p["random_init"] for p in done["points"]]]
+    assert figs[0]["layout"]["xaxis"]["type"] == "log"
+    training_run.register_live(ws, finetunes.SWEEP_SLOT, None)
 
     # delete it: the confirmation is needed, then it is gone from disk and from the page
     fresh.checkbox(key=f"finetune_sure_{sel.value}").check().run()
@@ -71,3 +122,4 @@ def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
     assert not fresh.exception
     assert not list((runs.workspace_dir(ws) / runs.FINETUNES_DIR).iterdir())
     assert not fresh.get("plotly_chart") and "Saved fine-tunes" not in str([e.label for e in fresh.expander])
+    assert not [e for e in fresh.get("component_instance") if "livechart" in e.proto.component_name]

@@ -1,11 +1,12 @@
 """Fine-tuning a (pre)trained encoder on a classification task (BERT §4.1; d2l §14.8), and what it buys.
 
 ``FineTuner`` is Trainer-shaped (``step() -> history row``, ``evaluate()``, ``run(n, callback)``, ``stop()``,
-``history``, ``done``, ``error``), so the same loops that drive pretraining drive it. ``start_model`` builds
-the starting point: a checkpoint/run directory, the packaged all-MiniLM-L6-v2, or random initial weights of
-the same architecture. ``compare_pretraining`` fine-tunes a pretrained encoder and the same architecture from
-random initial weights on the same labelled examples, batch order, dropout masks and classifier init, so the
-gap in held-out accuracy is what pre-training bought.
+``history``, ``done``, ``error``), so the training service drives it like a pretraining ``Trainer``
+(``bertcore.training.finetune_route``: run directories, hooks, StopSignal). ``start_model`` builds the starting
+point: a checkpoint/run directory, the packaged all-MiniLM-L6-v2, or random initial weights of the same
+architecture. ``finetune_route.PairTuner`` fine-tunes a pretrained encoder and the same architecture from random
+initial weights on the same labelled examples, batch order, dropout masks and classifier init, so the gap in
+held-out accuracy is what pre-training bought.
 
 * AdamW, linear warmup (10% of the steps) then linear decay, gradient-norm clipping (BERT §A.3 uses the same
   recipe with lr in {5e-5, 3e-5, 2e-5} at base size; a tiny model needs a larger lr). The new classifier layer
@@ -280,62 +281,8 @@ def classify(model, tokenizer, text_a: str, text_b: str | None = None) -> list[f
     return torch.softmax(logits.float(), -1).tolist()
 
 
-def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished", name: str = ""):
-    """Write a fine-tune run directory, every file atomically (``bertcore.io.checkpoint.atomic_write``)::
-
-        config.json          BertConfig + tokenizer_kind, bertcore_version
-        classifier.json      architecture, labels, pair, task, source, mode
-        finetune_config.json FinetuneConfig
-        model.safetensors    bert.* + classifier.* (HF BertForSequenceClassification names)
-        vocab.txt            (+ tokenizer.json for WordPiece)
-        history.csv          FineTuner.history
-        run.json             the run-directory fields of bertcore.training.runs (name, created, status, steps,
-                             seed, metrics) + kind "finetune", task, labels used, source; written last
-    """
-    import json
-    import tempfile
-    import time
-    from pathlib import Path
-
-    from bertcore import __version__
-    from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write
-    from bertcore.training import runs
-
-    d = Path(directory).expanduser()
-    if d.exists() and not d.is_dir():
-        raise InputError(f"{d} exists and is not a directory; choose another output folder")
-    d.mkdir(parents=True, exist_ok=True)
-    m, tok, task, cfg = tuner.model, tuner.tokenizer, tuner.task, tuner.config
-
-    def js(obj) -> str:
-        return json.dumps(obj, indent=2) + "\n"
-
-    atomic_write(d / "config.json", js({**m.config.to_dict(), "tokenizer_kind": getattr(tok, "kind", "word"),
-                                        "bertcore_version": __version__}))
-    atomic_write(d / "classifier.json", js({
-        "architecture": "BertForSequenceClassification", "labels": m.labels, "pair": task.pair, "task": task.name,
-        "task_description": task.description, "source": source,
-        "mode": "linear probe (frozen encoder)" if cfg.freeze_encoder else "full fine-tuning"}))
-    atomic_write(d / "finetune_config.json", js(cfg.to_dict()))
-    atomic_save_safetensors({k: v.detach().contiguous().clone() for k, v in m.state_dict().items()},
-                            d / "model.safetensors", metadata={"format": "pt"})
-    with tempfile.TemporaryDirectory(dir=d) as tmp:
-        tok.save(tmp)
-        for f in Path(tmp).iterdir():
-            atomic_write(d / f.name, f.read_bytes())
-    atomic_write(d / "history.csv", tuner.history.to_csv(index=False))
-    acc = tuner.eval_accuracy
-    runs.write_run_json(d, {
-        "format": 1, "kind": "finetune", "name": name or f"fine-tune {task.name}, {len(tuner.examples)} labels",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "status": status, "reason": tuner.error,
-        "steps_done": tuner.step_count, "total_steps": cfg.steps, "seed": cfg.seed, "preset": None,
-        "corpus": f"task {task.name}", "task": task.name, "labels_used": len(tuner.examples), "source": source,
-        "metrics": {"eval_accuracy": None if math.isnan(acc) else acc}})
-    return d
-
-
 def load_classifier(directory):
-    """(model, tokenizer, meta) from a directory written by ``save_finetune_run`` (JSON + safetensors only)."""
+    """(model, tokenizer, meta) from a fine-tune run directory (``finetune_route``; JSON + safetensors only)."""
     import json
     from pathlib import Path
 

@@ -2,11 +2,11 @@
 pretrained weights and once from random initial weights, on the same labelled examples, batch order, dropout
 masks and classifier init, and compare their held-out accuracy.
 
-``PretrainingComparison`` runs both ``FineTuner`` s in one background thread, a step of each in turn, so their
-held-out curves grow side by side. It has no UI code: a UI polls ``snapshot()`` (also the heartbeat: nobody
-polling for ``abandon_after`` seconds means the tab was closed, and the thread stops itself). With ``out_dir``
-it keeps itself on disk as it goes (``bertcore.training.finetune_store``): both histories at every held-out
-evaluation, the weights at the end.
+``PretrainingComparison`` drives ``finetune_route.compare`` (the training service's fine-tuning route, a
+``PairTuner``: a step of each model in turn, so their held-out curves grow side by side) in one background
+thread, into a run directory ``out_dir``. It has no UI code: a UI polls ``snapshot()`` (also the heartbeat:
+nobody polling for ``abandon_after`` seconds means the tab was closed, and the thread stops itself through the
+service's ``StopSignal``).
 """
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bertcore.training import finetune_store, runs
-from bertcore.training.finetune import HISTORY_COLUMNS, FinetuneConfig, FineTuner
-from bertcore.training.finetune_store import PRETRAINED, SCRATCH  # noqa: F401 - the page imports them from here
+from bertcore.training import service
+from bertcore.training.finetune import HISTORY_COLUMNS, FinetuneConfig
+from bertcore.training.finetune_route import PRETRAINED, SCRATCH, PairTuner, compare
+
+ABANDONED = "stopped: nobody watched it (the tab was closed)"
 
 
 @dataclass
@@ -53,20 +55,20 @@ def summary_line(acc_pre: float | None, acc_scratch: float | None, n_labels: int
 
 
 class PretrainingComparison:
-    """Fine-tunes ``pretrained`` (a BertForPreTraining) and its random-init twin on ``task`` in a thread."""
+    """Fine-tunes ``pretrained`` (a BertForPreTraining) and its random-init twin on ``task`` in a thread, into the
+    run directory ``out_dir`` (created by the service when missing)."""
 
-    def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig, source: str = "",
-                 abandon_after: float = 10.0, out_dir=None, name: str = ""):
+    def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig, out_dir, source: str = "",
+                 abandon_after: float = 10.0, name: str = ""):
         self.pretrained, self.tokenizer, self.task, self.config = pretrained, tokenizer, task, config
-        self.source = source
-        self.out_dir, self.name = out_dir, name or f"{task.name}, {config.labels or 'all'} labels, from {source}"
-        self._meta: dict = {}
+        self.source, self.out_dir, self.name = source, out_dir, name
         self.abandon_after = float(abandon_after)
-        self.tuners: dict[str, FineTuner] = {}
+        self.tuners: dict = {}
         self.models: dict = {}
         self.labels_used = 0
+        self.result: service.RunResult | None = None
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self._stop = service.StopSignal()
         self._rows: dict[str, list[dict]] = {PRETRAINED: [], SCRATCH: []}
         self._status, self._message = "preparing", None
         self._thread: threading.Thread | None = None
@@ -81,7 +83,7 @@ class PretrainingComparison:
         return self
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stop.request("stopped by the user")
 
     def join(self, timeout: float | None = None) -> bool:
         if self._thread is not None:
@@ -107,93 +109,48 @@ class PretrainingComparison:
         return ComparisonSnapshot(status, self.running, step, self.config.steps, max(0.0, end - self._t0), hists,
                                   message)
 
+    # -- the training thread (never touches a UI) --
+    def _on_start(self, pair: PairTuner, run_dir) -> None:
+        with self._lock:
+            self._status = "running"
+
+    def _on_step(self, pair: PairTuner, row: dict) -> None:
+        if row:
+            with self._lock:
+                for k in (PRETRAINED, SCRATCH):
+                    self._rows[k].append(dict(row[k]))
+        if time.monotonic() - self.last_poll > self.abandon_after:
+            self._stop.request(ABANDONED)
+
     def _run(self, on_exit) -> None:
         try:
             import torch
 
             torch.set_num_threads(1)
-            from bertcore.model.classification import BertForSequenceClassification
-            from bertcore.training.finetune import scratch_twin
-
-            seed = self.config.seed
-            pre = BertForSequenceClassification.from_pretraining(self.pretrained, self.task.num_labels,
-                                                                 self.task.labels, seed)
-            self.models = {PRETRAINED: pre, SCRATCH: scratch_twin(pre, seed)}
-            self.tuners = {k: FineTuner(m, self.tokenizer, self.task, self.config, label=k)
-                           for k, m in self.models.items()}
-            self.labels_used = len(self.tuners[PRETRAINED].examples)
-            if self.out_dir is not None:
-                runs.mark_active(self.out_dir, True)
-                self._meta = finetune_store.new_meta(self.name, self.task, self.source, self.config,
-                                                     self.labels_used)
-                self._save_progress()
+            pair = PairTuner(self.pretrained, self.tokenizer, self.task, self.config)
+            self.models, self.tuners, self.labels_used = pair.models, pair.tuners, pair.labels_used
+            self.result = compare(pair, self.out_dir, source=self.source, name=self.name, stop=self._stop,
+                                  hooks=service.Hooks(on_start=self._on_start, on_step=self._on_step))
             with self._lock:
-                self._status = "running"
-            while not all(t.done for t in self.tuners.values()):
-                if self._stop.is_set():
-                    break
-                if time.monotonic() - self.last_poll > self.abandon_after:
-                    with self._lock:
-                        self._status = "abandoned"
-                    break
-                evaluated = False
-                for k, t in self.tuners.items():  # one step each: same batch, same dropout masks
-                    row = t.step()
-                    if t.error:
-                        raise RuntimeError(f"{k}: {t.error}")
-                    ev = row.get("eval_accuracy")
-                    evaluated = evaluated or (ev is not None and ev == ev)  # a held-out evaluation (not NaN)
-                    with self._lock:
-                        self._rows[k].append(dict(row))
-                if evaluated:
-                    self._save_progress()
-            for k, t in self.tuners.items():
-                if not t.done:
-                    t.finalize()  # evaluate the weights we keep
-                    with self._lock:
-                        if self._rows[k]:
-                            self._rows[k][-1] = t.history.iloc[-1].to_dict()
-            for m in self.models.values():
-                m.eval()
-            with self._lock:
-                if self._status == "running":
-                    self._status = "stopped" if self._stop.is_set() else "finished"
-            self._save_final()
+                self._rows = {k: t.history.to_dict("records") for k, t in pair.tuners.items()}  # + finalize's eval
+                if self.result.status == "failed":
+                    self._status, self._message = "error", f"fine-tuning failed: {self.result.reason}"
+                elif self.result.status == "stopped":
+                    self._status = "abandoned" if self._stop.reason == ABANDONED else "stopped"
+                else:
+                    self._status = "finished"
         except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
             from bertcore.errors import BertcoreError
 
+            if isinstance(e, BertcoreError):
+                msg = str(e)
+            elif isinstance(e, OSError):
+                msg = f"could not save the fine-tune to {self.out_dir}: {e}"
+            else:
+                msg = f"fine-tuning failed: {type(e).__name__}: {e}"
             with self._lock:
-                self._status = "error"
-                self._message = str(e) if isinstance(e, BertcoreError) else f"fine-tuning failed: {e}"
-            self._save_progress("failed", self._message)
+                self._status, self._message = "error", msg
         finally:
             self._t1 = time.monotonic()
-            if self.out_dir is not None:
-                runs.mark_active(self.out_dir, False)
             if on_exit is not None:
                 on_exit()
-
-    def _save_progress(self, status: str = "running", reason: str | None = None) -> None:
-        """Both histories and comparison.json (a disk error becomes the message; training goes on)."""
-        if self.out_dir is None or not self._meta:
-            return
-        with self._lock:
-            hists = {k: pd.DataFrame(list(v), columns=HISTORY_COLUMNS) for k, v in self._rows.items()}
-        try:
-            finetune_store.write_progress(self.out_dir, self._meta, hists, status, reason)
-        except OSError as e:
-            with self._lock:
-                self._message = f"could not save the fine-tune to {self.out_dir}: {e}"
-
-    def _save_final(self) -> None:
-        """The weights of both models and the final status ("abandoned" is kept as stopped, with the reason)."""
-        if self.out_dir is None or not self._meta:
-            return
-        status = {"finished": "finished", "stopped": "stopped", "abandoned": "stopped"}.get(self._status, "failed")
-        reason = {"stopped": "stopped by the user",
-                  "abandoned": "stopped: nobody watched it (the tab was closed)"}.get(self._status)
-        try:
-            finetune_store.write_final(self.out_dir, self._meta, self.tuners, status, reason)
-        except OSError as e:
-            with self._lock:
-                self._message = f"could not save the fine-tune to {self.out_dir}: {e}"

@@ -45,6 +45,9 @@ WORKSPACE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 MAX_NAME_LEN = 80
 FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (finetune_store)
+# run.json "kind" -> the files a finished run of that kind has (default: a pretraining or fine-tune checkpoint);
+# a comparison keeps its two models in sub-folders (bertcore.training.finetune_route), listed by finetune_store
+KIND_FILES = {"finetune-comparison": ()}
 
 
 class RunLimitError(BertcoreError):
@@ -176,6 +179,7 @@ class RunInfo:
     damaged: str | None = None
     resumable: bool = False
     size_bytes: int = 0
+    kind: str = "pretraining"  # run.json "kind": pretraining | finetune | finetune-comparison
 
     @property
     def live(self) -> bool:
@@ -198,6 +202,8 @@ class RunInfo:
         m = self.metrics or {}
         if m.get("eval_mlm_acc") is not None and m.get("eval_nsp_acc") is not None:
             head += f" · held-out MLM acc {m['eval_mlm_acc']:.3f}, NSP acc {m['eval_nsp_acc']:.3f}"
+        elif m.get("eval_accuracy") is not None:  # a fine-tune
+            head += f" · held-out accuracy {m['eval_accuracy']:.3f}"
         return head
 
 
@@ -235,6 +241,7 @@ def read_run(run_dir: str | Path) -> RunInfo:
         info.seed = data.get("seed")
         info.preset = data.get("preset")
         info.corpus = str(data.get("corpus") or "")
+        info.kind = str(data.get("kind") or "pretraining")
         info.metrics = {k: float(v) for k, v in (data.get("metrics") or {}).items() if v is not None}
     except (TypeError, ValueError, AttributeError) as e:
         info.status, info.damaged = "damaged", f"run.json has a bad field ({e})"
@@ -250,7 +257,8 @@ def read_run(run_dir: str | Path) -> RunInfo:
         if not (active_here or (not mine and isinstance(pid, int) and _pid_alive(pid))):
             info.status = "stopped"
             info.reason = f"interrupted at step {info.steps_done} (the training process ended)"
-    missing = [f for f in ("config.json", "model.safetensors") if not (d / f).is_file()]
+    needed = KIND_FILES.get(info.kind, ("config.json", "model.safetensors"))
+    missing = [f for f in needed if not (d / f).is_file()]
     if missing and info.status != "running":
         info.damaged = f"{' and '.join(missing)} missing (the run was cut off before its first checkpoint)"
         info.status = "damaged"

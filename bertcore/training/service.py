@@ -162,8 +162,8 @@ def _bundle(trainer, meta: dict):
                        probe_tokens=list(trainer.probe_tokens), train_config=trainer.config.to_dict())
 
 
-def _write(trainer, run_dir: Path, meta: dict, hooks: Hooks) -> dict:
-    """Rewrite the run directory for the trainer's current step (every file atomically, run.json last)."""
+def _save_pretraining(trainer, run_dir: Path, meta: dict) -> None:
+    """The pretraining route's files (all but run.json): checkpoint, probe.csv and the resume state."""
     from bertcore.io.checkpoint import atomic_write, save_checkpoint
 
     save_checkpoint(_bundle(trainer, meta), run_dir)
@@ -173,21 +173,49 @@ def _write(trainer, run_dir: Path, meta: dict, hooks: Hooks) -> dict:
 
         atomic_write(run_dir / "probe.csv", pd.DataFrame(list(probe)).to_csv(index=False))
     save_trainer_state(trainer, run_dir / RESUME_FILE)
-    meta.update(steps_done=int(trainer.step_count), metrics=_last_eval(trainer) or None, updated=_now())
+
+
+@dataclass
+class Route:
+    """What one kind of training keeps in its run directory; ``drive`` does the rest (status, run.json, hooks).
+
+    ``save(trainer, run_dir, meta)`` writes every file but run.json, atomically (meta["status"] is "running" while
+    it trains, the final status at the end); ``metrics(trainer)`` is run.json's "metrics"; a history row whose
+    ``eval_key`` is finite is a held-out evaluation, after which the directory is rewritten; ``bundle(trainer,
+    meta)`` is RunResult.bundle. Fine-tuning's route is ``bertcore.training.finetune_route.FINETUNE``."""
+
+    save: Callable[[Any, Path, dict], None]
+    metrics: Callable[[Any], dict]
+    eval_key: str
+    bundle: Callable[[Any, dict], Any]
+
+
+PRETRAINING = Route(_save_pretraining, _last_eval, "eval_mlm_loss", _bundle)
+
+
+def _write(trainer, run_dir: Path, meta: dict, hooks: Hooks, route: Route = PRETRAINING) -> dict:
+    """Rewrite the run directory for the trainer's current step (every file atomically, run.json last)."""
+    route.save(trainer, run_dir, meta)
+    meta.update(steps_done=int(trainer.step_count), metrics=route.metrics(trainer) or None, updated=_now())
     runs.write_run_json(run_dir, meta)
     if hooks.on_checkpoint is not None:
         hooks.on_checkpoint(run_dir, dict(meta))
     return meta
 
 
-def _drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: Hooks) -> RunResult:
-    """Run ``trainer`` to its end (or a stop / NaN / Ctrl-C), keeping ``run_dir`` current; the final status."""
+def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: Hooks,
+          route: Route = PRETRAINING) -> RunResult:
+    """Run ``trainer`` to its end (or a stop / NaN / Ctrl-C), keeping ``run_dir`` current; the final status.
+
+    Every route goes through here: run.json says running (with this pid) from step 0, then finished / stopped /
+    failed with a reason; ``trainer`` is anything Trainer-shaped (``run(callback)``, ``stop``, ``finalize``,
+    ``step_count``, ``config.steps``, ``error``, ``model``)."""
     stop = stop if stop is not None else StopSignal()
     runs.mark_active(run_dir, True)
     interrupted = False
     try:
         meta.update(status="running", reason=None, pid=os.getpid())
-        _write(trainer, run_dir, meta, hooks)
+        _write(trainer, run_dir, meta, hooks, route)
         if hooks.on_start is not None:
             hooks.on_start(trainer, run_dir)
 
@@ -196,8 +224,8 @@ def _drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: H
                 hooks.on_step(tr, row)
             if stop.is_set():
                 tr.stop()
-            elif not tr.done and math.isfinite(row.get("eval_mlm_loss", math.nan)):
-                _write(tr, run_dir, meta, hooks)
+            elif not tr.done and math.isfinite(row.get(route.eval_key, math.nan)):
+                _write(tr, run_dir, meta, hooks, route)
 
         try:
             if stop.is_set():
@@ -213,7 +241,7 @@ def _drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: H
         except Exception as e:  # noqa: BLE001 - recorded in run.json, then re-raised for the caller
             meta.update(status="failed", reason=f"training failed: {type(e).__name__}: {e}")
             try:
-                _write(trainer, run_dir, meta, hooks)
+                _write(trainer, run_dir, meta, hooks, route)
             finally:
                 runs.mark_active(run_dir, False)
             raise
@@ -226,10 +254,10 @@ def _drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: H
             reason = f"{stop.reason or 'stopped'} at step {trainer.step_count}"
         meta.update(status=status, reason=reason)
         trainer.model.eval()
-        _write(trainer, run_dir, meta, hooks)
+        _write(trainer, run_dir, meta, hooks, route)
     finally:
         runs.mark_active(run_dir, False)
-    return RunResult(run_dir, meta["status"], meta["reason"], trainer, _bundle(trainer, meta), interrupted)
+    return RunResult(run_dir, meta["status"], meta["reason"], trainer, route.bundle(trainer, meta), interrupted)
 
 
 SHARDS_PREFIX = "shards:"  # corpus_spec of a run trained from prepared shards: "shards:/abs/DATA"
@@ -284,6 +312,18 @@ def prepare(spec: RunSpec):
     return trainer, corpus_spec, corpus
 
 
+def open_run_dir(run_dir: str | Path | None, parent: str | Path | None, name: str) -> Path:
+    """The one place a run directory is created: ``run_dir``, or a new folder below ``parent`` (default
+    ``runs.cli_runs_dir()``). InputError when ``run_dir`` is a file."""
+    if run_dir is None:
+        return runs.new_run_dir(parent if parent is not None else runs.cli_runs_dir(), name)
+    d = Path(run_dir).expanduser()
+    if d.exists() and not d.is_dir():
+        raise InputError(f"{d} exists and is a file; give a directory path")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Path | None = None,
           stop: StopSignal | None = None, hooks: Hooks | None = None) -> RunResult:
     """Train ``spec`` into ``run_dir`` (or a new folder below ``parent``, default ``runs.cli_runs_dir()``).
@@ -296,13 +336,7 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
     if not getattr(trainer.runtime, "is_main", True):  # a distributed run's other processes train, rank 0 writes
         return _drive_quietly(trainer, stop, hooks)
     name = " ".join((spec.name or f"{spec.preset or 'custom'}, seed {tc.seed}").split())[:runs.MAX_NAME_LEN]
-    if run_dir is None:
-        d = runs.new_run_dir(parent if parent is not None else runs.cli_runs_dir(), name)
-    else:
-        d = Path(run_dir).expanduser()
-        if d.exists() and not d.is_dir():
-            raise InputError(f"{d} exists and is a file; give a directory path")
-        d.mkdir(parents=True, exist_ok=True)
+    d = open_run_dir(run_dir, parent, name)
     if corpus is not None and (corpus_spec is None or not _is_rebuildable(corpus_spec)):
         from bertcore.io.checkpoint import atomic_write
 
@@ -316,11 +350,11 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
             "corpus_spec": corpus_spec, "tokenizer": getattr(trainer.tokenizer, "kind", "word"),
             "init_from": str(spec.init_from) if spec.init_from is not None else None, "source": spec.source,
             "metrics": None}
-    return _drive(trainer, d, meta, stop, hooks)
+    return drive(trainer, d, meta, stop, hooks)
 
 
 def _drive_quietly(trainer, stop: StopSignal | None, hooks: Hooks) -> RunResult:
-    """``_drive`` for the processes of a distributed run other than rank 0: train, write nothing."""
+    """``drive`` for the processes of a distributed run other than rank 0: train, write nothing."""
     def step_hook(tr, row):
         if hooks.on_step is not None:
             hooks.on_step(tr, row)
@@ -367,7 +401,7 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks 
     _restore_records(trainer, bundle, d, step)
     if not getattr(trainer.runtime, "is_main", True):
         return _drive_quietly(trainer, stop, hooks or Hooks())
-    return _drive(trainer, d, meta, stop, hooks or Hooks())
+    return drive(trainer, d, meta, stop, hooks or Hooks())
 
 
 def _restore_records(trainer, bundle, run_dir: Path, step: int) -> None:

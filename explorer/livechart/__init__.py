@@ -1,4 +1,5 @@
-"""The Train page's live panel: loss and accuracy charts plus the probe table, as one small custom component.
+"""Live training charts as one small custom component: the Train page's loss and accuracy charts plus the probe
+table, and the Fine-tune page's held-out accuracy and training loss of its two models (``charts``).
 
 Why a component: redrawing full plotly figures every second (``st.plotly_chart`` re-sends and re-lays-out the
 whole figure) cost chromium so much CPU on a 2-core machine that training ran at half its headless speed.
@@ -91,8 +92,13 @@ def probe_caption(probe) -> str:
 
 
 def live_panel(run_id: str, steps: int, train: list, evals: list, probe: list, baseline: float | None,
-               probe_what: str = "", key: str = "livechart", chart_height: int = 330) -> None:
-    """Draw (or extend) the live panel for run ``run_id``: sends only rows the browser lacks."""
+               probe_what: str = "", key: str = "livechart", chart_height: int = 330, charts: list | None = None) -> None:
+    """Draw (or extend) the live panel for run ``run_id``: sends only rows the browser lacks.
+
+    Rows are ``[step, value, ...]``. ``charts`` (default: the Train page's loss and accuracy charts with the
+    probe table) says what to draw: ``[{id, title, ytitle, yrange, baseline, baseline_text, traces: [{name,
+    series: "train"|"evals", col, color, held}]}]``, each trace reading column ``col`` of its series; a panel
+    with its own ``charts`` has no probe table. ``baseline`` is drawn on the charts whose ``baseline`` is true."""
     sent_key = f"{key}__sent"
     sent = st.session_state.get(sent_key)
     if not sent or sent.get("run") != run_id:
@@ -106,6 +112,8 @@ def live_panel(run_id: str, steps: int, train: list, evals: list, probe: list, b
                 train_start=min(sent["train"], len(train)), train=train[sent["train"]:],
                 evals_start=min(sent["evals"], len(evals)), evals=evals[sent["evals"]:],
                 probe_start=min(sent["probe"], len(probe)), probe=probe[sent["probe"]:])
+    if charts is not None:
+        args.update(charts=charts, show_probe=False)
     st.session_state[sent_key] = {"run": run_id, "train": len(train), "evals": len(evals), "probe": len(probe),
                                   "nonce": sent["nonce"]}
     _component(key=key, default=None, **args)

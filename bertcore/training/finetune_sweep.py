@@ -1,0 +1,196 @@
+"""The label sweep: final held-out accuracy against the number of labelled examples, for a model fine-tuned from
+pretrained weights and the same architecture from random initial weights (BERT §4-§5: pretraining matters most
+when labels are few; d2l §14.8).
+
+Every point is one ``PairTuner`` (``bertcore.training.finetune_route``): both models on the same labelled
+examples, batch order, dropout masks and classifier init, evaluated once at the end on the task's fixed held-out
+split. The labelled subsets are seeded prefixes (``data.tasks.labelled_subset``), so a larger point contains the
+smaller ones. ``LabelSweep`` runs a sweep in a background thread (no UI code) and keeps it in ``sweep.json``
+of a comparison's folder, rewritten atomically after every point.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from bertcore.errors import InputError
+from bertcore.training.finetune import FinetuneConfig
+from bertcore.training.finetune_route import PRETRAINED, SCRATCH, PairTuner
+
+DEFAULT_POINTS = (16, 64, 256, 0)  # 0 = every labelled example of the task's pool
+SWEEP_STEPS = 60  # steps per point by default (each point fine-tunes two models)
+SWEEP_FILE = "sweep.json"
+MAX_POINTS = 12
+
+
+def parse_points(text: str) -> list[int]:
+    """"16,64,256,all" -> [16, 64, 256, 0]; InputError that says what to type for anything else."""
+    out: list[int] = []
+    for part in str(text).split(","):
+        p = part.strip().lower()
+        if p in ("all", "0"):
+            n = 0
+        elif p.isdigit() and 1 <= int(p) <= 10_000_000:
+            n = int(p)
+        else:
+            raise InputError(f"--sweep {text!r}: {part.strip()!r} is not a number of labels; give a comma-separated "
+                             "list of counts from 1 and/or 'all', e.g. --sweep 16,64,256,all")
+        if n not in out:
+            out.append(n)
+    if not 1 <= len(out) <= MAX_POINTS:
+        raise InputError(f"--sweep takes 1 to {MAX_POINTS} label counts, e.g. --sweep 16,64,256,all")
+    return out
+
+
+def label_sweep(pretrained, tokenizer, task, config: FinetuneConfig, points=DEFAULT_POINTS, stop=None,
+                on_point=None) -> list[dict]:
+    """Fine-tune both starting points at every label count in ``points`` with ``config`` (its ``labels`` and
+    ``eval_every`` are replaced); one dict per finished point: labels, labels_used, steps, pretrained,
+    random_init (held-out accuracies). ``stop`` (an Event) ends it early, dropping the unfinished point;
+    ``on_point(point, points_so_far)`` is called after each point."""
+    done: list[dict] = []
+    for n in points:
+        if stop is not None and stop.is_set():
+            break
+        pair = PairTuner(pretrained, tokenizer, task, config.replace(labels=int(n), eval_every=0))
+        pair.run(callback=(lambda tr, row: tr.stop() if stop.is_set() else None) if stop is not None else None)
+        if pair.error:
+            raise InputError(f"the sweep at {n or 'all'} labels diverged ({pair.error}); lower the learning rate")
+        if pair.step_count < config.steps:
+            break  # stopped in the middle of this point
+        point = {"labels": int(n), "labels_used": pair.labels_used, "steps": pair.step_count,
+                 "pretrained": pair.accuracy(PRETRAINED), "random_init": pair.accuracy(SCRATCH)}
+        done.append(point)
+        if on_point is not None:
+            on_point(point, list(done))
+    return done
+
+
+def sweep_table(points: list[dict]) -> str:
+    """The sweep as plain-text lines (the CLI's output)."""
+    lines = [f"{'labels':>8} {'pretrained':>11} {'random init':>12} {'points':>7}"]
+    for p in points:
+        gap = 100 * (p["pretrained"] - p["random_init"])
+        lines.append(f"{p['labels_used']:>8} {p['pretrained']:>11.3f} {p['random_init']:>12.3f} {gap:>+7.1f}")
+    return "\n".join(lines)
+
+
+def write_sweep(d: str | Path, data: dict) -> None:
+    from bertcore.io.checkpoint import atomic_write
+
+    atomic_write(Path(d) / SWEEP_FILE, json.dumps(data, indent=2, allow_nan=False) + "\n")
+
+
+def read_sweep(d: str | Path) -> dict | None:
+    """sweep.json of folder ``d`` (None when there is none or it is damaged). A "running" sweep whose process is
+    gone reads as "stopped" (interrupted); its finished points are kept."""
+    from bertcore.training.runs import _pid_alive
+
+    try:
+        data = json.loads((Path(d) / SWEEP_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("points"), list):
+        return None
+    if data.get("status") == "running":
+        pid = data.get("pid")
+        if not (pid == os.getpid() or (isinstance(pid, int) and _pid_alive(pid))):
+            data.update(status="stopped", reason=f"interrupted after {len(data['points'])} points "
+                                                 "(the process ended)")
+    return data
+
+
+class LabelSweep:
+    """Runs ``label_sweep`` in a thread and keeps it in ``out_dir/sweep.json``; ``snapshot()`` is the heartbeat."""
+
+    def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig, out_dir, points=DEFAULT_POINTS,
+                 source: str = "", abandon_after: float = 10.0):
+        self.pretrained, self.tokenizer, self.task, self.config = pretrained, tokenizer, task, config
+        self.out_dir, self.points, self.source = Path(out_dir), [int(p) for p in points], source
+        self.abandon_after = float(abandon_after)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._data = {"format": 1, "status": "running", "reason": None, "task": task.name, "source": source,
+                      "planned": self.points, "steps": int(config.steps), "seed": int(config.seed),
+                      "chance": 1 / task.num_labels, "points": [], "pid": os.getpid()}
+        self._thread: threading.Thread | None = None
+        self._t1 = 0.0
+        self.last_poll = time.monotonic()
+
+    def start(self, on_exit=None) -> "LabelSweep":
+        self.last_poll = time.monotonic()
+        self._thread = threading.Thread(target=self._run, args=(on_exit,), name="bx-label-sweep", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def _finished(self) -> float | None:
+        return self._t1 or None
+
+    def snapshot(self) -> dict:
+        self.last_poll = time.monotonic()
+        with self._lock:
+            return json.loads(json.dumps(self._data))
+
+    def _save(self, **changes) -> None:
+        with self._lock:
+            self._data.update(changes, updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            data = dict(self._data)
+        try:
+            write_sweep(self.out_dir, data)
+        except OSError as e:
+            with self._lock:
+                self._data["message"] = f"could not save the sweep to {self.out_dir}: {e}"
+
+    def _run(self, on_exit) -> None:
+        watcher_done = threading.Event()
+
+        def watch():  # the heartbeat: nobody polling for abandon_after seconds means the tab was closed
+            while not watcher_done.wait(0.2):
+                if time.monotonic() - self.last_poll > self.abandon_after:
+                    self._stop.set()
+                    return
+
+        threading.Thread(target=watch, name="bx-label-sweep-watch", daemon=True).start()
+        from bertcore.training import runs
+
+        runs.mark_active(self.out_dir, True)  # the comparison cannot be deleted while it is swept
+        try:
+            import torch
+
+            torch.set_num_threads(1)
+            self._save()
+            got = label_sweep(self.pretrained, self.tokenizer, self.task, self.config, self.points, self._stop,
+                              on_point=lambda p, so_far: self._save(points=so_far))
+            if len(got) == len(self.points):
+                self._save(points=got, status="finished")
+            else:
+                self._save(points=got, status="stopped", reason=f"stopped after {len(got)} of {len(self.points)} "
+                           "points")
+        except Exception as e:  # noqa: BLE001 - shown as a message, never a traceback
+            from bertcore.errors import BertcoreError
+
+            msg = str(e) if isinstance(e, BertcoreError) else f"the sweep failed: {type(e).__name__}: {e}"
+            self._save(status="failed", reason=msg)
+        finally:
+            runs.mark_active(self.out_dir, False)
+            watcher_done.set()
+            self._t1 = time.monotonic()
+            if on_exit is not None:
+                on_exit()
+
