@@ -81,6 +81,7 @@ def test_wire_relay_times_the_requests_that_pass_through_it(server):
     """A tab through the relay draws the same page as a tab straight to the server, and the relay records one
     full rerun sent and its run finished per request (permessage-deflate frames decoded, fragments not counted)."""
     import asyncio
+    import concurrent.futures
 
     from loadgen.protocol import StreamlitTab
     from loadgen.wire import WireRelay
@@ -93,10 +94,14 @@ def test_wire_relay_times_the_requests_that_pass_through_it(server):
         finally:
             await tab.close()
 
-    direct, n_direct, pages_direct = asyncio.run(visit(server.port))
+    def run(port):  # in a thread of its own: the browser tests may leave an event loop running in this one
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(asyncio.run, visit(port)).result(timeout=120)
+
+    direct, n_direct, pages_direct = run(server.port)
     with WireRelay(server.port) as relay:
         assert relay.port not in (0, server.port)
-        relayed, n_relayed, pages_relayed = asyncio.run(visit(relay.port))
+        relayed, n_relayed, pages_relayed = run(relay.port)
         events = list(relay.events)
     assert all(r.ok and not r.exceptions for r in direct + relayed), [r.error for r in direct + relayed]
     assert (n_relayed, pages_relayed) == (n_direct, pages_direct) and n_direct > 5
