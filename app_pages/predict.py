@@ -5,11 +5,13 @@ import zlib
 
 import streamlit as st
 
-from explorer.examples import DEFAULTS
 from explorer.memo import memo as shared_memo
 
 # the pre-filled texts for a word-level or WordPiece model (a seed vocabulary gets its own: _examples)
-DEFAULT_MASKED, DEFAULT_SENTENCE, DEFAULT_A, DEFAULT_B = DEFAULTS.masked, DEFAULTS.sentence, DEFAULTS.a, DEFAULTS.b
+DEFAULT_MASKED = "the cows [MASK] the hay near the barn ."
+DEFAULT_SENTENCE = "The cow eats the hay near the barn."
+DEFAULT_A = "Ben reads a book in the library."
+DEFAULT_B = "He walks to the school."
 
 MAX_MASK_CHARTS = 12
 NO_COMPARE = "(no comparison)"
@@ -55,13 +57,14 @@ def _examples(tok):
     seed vocabulary sentences from the corpus it knows best (this session's corpus, the tutorial, the built-in)."""
     from explorer import examples
 
+    defaults = examples.Examples(DEFAULT_MASKED, DEFAULT_SENTENCE, DEFAULT_A, DEFAULT_B)
     if getattr(tok, "kind", None) != "seed_word":
-        return examples.DEFAULTS
+        return defaults
     from explorer import corpus_state as cs
     from explorer import state
 
     corpora = [cs.active().corpus, cs.tutorial_choice().corpus, state.shared_corpus_and_tokenizer()[0]]
-    return examples.known_examples(tok, corpora)
+    return examples.known_examples(tok, defaults, corpora)
 
 
 def _mask_name(tok) -> str:

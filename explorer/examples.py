@@ -1,7 +1,7 @@
 """Example texts a page pre-fills, in words the active model's vocabulary knows.
 
-The project's defaults are lowercase prose with punctuation split off ("the cows [MASK] the hay near the barn .").
-A word-level or WordPiece vocabulary reads them; BERT-pytorch's seed vocabulary (tokenizer ``seed_word``) splits
+A page's defaults are lowercase prose with punctuation split off (Predict: "the cows [MASK] the hay near the
+barn ."). A word-level or WordPiece vocabulary reads them; BERT-pytorch's seed vocabulary (tokenizer ``seed_word``) splits
 on whitespace and keeps case, so most of them would be ``<unk>``. For such a vocabulary the examples are taken
 from a corpus it knows instead (``bertcore.analysis.probe.default_probe``: one word masked, a true pair).
 """
@@ -18,8 +18,6 @@ class Examples:
     b: str
 
 
-DEFAULTS = Examples("the cows [MASK] the hay near the barn .", "The cow eats the hay near the barn.",
-                    "Ben reads a book in the library.", "He walks to the school.")
 _SCORED_PAIRS = 200  # how much of a corpus is read to see whether the vocabulary knows it
 
 
@@ -28,18 +26,18 @@ def unknown_count(tokenizer, texts) -> int:
     return sum(len(tokenizer.unknown_words(t)) for t in texts)
 
 
-def known_examples(tokenizer, corpora=()) -> Examples:
-    """``DEFAULTS`` unless ``tokenizer`` is a seed vocabulary that lacks some of their words; then examples from the
-    candidate corpus whose first pairs it knows best (ties: the first given), or ``DEFAULTS`` when no corpus gives
-    examples it fully knows."""
+def known_examples(tokenizer, defaults: Examples, corpora=()) -> Examples:
+    """``defaults`` unless ``tokenizer`` is a seed vocabulary that lacks some of their words; then examples from
+    the candidate corpus whose first pairs it knows best (ties: the first given), or ``defaults`` when no corpus
+    gives examples it fully knows."""
     from bertcore.analysis.probe import default_probe
     from bertcore.errors import BertcoreError
 
     def unknown(ex: Examples) -> int:
         return unknown_count(tokenizer, (ex.masked.replace("[MASK]", " "), ex.sentence, ex.a, ex.b))
 
-    if getattr(tokenizer, "kind", None) != "seed_word" or unknown(DEFAULTS) == 0:
-        return DEFAULTS
+    if getattr(tokenizer, "kind", None) != "seed_word" or unknown(defaults) == 0:
+        return defaults
     scored = []
     for i, corpus in enumerate(c for c in corpora if c is not None and getattr(c, "pairs", None)):
         pairs = corpus.pairs[:_SCORED_PAIRS]
@@ -54,4 +52,4 @@ def known_examples(tokenizer, corpora=()) -> Examples:
         ex = Examples(probe.text, probe.a, probe.a, probe.b)
         if unknown(ex) == 0:
             return ex
-    return DEFAULTS
+    return defaults

@@ -159,14 +159,16 @@ def test_predict_prefills_words_a_seed_vocabulary_knows(seed_model):
 
 def test_known_examples_keep_the_defaults_for_other_vocabularies():
     from bertcore.data.tokenization import WordTokenizer
-    from explorer.examples import DEFAULTS, known_examples
+    from explorer.examples import Examples, known_examples
 
+    defaults = Examples("the cows [MASK] the hay .", "The cow eats the hay.", "Ben reads a book.", "He walks.")
     word = WordTokenizer.build(tutorial_corpus().texts())  # knows almost none of the defaults, but is not seed_word
-    assert known_examples(word, [tutorial_corpus()]) == DEFAULTS
+    assert known_examples(word, defaults, [tutorial_corpus()]) == defaults
     seed = SeedWordTokenizer.build(tutorial_corpus().texts())
-    ex = known_examples(seed, [tutorial_corpus()])
-    assert ex != DEFAULTS and (ex.a, ex.b) in tutorial_corpus().pairs
-    assert known_examples(seed, []) == DEFAULTS  # nothing better to offer
+    ex = known_examples(seed, defaults, [tutorial_corpus()])
+    assert ex != defaults and (ex.a, ex.b) in tutorial_corpus().pairs
+    assert seed.unknown_words(ex.masked.replace("[MASK]", " ")) == [] and "[MASK]" in ex.masked
+    assert known_examples(seed, defaults, []) == defaults  # nothing better to offer
 
 
 # ----------------------------------------------------------------------------- fine-tuning (item 3)
