@@ -53,18 +53,11 @@ def _compare_choice(state, active):
 
 
 def _examples(tok):
-    """Pre-filled texts the active model's vocabulary knows (explorer.examples): the project's defaults, or for a
-    seed vocabulary sentences from the corpus it knows best (this session's corpus, the tutorial, the built-in)."""
+    """Pre-filled texts the active model's vocabulary knows (explorer.examples): these defaults, or for a seed
+    vocabulary sentences from the corpus it knows best (this session's corpus, the tutorial, the built-in)."""
     from explorer import examples
 
-    defaults = examples.Examples(DEFAULT_MASKED, DEFAULT_SENTENCE, DEFAULT_A, DEFAULT_B)
-    if getattr(tok, "kind", None) != "seed_word":
-        return defaults
-    from explorer import corpus_state as cs
-    from explorer import state
-
-    corpora = [cs.active().corpus, cs.tutorial_choice().corpus, state.shared_corpus_and_tokenizer()[0]]
-    return examples.known_examples(tok, defaults, corpora)
+    return examples.session_examples(tok, examples.Examples(DEFAULT_MASKED, DEFAULT_SENTENCE, DEFAULT_A, DEFAULT_B))
 
 
 def _mask_name(tok) -> str:

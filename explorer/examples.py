@@ -53,3 +53,15 @@ def known_examples(tokenizer, defaults: Examples, corpora=()) -> Examples:
         if unknown(ex) == 0:
             return ex
     return defaults
+
+
+def session_examples(tokenizer, defaults: Examples) -> Examples:
+    """``known_examples`` over the corpora this session can name: the Data & tokens choice, the tutorial two-liner
+    and the built-in corpus (shared, already built). Only a seed vocabulary reads them."""
+    if getattr(tokenizer, "kind", None) != "seed_word":
+        return defaults
+    from explorer import corpus_state as cs
+    from explorer import state
+
+    corpora = [cs.active().corpus, cs.tutorial_choice().corpus, state.shared_corpus_and_tokenizer()[0]]
+    return known_examples(tokenizer, defaults, corpora)

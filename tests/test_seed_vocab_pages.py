@@ -157,6 +157,14 @@ def test_predict_prefills_words_a_seed_vocabulary_knows(seed_model):
     assert tok.unknown_words(at.text_input(key="pred_sentence").value) == []
 
 
+def test_attention_prefills_a_pair_the_seed_vocabulary_knows(seed_model):
+    at = _open("app_pages/attention.py", seed_model)
+    tok = seed_model.tokenizer
+    a, b = at.text_area(key="attn_a").value, at.text_area(key="attn_b").value
+    assert tok.unknown_words(a) == [] and tok.unknown_words(b) == []
+    assert at.toggle(key="attn_use_b").label == "Add a second sentence (pair: <sos> A <eos> B <eos>)"
+
+
 def test_known_examples_keep_the_defaults_for_other_vocabularies():
     from bertcore.data.tokenization import WordTokenizer
     from explorer.examples import Examples, known_examples
