@@ -19,27 +19,31 @@ def _model_dims(model):
     return int(cfg.num_hidden_layers), int(cfg.num_attention_heads), int(cfg.max_position_embeddings)
 
 
-def _inputs():
-    """Sentence A / B; bound to the URL (``?attn_a=...&attn_b=...``) so a copied link reopens the same input."""
+def _inputs(tok):
+    """Sentence A / B; bound to the URL (``?attn_a=...&attn_b=...``) so a copied link reopens the same input.
+    The defaults are words the model's vocabulary knows (explorer.examples; a seed vocabulary gets its corpus's)."""
+    from explorer.examples import Examples, session_examples
+
+    ex = session_examples(tok, Examples("", "", DEFAULT_A, DEFAULT_B))
     url = dict(bind="query-params", persist_state="session")
     c1, c2 = st.columns(2)
-    a = c1.text_area("Sentence A", value=DEFAULT_A, key="attn_a", height=80, max_chars=60_000, **url)
-    use_b = c2.toggle("Add a second sentence (pair: [CLS] A [SEP] B [SEP])", value=True, key="attn_use_b", **url)
-    b = c2.text_area("Sentence B", value=DEFAULT_B, key="attn_b", height=80, max_chars=60_000,
+    a = c1.text_area("Sentence A", value=ex.a, key="attn_a", height=80, max_chars=60_000, **url)
+    use_b = c2.toggle(f"Add a second sentence (pair: {tok.pair_template()})", value=True, key="attn_use_b", **url)
+    b = c2.text_area("Sentence B", value=ex.b, key="attn_b", height=80, max_chars=60_000,
                      disabled=not use_b, **url)
     if len(a or "") + len(b or "") > URL_TEXT_MAX:
         st.caption(f"Texts over {URL_TEXT_MAX} characters make links too long to share reliably; copy the text too.")
     return a, (b if use_b else None)
 
 
-def _validate(a, b):
+def _validate(a, b, tok):
     """Return (a, b, message). message is None when the input can be inspected."""
     a = a or ""
     if not a.strip():
         return a, b, "Sentence A is empty. Type a sentence (for example: the cat sits on the mat)."
     if b is not None and not b.strip():
         b = None
-        st.info("Sentence B is empty, so only sentence A is shown ([CLS] A [SEP]).")
+        st.info(f"Sentence B is empty, so only sentence A is shown ({tok.pair_template(b=None)}).")
     return a, b, None
 
 
@@ -275,8 +279,8 @@ def render():
         state.untrained_notice()
         state.default_train_button("attn_train_default")
 
-    a, b = _inputs()
-    a, b, msg = _validate(a, b)
+    a, b = _inputs(tok)
+    a, b, msg = _validate(a, b, tok)
     if msg:
         st.warning(msg)
         return

@@ -11,12 +11,14 @@ BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that fo
 sees them, a tokenizer cuts text into tokens from a fixed vocabulary and maps each to an id; anything not
 in the vocabulary becomes `[UNK]`. A **word-level** tokenizer (`bertcore.data.tokenization.WordTokenizer.build`)
 keeps whole words; **WordPiece** (`WordPieceTokenizer.train`, as in BERT) splits rare words into
-`##`-prefixed pieces so that almost nothing is unknown. Corpora come from `bertcore.data.corpus`
+`##`-prefixed pieces so that almost nothing is unknown. The **seed vocabulary** is BERT-pytorch's
+(`bertcore.data.bert_pytorch.SeedWordTokenizer`, seeds 000/003): `<pad> <unk> <eos> <sos> <mask>` at ids 0–4,
+then the whitespace words, case kept, by frequency. Corpora come from `bertcore.data.corpus`
 (`builtin_corpus`, `tutorial_corpus`, `load_corpus_file`).
 """
 
 SOURCES = ["built-in", "tutorial two-liner", "upload a .txt file"]
-KINDS = ["word-level", "WordPiece"]
+KINDS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}  # corpus_state.KINDS
 MAX_TEXT_CHARS = 200_000  # typed text beyond this is not tokenized at all
 MAX_SHOW_TOKENS = 200  # tokens drawn in the figure; the rest are counted, not drawn
 MAX_SHOW_PIECES = 100
@@ -51,12 +53,12 @@ def corpus_stats(corpus, tokenizer) -> dict:
         lengths.append(len(ta) + len(tb))
         tok_counts.update(ta)
         tok_counts.update(tb)
-        if tokenizer.kind == "word":
+        if tokenizer.kind != "wordpiece":
             continue
         word_counts.update(basic_tokenize(a))
         word_counts.update(basic_tokenize(b))
-    if tokenizer.kind == "word":
-        word_counts = Counter({w: c for w, c in tok_counts.items() if w != "[UNK]"})
+    if tokenizer.kind != "wordpiece":  # whole-word vocabularies: the words are the known tokens
+        word_counts = Counter({w: c for w, c in tok_counts.items() if w != tokenizer.unk_token})
     return {"pairs": len(corpus.pairs), "tokens": int(sum(lengths)), "lengths": lengths,
             "token_counts": tok_counts, "word_counts": word_counts}
 
@@ -124,9 +126,10 @@ def _vocab_table(tokenizer, counts: Counter) -> None:
                        "count in corpus": [counts.get(t, 0) for t in tokenizer.vocab]})
     if q.strip():
         df = df[df["token"].str.contains(q.strip().lower(), case=False, regex=False)]
+    specials = " ".join(tokenizer.convert_ids_to_tokens(sorted(tokenizer.special_ids)))
     st.caption(f"{len(df):,} of {len(tokenizer.vocab):,} tokens"
                + (f" contain “{q.strip()}”" if q.strip() else "")
-               + ". Ids 0–4 are the special tokens [PAD] [UNK] [CLS] [SEP] [MASK].")
+               + f". Ids {min(tokenizer.special_ids)}–{max(tokenizer.special_ids)} are the special tokens {specials}.")
     st.dataframe(df, hide_index=True, height=300, key="dt_vocab_df")
 
 
@@ -156,25 +159,27 @@ def _try_text(tokenizer, default: str) -> None:
         st.info("No tokens: the text holds only whitespace and control characters, which the tokenizer "
                 "removes (`basic_tokenize` drops control characters and splits on whitespace).")
         return
-    n_unk = sum(t == "[UNK]" for t in tokens)
+    unk = tokenizer.unk_token
+    n_unk = sum(t == unk for t in tokens)
     c1, c2, c3 = st.columns(3)
     c1.metric("tokens", f"{len(tokens):,}")
-    c2.metric("[UNK] tokens", f"{n_unk:,}")
+    c2.metric(f"{unk} tokens", f"{n_unk:,}")
     c3.metric("characters", f"{len(text):,}")
     if len(tokens) > MAX_SHOW_TOKENS:
         st.warning(f"Long input: showing the first {MAX_SHOW_TOKENS} of {len(tokens):,} tokens. "
                    "(A model would also truncate it to its max length.)")
     shown = slice(0, MAX_SHOW_TOKENS)
     st.plotly_chart(F.tokens_figure(tokens[shown], ids[shown]), key="dt_tokens_chart")
-    specials = sorted({t for t in tokens if t in ("[CLS]", "[SEP]", "[MASK]", "[PAD]")})
+    roles = {tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.pad_id}
+    specials = sorted({t for t, i in zip(tokens, ids) if i in roles})
     if specials:
         st.caption(f"Typed special tokens ({', '.join(specials)}) are kept as single tokens with their special ids.")
     if unknown:
         shown_unk = [w if len(w) <= 30 else w[:30] + "…" for w in list(dict.fromkeys(unknown))[:30]]
-        st.warning(f"{len(unknown):,} word(s) are not in the vocabulary and became [UNK]: "
+        st.warning(f"{len(unknown):,} word(s) are not in the vocabulary and became {unk}: "
                    + ", ".join(f"`{w}`" for w in shown_unk) + (" …" if len(set(unknown)) > 30 else ""))
     else:
-        st.success("Every word is in the vocabulary (no [UNK]).")
+        st.success(f"Every word is in the vocabulary (no {unk}).")
     if tokenizer.kind == "wordpiece":
         split = [(w, " ".join(p)) for w, p in pieces if len(p) > 1]
         if split:
@@ -202,14 +207,15 @@ def render() -> None:
 
         current = cs.active()
         c1, c2 = st.columns(2)
-        kind = c1.radio("Tokenizer", KINDS, horizontal=True, key="dt_kind",
-                        index=1 if current.key == choice.key and current.kind == "wordpiece" else 0)
+        kinds, labels = list(KINDS), list(KINDS.values())
+        label = c1.radio("Tokenizer", labels, horizontal=True, key="dt_kind",
+                         index=kinds.index(current.kind) if current.key == choice.key else 0,
+                         help="seed vocabulary: BERT-pytorch's WordVocab; pairs read <sos> A <eos> B <eos>.")
+        kind = kinds[labels.index(label)]
         vocab_size = c2.slider("WordPiece vocabulary size", 50, 4000, int(current.vocab_size or 400), step=50,
-                               key="dt_vocab_size", disabled=kind != "WordPiece",
+                               key="dt_vocab_size", disabled=kind != "wordpiece",
                                help="Target size including the 5 special tokens and the single characters.")
-        wordpiece = kind == "WordPiece"
-        choice = cs.CorpusChoice(corpus, choice.key, "wordpiece" if wordpiece else "word",
-                                 vocab_size if wordpiece else None)
+        choice = cs.CorpusChoice(corpus, choice.key, kind, vocab_size if kind == "wordpiece" else None)
         cs.set_active(choice)  # Masking & NSP and Train use this corpus and tokenizer
         tokenizer = cs.tokenizer(choice)
         stats = _memo(f"stats|{choice.key}|{choice.kind}|{choice.vocab_size}", lambda: corpus_stats(corpus, tokenizer))

@@ -7,7 +7,7 @@ import streamlit as st
 
 INTRO = """
 BERT learns from two self-made tasks. **Masked LM** (§3.1): 15% of the tokens are *selected*; of those,
-80% are replaced by `[MASK]`, 10% by a random token and 10% are kept, and the model must predict the
+80% are replaced by `{mask}`, 10% by a random token and 10% are kept, and the model must predict the
 original token at every selected position (the label is −100, i.e. ignored, everywhere else).
 **Next sentence prediction** (§3.2): half of the pairs keep their true sentence B (IsNext, label 0), the
 other half get a random B (NotNext, label 1). Everything here is computed by `bertcore.data.pretraining`
@@ -55,10 +55,10 @@ def _convergence(key: str, _corpus, _tokenizer, max_len: int, rates: tuple, seed
     return [dict(masking_stats(data, n, seed + n)) for n in DRAWS]
 
 
-def _controls():
+def _controls(mask_token: str = "[MASK]"):
     c1, c2, c3 = st.columns(3)
     rate = c1.slider("selection rate (mlm_probability)", 0.0, 1.0, 0.15, 0.01, key="mn_rate")
-    mask = c2.slider("[MASK] share of selected", 0.0, 1.0, 0.8, 0.05, key="mn_mask")
+    mask = c2.slider(f"{mask_token} share of selected", 0.0, 1.0, 0.8, 0.05, key="mn_mask")
     rnd = c3.slider("random-token share of selected", 0.0, 1.0, 0.1, 0.05, key="mn_random")
     keep = 1.0 - mask - rnd
     d1, d2, d3 = st.columns([2, 1, 2])
@@ -67,7 +67,7 @@ def _controls():
     d2.button("Re-draw", on_click=_bump_seed, key="mn_redraw", help="next seed: a new random draw")
     max_len = d3.slider("max_seq_len", 8, 128, 48, key="mn_max_len")
     if keep < -1e-9:
-        st.error(f"[MASK] share + random share = {mask + rnd:.2f} > 1. They are shares of the *selected* tokens "
+        st.error(f"{mask_token} share + random share = {mask + rnd:.2f} > 1. They are shares of the *selected* tokens "
                  "(the rest are kept unchanged), so lower one of them.")
         return None
     st.caption(f"Kept unchanged: {max(keep, 0):.0%} of the selected tokens (= 1 − mask − random).")
@@ -105,23 +105,32 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
     n_in = len(a_ids) + len(b_ids or []) + (3 if b_ids is not None else 2)
     ids, types = P.build_pair(tokenizer, a_ids, b_ids, max_len)
     ids, types = _as_list(ids), _as_list(types)
+    seed_format = tokenizer.kind == "seed_word"  # BERT-pytorch labels segment A with 1 and B with 2 (0 = padding)
+    shown_types = [t + 1 for t in types] if seed_format else types
     if n_in > max_len:
-        st.warning(f"The pair has {n_in} tokens with [CLS]/[SEP]; it was truncated to max_seq_len = {max_len} "
+        st.warning(f"The pair has {n_in} tokens with {tokenizer.cls_token}/{tokenizer.sep_token}; it was "
+                   f"truncated to max_seq_len = {max_len} "
                    "(longest sentence first), as in training.")
     gen = torch.Generator().manual_seed(int(seed))
     masked, labels, decisions = P.mask_tokens(torch.tensor(ids), tokenizer, P.MaskingRates(rate, mask, rnd), gen)
     masked, labels = _as_list(masked), _as_list(labels)
     tokens = tokenizer.convert_ids_to_tokens(ids)
     special = [i for i, t in enumerate(ids) if t in tokenizer.special_ids]
-    fig = F.masking_figure(tokens, ids, types, decisions, tokenizer.convert_ids_to_tokens(masked), masked,
-                           labels, special, title=f"[CLS] A [SEP] B [SEP] with the masking of seed {seed}")
+    layout = tokenizer.pair_template(b="B" if b_ids is not None else None)
+    fig = F.masking_figure(tokens, ids, shown_types, decisions, tokenizer.convert_ids_to_tokens(masked), masked,
+                           labels, special, title=f"{layout} with the masking of seed {seed}",
+                           first_segment=1 if seed_format else 0)
     st.plotly_chart(fig, key="mn_mask_chart")
     sel = [d for d in decisions if d.selected]
     counts = {k: sum(d.action == k for d in sel) for k in ("mask", "random", "keep")}
     maskable = len(ids) - len(special)
-    st.caption(f"{len(sel)} of {maskable} maskable tokens selected · {counts['mask']} → [MASK] · "
+    mask_tok = tokenizer.mask_token
+    st.caption(f"{len(sel)} of {maskable} maskable tokens selected · {counts['mask']} → {mask_tok} · "
                f"{counts['random']} → random · {counts['keep']} kept. The loss is computed only where the label "
-               "is not −100. Special tokens (incl. a typed [MASK]) are never selected.")
+               f"is not −100. Special tokens (incl. a typed {mask_tok}) are never selected.")
+    if seed_format:
+        st.caption("Segment ids as BERT-pytorch labels them: 1 for `<sos> A <eos>`, 2 for `B <eos>`, 0 for "
+                   "padding (a model with segment_ids=1/2 embeds these rows); the ids are the seed vocabulary's.")
     if maskable == 0:
         st.info("Nothing to mask: the pair holds only special tokens.")
 
@@ -199,14 +208,14 @@ def render() -> None:
     from bertcore.errors import BertcoreError
 
     st.title("Masking & NSP")
-    st.markdown(INTRO)
     st.latex(r"\mathcal{L} = -\sum_{i \in \text{selected}} \log p_\theta(x_i \mid \tilde{x})"
              r"\;-\; \log p_\theta(\text{IsNext/NotNext} \mid \tilde{x})")
     try:
         corpus, tokenizer, ckey = _corpus_and_tokenizer()
+        st.markdown(INTRO.format(mask=tokenizer.mask_token))
         st.caption(f"Corpus **{corpus.name}** ({len(corpus.pairs):,} pairs) with a {tokenizer.kind} tokenizer "
                    f"of {tokenizer.vocab_size:,} tokens; change both on the *Data & tokens* page.")
-        rates = _controls()
+        rates = _controls(tokenizer.mask_token)
         if rates is not None:
             _selection_rule(corpus, tokenizer, ckey, rates)
         a, b, idx = _pair_input(corpus)
@@ -223,7 +232,8 @@ def render() -> None:
         st.subheader("Masked LM: one example")
         _masking_section(tokenizer, a, b if b.strip() else None, rates, rates[4], seed)
         if not b.strip():
-            st.info("Sentence B is empty, so the example is [CLS] A [SEP]; type a B for the NSP part.")
+            st.info(f"Sentence B is empty, so the example is {tokenizer.pair_template(b=None)}; type a B for the "
+                    "NSP part.")
         _nsp_section(corpus, a, b if b.strip() else None, idx, seed)
         if ckey.startswith("tutorial|"):
             from explorer.seed_example import render_seed003

@@ -36,11 +36,12 @@ def model_card(model) -> tuple[pd.DataFrame, pd.DataFrame]:
     return cfg_df, pd.DataFrame(rows, columns=["part", "parameters", "share"])
 
 
-def _loss_formulas(config) -> None:
-    """The pretraining loss of the active model, written from its config (bertcore.model.formulas)."""
+def _loss_formulas(config, tokenizer=None) -> None:
+    """The pretraining loss of the active model, written from its config and its vocabulary's special tokens
+    (bertcore.model.formulas)."""
     from bertcore.model.formulas import formulas
 
-    f = formulas(config)
+    f = formulas(config, tokenizer)
     st.latex(r"\mathcal{L} = \mathcal{L}_{\mathrm{MLM}} + \mathcal{L}_{\mathrm{NSP}}")
     st.latex(f["mlm"])
     st.latex(f["nsp"])
@@ -48,19 +49,28 @@ def _loss_formulas(config) -> None:
                "activation, and its NSP head. The NSP loss averages −log p(y | x) over both labels, IsNext and NotNext.")
 
 
+def input_sentence(tokenizer, config) -> str:
+    """How the active model reads a pair: its vocabulary's special tokens and the segment ids it embeds."""
+    from explorer.figures_overview import segment_labels
+
+    pair = tokenizer.pair_template() if hasattr(tokenizer, "pair_template") else "[CLS] A [SEP] B [SEP]"
+    return f"`{pair}` (segment ids {segment_labels(config)})"
+
+
 def render() -> None:
     from explorer.figures_overview import pipeline_figure
 
     st.title("How BERT pretrains")
+    active = state.get_active()
     st.markdown(
-        "BERT reads a pair of sentences as one sequence `[CLS] A [SEP] B [SEP]`, turns every token into a vector "
+        f"BERT reads a pair of sentences as one sequence {input_sentence(active.tokenizer, active.model.config)}, "
+        "turns every token into a vector "
         "(`bertcore.model.BertEmbeddings`), refines all vectors together through a stack of self-attention encoder "
         "layers, and is trained on two tasks at once: guess the masked words (MLM) and tell whether B really "
         "follows A (NSP). Everything here is computed by `bertcore`: the model is `bertcore.model.BertForPreTraining`, "
         "the training loop `bertcore.training.trainer.Trainer`, and the parameter counts `bertcore.model.count_parameters`."
     )
-    active = state.get_active()
-    _loss_formulas(active.model.config)
+    _loss_formulas(active.model.config, active.tokenizer)
     state.untrained_notice()
     if active.kind == "untrained":
         state.default_train_button("overview_train_default")
@@ -68,7 +78,7 @@ def render() -> None:
     left, right = st.columns([3, 2])
     with left:
         st.subheader("The pipeline")
-        st.plotly_chart(pipeline_figure(active.model.config), key="overview_pipeline",
+        st.plotly_chart(pipeline_figure(active.model.config, tokenizer=active.tokenizer), key="overview_pipeline",
                         config={"displayModeBar": False})
     with right:
         st.subheader("Explore each step")

@@ -7,10 +7,12 @@ import streamlit as st
 
 from explorer.memo import memo as shared_memo
 
+# the pre-filled texts for a word-level or WordPiece model (a seed vocabulary gets its own: _examples)
 DEFAULT_MASKED = "the cows [MASK] the hay near the barn ."
 DEFAULT_SENTENCE = "The cow eats the hay near the barn."
 DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
+
 MAX_MASK_CHARTS = 12
 NO_COMPARE = "(no comparison)"
 _WORD = re.compile(r"\[(?:MASK|CLS|SEP|PAD|UNK)\]|<(?:mask|sos|eos|pad|unk)>|\w+|[^\w\s]", re.I)
@@ -50,6 +52,20 @@ def _compare_choice(state, active):
     return [active] + ([models[choice]] if choice != NO_COMPARE else [])
 
 
+def _examples(tok):
+    """Pre-filled texts the active model's vocabulary knows (explorer.examples): these defaults, or for a seed
+    vocabulary sentences from the corpus it knows best (this session's corpus, the tutorial, the built-in)."""
+    from explorer import examples
+
+    return examples.session_examples(tok, examples.Examples(DEFAULT_MASKED, DEFAULT_SENTENCE, DEFAULT_A, DEFAULT_B))
+
+
+def _mask_name(tok) -> str:
+    """How the help texts name the mask token: [MASK], and the vocabulary's own spelling where it differs."""
+    own = getattr(tok, "mask_token", "[MASK]")
+    return "[MASK]" if own == "[MASK]" else f"[MASK] (or {own})"
+
+
 def _unknown_hint(tok, text):
     try:
         unk = tok.unknown_words(text)
@@ -57,7 +73,7 @@ def _unknown_hint(tok, text):
         return
     if unk:
         shown = ", ".join(list(dict.fromkeys(unk))[:10])
-        st.caption(f"Not in this model's vocabulary (fed as [UNK]): {shown}")
+        st.caption(f"Not in this model's vocabulary (fed as {getattr(tok, 'unk_token', '[UNK]')}): {shown}")
 
 
 def _fill_mask_column(am, text, top_k):
@@ -93,15 +109,16 @@ def _fill_mask_column(am, text, top_k):
                         key=f"pred_fm_{am.label}_{k}")
 
 
-def _fill_mask_section(state, models):
+def _fill_mask_section(state, models, ex):
+    mask = _mask_name(models[0].tokenizer)
     st.subheader("Fill in the [MASK]")
     mode = st.radio("How to choose the masks", ["Type text with [MASK]", "Click words to mask them"],
                     horizontal=True, key="pred_mode")
     if mode == "Type text with [MASK]":
-        text = st.text_area("Text with one or more [MASK]", value=DEFAULT_MASKED, key="pred_text",
+        text = st.text_area(f"Text with one or more {mask}", value=ex.masked, key="pred_text",
                             height=80, max_chars=60_000)
     else:
-        sentence = st.text_input("Sentence", value=DEFAULT_SENTENCE, key="pred_sentence", max_chars=2_000)
+        sentence = st.text_input("Sentence", value=ex.sentence, key="pred_sentence", max_chars=2_000)
         words = _words(sentence, models[0].tokenizer)[:80]
         labels = _pill_labels(words)
         if not words:
@@ -117,10 +134,10 @@ def _fill_mask_section(state, models):
         st.markdown(f"Masked text: `{text}`")
     top_k = st.slider("Top-k candidates per mask", 1, 10, 5, key="pred_topk")
     if not (text or "").strip():
-        st.warning("The text is empty. Type a sentence containing [MASK], e.g. `the cat [MASK] on the mat`.")
+        st.warning(f"The text is empty. Type a sentence containing {mask}, e.g. `{ex.masked}`.")
         return None
     if not _TYPED_MASK.search(text):
-        st.warning("The text has no [MASK]. Write [MASK] where a word should be predicted, "
+        st.warning(f"The text has no [MASK]. Write {mask} where a word should be predicted, "
                    "or switch to *Click words to mask them*.")
         return None
     cols = st.columns(len(models))
@@ -130,17 +147,18 @@ def _fill_mask_section(state, models):
     return text
 
 
-def _nsp_section(models):
+def _nsp_section(models, ex):
     from bertcore.errors import BertcoreError
     from bertcore.analysis.inference import nsp_probability
     from explorer.figures_inspect import nsp_figure
 
+    tok = models[0].tokenizer
     st.subheader("Next-sentence prediction")
-    st.markdown("The NSP head reads the [CLS] vector of `[CLS] A [SEP] B [SEP]` and gives two logits; "
+    st.markdown(f"The NSP head reads the {tok.cls_token} vector of `{tok.pair_template()}` and gives two logits; "
                 "P(IsNext) is the softmax of the first one (label 0 = IsNext, as in transformers).")
     c1, c2 = st.columns(2)
-    a = c1.text_area("Sentence A", value=DEFAULT_A, key="pred_nsp_a", height=70, max_chars=60_000)
-    b = c2.text_area("Sentence B", value=DEFAULT_B, key="pred_nsp_b", height=70, max_chars=60_000)
+    a = c1.text_area("Sentence A", value=ex.a, key="pred_nsp_a", height=70, max_chars=60_000)
+    b = c2.text_area("Sentence B", value=ex.b, key="pred_nsp_b", height=70, max_chars=60_000)
     if not (a or "").strip() or not (b or "").strip():
         st.warning("NSP needs two sentences: type both sentence A and sentence B.")
         return None
@@ -340,7 +358,8 @@ def render():
     st.title("Predict")
     st.markdown(
         "BERT is pre-trained on two tasks, and their heads can be asked directly. **Fill-mask**: the MLM "
-        "head turns the final hidden state at each [MASK] into a probability for every vocabulary word "
+        f"head turns the final hidden state at each {active.tokenizer.mask_token} into a probability for every "
+        "vocabulary word "
         "(`bertcore.analysis.inference.fill_mask`). **Next sentence**: the NSP head says how likely B really "
         "followed A (`bertcore.analysis.inference.nsp_probability`).")
     from bertcore.model.formulas import formulas
@@ -350,9 +369,10 @@ def render():
         state.untrained_notice()
         state.default_train_button("pred_train_default")
     models = _compare_choice(state, active)
-    text = _fill_mask_section(state, models)
+    ex = _examples(active.tokenizer)
+    text = _fill_mask_section(state, models, ex)
     st.divider()
-    pair = _nsp_section(models)
+    pair = _nsp_section(models, ex)
     st.divider()
     _why_section(active, text, pair)
     st.divider()

@@ -3,119 +3,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from explorer import state
+from explorer import state, train_form
 
 HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
 LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
-
-
-TOKENIZER_LABELS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}
-TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
-                  "tokenizer). WordPiece splits rare words into ##pieces, so real prose has almost no [UNK]. "
-                  "Seed vocabulary: BERT-pytorch's (seeds 000/003) <pad> <unk> <eos> <sos> <mask> at ids 0-4, then "
-                  "whitespace words, case kept, by frequency; inputs read <sos> A <eos> B <eos>. Type [MASK] or "
-                  "<mask> on the other pages either way.")
-
-
-def _corpus_choice(disabled: bool):
-    """(corpus, label) of the chosen corpus: the built-in one, the tutorial two-liner or an upload."""
-    from bertcore.data.corpus import tutorial_corpus
-
-    options = ["built-in grammar", "tutorial two-liner"]
-    up = st.session_state.get("dt_uploaded")  # (Corpus, key) set by the Data & tokens page
-    uploaded = up[0] if isinstance(up, tuple) and hasattr(up[0], "pairs") else None
-    if uploaded is not None:
-        options.append(f"uploaded: {getattr(uploaded, 'name', 'corpus')}")
-    choice = st.radio("Corpus", options, key="train_corpus", horizontal=True, disabled=disabled,
-                      help="Upload your own corpus on the Data & tokens page; it then appears here.")
-    if choice == options[0]:
-        return state.shared_corpus_and_tokenizer()[0], choice
-    return (tutorial_corpus() if choice == options[1] else uploaded), choice
-
-
-def _tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool):
-    """(tokenizer, key) for the corpus. The default is the preset's vocabulary (``preset_tokenizer``: the seed's
-    own for BERT-pytorch at seed size), else word-level, or WordPiece for an upload (size from
-    ``suggested_vocab_size``). The built-in corpus shares its word-level tokenizer."""
-    from bertcore.data.corpus import suggested_vocab_size
-    from bertcore.presets import preset_tokenizer
-
-    uploaded = choice.startswith("uploaded")
-    default = preset_tokenizer(preset, size)
-    if default == "word" and uploaded:
-        default = "wordpiece"
-    kinds = list(TOKENIZER_LABELS)
-    if st.session_state.get("train_tok_default") != default:  # a new preset, size or corpus: offer its default
-        st.session_state["train_tok_default"] = st.session_state["train_tok_kind"] = default
-    c1, c2 = st.columns(2)
-    kind = c1.radio("Tokenizer", kinds, key="train_tok_kind", horizontal=True,  # the value set just above
-                    disabled=disabled, format_func=TOKENIZER_LABELS.get, help=TOKENIZER_HELP)
-    vocab = 0
-    if kind == "wordpiece":
-        vocab = int(c2.number_input("WordPiece vocabulary size", 200, 30000, suggested_vocab_size(corpus), 100,
-                                    key=f"train_vocab_{id(corpus)}", disabled=disabled,
-                                    help="Picked from the corpus's distinct words; more costs speed."))
-    used = TOKENIZER_LABELS[preset_tokenizer(preset, size)]
-    c2.caption(f"**{preset}** at size **{size}** trains with the **{used}** vocabulary by default"
-               + ("" if kind == default else f"; you chose **{TOKENIZER_LABELS[kind]}**") + ".")
-    if choice.startswith("built-in") and kind == "word":
-        return state.shared_corpus_and_tokenizer()[1], f"builtin|{kind}|0"
-    cache = st.session_state.setdefault("train_tok_cache", {})
-    key = (choice, id(corpus), kind, vocab)
-    if key not in cache:
-        from bertcore.data.bert_pytorch import SeedWordTokenizer
-        from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
-
-        with st.spinner("Building the vocabulary…"):
-            if kind == "wordpiece":
-                tok = WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab)
-            elif kind == "seed_word":
-                tok = SeedWordTokenizer.build(corpus.texts())
-            else:
-                tok = WordTokenizer.build(corpus.texts())
-        cache.clear()
-        cache[key] = tok
-    return cache[key], ("builtin" if choice.startswith("built-in") else choice) + f"|{kind}|{vocab}"
-
-
-def _upload_max_len(corpus, tok, ckey: str, size: str) -> int | None:
-    """The max sequence length offered for an uploaded corpus at tiny size (None: the preset's own)."""
-    from bertcore.config import TrainConfig
-    from bertcore.data.corpus import suggested_max_seq_len
-
-    if size != "tiny" or not ckey.startswith("uploaded"):
-        return None
-    cache, key = st.session_state.setdefault("train_max_len", {}), (ckey, id(corpus))
-    if key not in cache:
-        cache[key] = suggested_max_seq_len(corpus, tok, TrainConfig().max_seq_len)
-    return cache[key]
-
-
-def _probe_inputs(corpus, tok, ckey: str, disabled: bool):
-    """The live probe's three texts (defaults from the corpus); returns (Probe or None, problem or None)."""
-    from bertcore.analysis.probe import Probe, check_probe, default_probe
-    from bertcore.errors import BertcoreError
-
-    cache = st.session_state.setdefault("train_probe_default", {})
-    if ckey not in cache:
-        try:
-            cache[ckey] = default_probe(corpus, tok)
-        except BertcoreError:
-            cache[ckey] = Probe("the [MASK] is here .", "a", "b")
-    d = cache[ckey]
-    k = f"train_probe_{abs(hash(ckey)) % 10**8}_"
-    st.markdown("**Live probe** (`bertcore.analysis.probe`): asked at every evaluation")
-    c1, c2, c3 = st.columns([2, 2, 2])
-    probe = Probe(c1.text_input("sentence with one [MASK]", d.text, key=k + "text", disabled=disabled),
-                  c2.text_input("pair: sentence A", d.a, key=k + "a", disabled=disabled),
-                  c3.text_input("pair: sentence B (P(IsNext)?)", d.b, key=k + "b", disabled=disabled))
-    try:
-        unknown = check_probe(probe, tok)
-    except BertcoreError as e:
-        return None, f"the probe: {e}"
-    if unknown:
-        st.caption(f"Not in the vocabulary (they become [UNK]): {', '.join(unknown[:10])}")
-    return probe, None
 
 
 NORMS = ["post", "pre", "sublayer_output"]
@@ -342,7 +233,7 @@ def render() -> None:
     problem = None
     with st.expander(label, expanded=not running):
         try:
-            corpus, choice = _corpus_choice(running)
+            corpus, choice = train_form.corpus_choice(running)
         except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
             st.error(f"The corpus cannot be used: {e}")
             return
@@ -354,20 +245,20 @@ def render() -> None:
                         help="tiny trains in about a minute; seed is the seed's own model size (original BERT: "
                              "BERT-base, 12 layers × 768); the budget check says whether it may train here.")
         try:
-            tok, ckey = _tokenizer_choice(corpus, choice, preset, size, running)
+            tok, ckey = train_form.tokenizer_choice(corpus, choice, preset, size, running)
         except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
             st.error(f"The corpus cannot be used: {e}")
             return
         notes = PRESET_NOTES.get(preset, [])
         if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
             st.caption(f"**{preset}** against its seed: " + "; ".join(notes) + ".")
-        bk, tk = _widgets(preset, size, running, tok.vocab_size, _upload_max_len(corpus, tok, ckey, size))
+        bk, tk = _widgets(preset, size, running, tok.vocab_size, train_form.upload_max_len(corpus, tok, ckey, size))
         bcfg, tcfg, est, problem = build_configs(bk, tk)
         if est is not None:
             parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
             st.caption(f"`bertcore.config.estimate`: **{est['params']:,} parameters** ({parts}); about "
                        f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {state.max_model_mb():,.0f} MB).")
-        probe, probe_problem = _probe_inputs(corpus, tok, ckey, running)
+        probe, probe_problem = train_form.probe_inputs(corpus, tok, ckey, running)
         problem = problem or probe_problem
     if problem and not running:
         st.error(f"Cannot start: {problem}")

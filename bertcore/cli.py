@@ -234,12 +234,17 @@ def cmd_inspect(args) -> int:
     b = load_bundle(args.dir)
     r = inspect_pair(b.model, b.tokenizer, args.a, args.b)
     if args.json:
-        print(json.dumps({"tokens": r.tokens, "segment_ids": list(r.segment_ids), "attentions": r.attentions.tolist()}))
+        print(json.dumps({"tokens": r.tokens, "segment_ids": list(r.segment_ids),
+                          "embedded_segment_ids": list(r.embedded_segment_ids), "attentions": r.attentions.tolist()}))
         return 0
     if r.truncated:
         print("note: the input was truncated to the model's maximum length", file=sys.stderr)
     print("tokens:     " + " ".join(r.tokens))
-    print("segment ids:" + " ".join(str(s) for s in r.segment_ids))
+    if r.embedded_segment_ids:  # the rows the model embeds, which differ from the API's 0/1 for a 1/2 model
+        conv = "1 = A, 2 = B, 0 = padding" if b.model.config.segment_ids == "1/2" else "0 = A, 1 = B"
+        print("segment ids:" + " ".join(str(s) for s in r.embedded_segment_ids) + f"   (embedded rows: {conv})")
+    else:
+        print("segment ids: none (the model has no segment embedding)")
     L, H, T, _ = r.attentions.shape
     print(f"attentions: {L} layers x {H} heads x {T} x {T}; most-attended token per head (from [CLS]):")
     for layer in range(L):

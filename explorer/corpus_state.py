@@ -1,7 +1,7 @@
 """The session's corpus and tokenizer: one small API, one cache, used by every page.
 
-Data & tokens chooses the corpus (built-in, the tutorial two-liner or an upload) and the tokenizer (word-level or
-WordPiece with a vocabulary size); Masking & NSP and Train read the same choice. Pages never touch these
+Data & tokens chooses the corpus (built-in, the tutorial two-liner or an upload) and the tokenizer (word-level,
+WordPiece with a vocabulary size, or BERT-pytorch's seed vocabulary, ``bertcore.data.bert_pytorch``); Masking & NSP and Train read the same choice. Pages never touch these
 session keys directly.
 
 * Built-in and tutorial corpora and their tokenizers are shared read-only by all sessions (``st.cache_resource``).
@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 BUILTIN, TUTORIAL = "builtin", "tutorial"
-KINDS = ("word", "wordpiece")
+KINDS = ("word", "wordpiece", "seed_word")
 _K_CHOICE = "bx_corpus_choice"  # the active CorpusChoice
 _K_TOKENIZERS = "bx_upload_tokenizers"  # (corpus key, kind, vocab size) -> tokenizer, uploads only
 _UPLOAD_CACHE_SIZE = 8
@@ -27,7 +27,7 @@ class CorpusChoice:
 
     corpus: Any
     key: str  # "builtin" | "tutorial" | "upload:<sha1>:<mode>"
-    kind: str = "word"  # "word" | "wordpiece"
+    kind: str = "word"  # "word" | "wordpiece" | "seed_word"
     vocab_size: int | None = None  # WordPiece only
 
     @property
@@ -50,9 +50,14 @@ def _shared_tokenizer(key: str, kind: str, vocab_size: int | None):
 
 
 def build_tokenizer(corpus, kind: str, vocab_size: int | None = None):
-    """Word-level vocabulary of the corpus, or a WordPiece vocabulary of ``vocab_size`` trained on it."""
+    """Word-level vocabulary of the corpus, a WordPiece vocabulary of ``vocab_size`` trained on it, or the seed
+    vocabulary (BERT-pytorch's WordVocab: specials, then whitespace words by frequency)."""
     from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 
+    if kind == "seed_word":
+        from bertcore.data.bert_pytorch import SeedWordTokenizer
+
+        return SeedWordTokenizer.build(corpus.texts())
     if kind == "wordpiece":
         return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(vocab_size or 1000), min_frequency=1)
     return WordTokenizer.build(corpus.texts())

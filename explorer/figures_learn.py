@@ -6,6 +6,7 @@ exactly what was computed. Arrays go out as float32 (plotly sends them as compac
 """
 from __future__ import annotations
 
+import html
 from collections import Counter
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -56,7 +57,10 @@ def discrete_colorscale(colors: Sequence[str]) -> list[list]:
 
 def _category_grid(row_labels: Sequence[str], cells: Sequence[Sequence[str]], codes: np.ndarray,
                    categories: list[tuple[str, str, str]], title: str, legend: Iterable[str]) -> go.Figure:
-    """Rows of labelled cells (one column per position), each cell coloured by its category code."""
+    """Rows of labelled cells (one column per position), each cell coloured by its category code. Cell text and
+    title are HTML-escaped: plotly reads tags, and would drop a seed vocabulary's ``<sos>`` as one."""
+    cells = [[html.escape(str(c), quote=False) for c in r] for r in cells]
+    title = html.escape(title, quote=False)
     codes = np.asarray(codes, dtype=np.float32)
     n_rows, n_cols = codes.shape
     colors = [c for _, _, c in categories]
@@ -166,16 +170,17 @@ def decision_actions(n_positions: int, decisions: Sequence[Any], special_positio
 def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids: Sequence[int],
                    decisions: Sequence[Any], masked_tokens: Sequence[str], masked_ids: Sequence[int],
                    labels: Sequence[int], special_positions: Iterable[int],
-                   title: str = "[CLS] A [SEP] B [SEP], masked") -> go.Figure:
+                   title: str = "[CLS] A [SEP] B [SEP], masked", first_segment: int = 0) -> go.Figure:
     """The pair as rows: token, id, segment, position, decision, model input, MLM label.
 
     Token/decision/input/label rows are coloured by the masking action at that position; the segment
-    row by segment. Labels are -100 where the token was not selected (ignored by the loss).
+    row by segment (``first_segment`` is sentence A's id: 0, or 1 in BERT-pytorch's 1/2 labels). Labels are
+    -100 where the token was not selected (ignored by the loss).
     """
     n = len(tokens)
     actions = decision_actions(n, decisions, special_positions)
     act_codes = [MASK_CODE[a] for a in actions]
-    seg_codes = [MASK_CODE["seg_a"] if s == 0 else MASK_CODE["seg_b"] for s in segment_ids]
+    seg_codes = [MASK_CODE["seg_a"] if s == first_segment else MASK_CODE["seg_b"] for s in segment_ids]
     plain = [MASK_CODE["plain"]] * n
     by_pos = {int(d.position): d for d in decisions}
     decision_text = []

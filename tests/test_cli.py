@@ -79,9 +79,10 @@ def test_nsp_json(ckpt, capsys):  # in-process: same code path, saves a torch im
 def test_inspect_and_text_outputs(ckpt, capsys):
     assert main(["inspect", str(ckpt), "the cat eats", "it sleeps", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
-    assert set(r) == {"tokens", "segment_ids", "attentions"}
+    assert set(r) == {"tokens", "segment_ids", "embedded_segment_ids", "attentions"}
     T = len(r["tokens"])
     assert r["segment_ids"] == [0] * 5 + [1] * 3 and T == 8
+    assert r["embedded_segment_ids"] == r["segment_ids"]  # a 0/1 model embeds the API's types as they are
     assert len(r["attentions"]) == 2 and len(r["attentions"][0]) == 2
     assert len(r["attentions"][0][0]) == T and len(r["attentions"][0][0][0]) == T
     assert abs(sum(r["attentions"][1][1][0]) - 1) < 1e-4

@@ -48,6 +48,9 @@ class Inspection:
     embeddings: dict = field(default_factory=dict)  # token/position/segment/sum/normed -> [T, D]
     truncated: bool = False
     sep_index: int = -1
+    # The segment-table rows the model really looks up: segment_ids above are the API's token types (0 = A,
+    # 1 = B); a model with config segment_ids="1/2" (BERT-pytorch) embeds 1 = A, 2 = B, 0 = padding.
+    embedded_segment_ids: list = field(default_factory=list)
 
 
 def clean_text(text, what: str = "the text") -> tuple[str, bool]:
@@ -167,4 +170,14 @@ def inspect_pair(model, tokenizer, a: str, b: str | None = None, max_len: int | 
         emb = {k: v[0].float().numpy() for k, v in (out.embeddings or {}).items() if v is not None}
     # the A/B boundary is the [SEP] just before segment 1 (a [SEP] typed inside A is not it)
     sep_index = types.index(1) - 1 if 1 in types else len(ids) - 1
-    return Inspection(list(tokenizer.convert_ids_to_tokens(ids)), ids, types, att, hs, emb, truncated, sep_index)
+    return Inspection(list(tokenizer.convert_ids_to_tokens(ids)), ids, types, att, hs, emb, truncated, sep_index,
+                      embedded_segments(model, types))
+
+
+def embedded_segments(model, types: list) -> list:
+    """The segment-table rows ``model`` looks up for the token types of one unpadded input, from the model's own
+    ``BertEmbeddings.segment_ids``: 0/1, or 1/2 for segment_ids="1/2"; [] when it has no segment table."""
+    if not getattr(model.config, "type_vocab_size", 0):
+        return []
+    x = torch.tensor([types], dtype=torch.long)
+    return model.bert.embeddings.segment_ids(x, torch.ones_like(x))[0].tolist()

@@ -50,6 +50,24 @@ class TokenizerBase:
     def mask_token(self) -> str:
         return self.vocab[self.mask_id]
 
+    @property
+    def cls_token(self) -> str:
+        return self.vocab[self.cls_id]
+
+    @property
+    def sep_token(self) -> str:
+        return self.vocab[self.sep_id]
+
+    @property
+    def pad_token(self) -> str:
+        return self.vocab[self.pad_id]
+
+    def pair_template(self, a: str = "A", b: str | None = "B") -> str:
+        """The input layout in this vocabulary's spelling (BERT §3, Fig. 2): ``[CLS] A [SEP] B [SEP]``, or
+        ``<sos> A <eos> B <eos>`` for BERT-pytorch's vocabulary; ``b=None`` gives the single-sentence form."""
+        cls, sep = self.cls_token, self.sep_token
+        return f"{cls} {a} {sep}" + (f" {b} {sep}" if b is not None else "")
+
     def convert_tokens_to_ids(self, tokens: Iterable[str]) -> list[int]:
         get = self.token_to_id.get
         return [get(t, self.unk_id) for t in tokens]

@@ -93,17 +93,30 @@ def mlm_formula(c: BertConfig) -> str:
             r"\log \mathrm{softmax}(z_t)_{x_t}")
 
 
-def nsp_formula(c: BertConfig) -> str:
-    """The NSP head and its loss, a cross-entropy over both labels (BERT §3.2)."""
-    c_def = (r"c = \tanh(W_p h_{[\mathrm{CLS}]} + b_p)" if c.nsp_head == "pooler"
-             else r"c = h_{[\mathrm{CLS}]}\ \text{(first position, no pooler)}")
+def tex_token(token: str) -> str:
+    """A special token as LaTeX in its vocabulary's spelling: ``[CLS]`` -> ``[\\mathrm{CLS}]``, BERT-pytorch's
+    ``<sos>`` -> ``\\langle\\mathrm{sos}\\rangle``; other tokens upright."""
+    if len(token) > 2 and token[0] + token[-1] in ("[]", "<>") and token[1:-1].isalnum():
+        inner = rf"\mathrm{{{token[1:-1]}}}"
+        return rf"[{inner}]" if token[0] == "[" else rf"\langle {inner} \rangle"
+    return rf"\text{{{token}}}"
+
+
+def nsp_formula(c: BertConfig, cls_token: str = "[CLS]") -> str:
+    """The NSP head and its loss, a cross-entropy over both labels (BERT §3.2); ``cls_token`` is the first token
+    as the model's vocabulary spells it (``<sos>`` for BERT-pytorch's)."""
+    h_cls = rf"h_{{{tex_token(cls_token)}}}"
+    c_def = (rf"c = \tanh(W_p {h_cls} + b_p)" if c.nsp_head == "pooler"
+             else rf"c = {h_cls}\ \text{{(first position, no pooler)}}")
     return (c_def + r",\quad p(y \mid x) = \mathrm{softmax}(W_s c + b_s)_y,\quad "
             r"\mathcal{L}_{\mathrm{NSP}} = -\frac{1}{B}\sum_{b=1}^{B} \log p(y_b \mid x_b),\ "
             r"y \in \{\mathrm{IsNext}, \mathrm{NotNext}\}")
 
 
-def formulas(c: BertConfig) -> dict[str, str]:
+def formulas(c: BertConfig, tokenizer=None) -> dict[str, str]:
     """LaTeX for each part of the model ``c`` describes: embeddings, attention, sublayer (with the FFN),
-    layer_norm, mlm and nsp. Keys are stable; pages render each with st.latex."""
+    layer_norm, mlm and nsp. Keys are stable; pages render each with st.latex. With ``tokenizer``, special
+    tokens are written as its vocabulary spells them (``[CLS]``, or ``<sos>`` for a seed vocabulary)."""
+    cls = getattr(tokenizer, "cls_token", None) or "[CLS]"
     return {"embeddings": embedding_formula(c), "attention": attention_formula(c), "sublayer": sublayer_formula(c),
-            "layer_norm": layer_norm_formula(c), "mlm": mlm_formula(c), "nsp": nsp_formula(c)}
+            "layer_norm": layer_norm_formula(c), "mlm": mlm_formula(c), "nsp": nsp_formula(c, cls)}

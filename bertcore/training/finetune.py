@@ -286,7 +286,7 @@ def load_classifier(directory):
     import json
     from pathlib import Path
 
-    from bertcore.data.tokenization import load_tokenizer
+    from bertcore.data.tokenization import TOKENIZER_KINDS, load_tokenizer
     from bertcore.errors import CheckpointError
     from bertcore.io.checkpoint import _load_safetensors
     from bertcore.model.classification import BertForSequenceClassification
@@ -304,7 +304,8 @@ def load_classifier(directory):
         labels = [str(x) for x in meta["labels"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{d}: classifier.json or config.json is damaged ({e}); fine-tune again") from None
-    tok = load_tokenizer(d, kind=kind if kind in ("word", "wordpiece") else None)
+    # the kind the run recorded (word, wordpiece or BERT-pytorch's seed_word); guessed from the files otherwise
+    tok = load_tokenizer(d, kind=kind if kind in TOKENIZER_KINDS else None)
     weights = _load_safetensors(d / "model.safetensors", "the weights")
     model = BertForSequenceClassification(config, len(labels), labels)
     try:

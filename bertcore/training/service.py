@@ -6,20 +6,30 @@ Compare designs and the "Train the default model" buttons. Each caller only driv
 budget → corpus and tokenizer → ``Trainer``, and keeps the run directory current (layout in
 ``bertcore.training.runs``): the checkpoint, history.csv, attention snapshots, the resume state and
 run.json are rewritten atomically at every held-out evaluation and when training ends, never every step.
+The loop that does it for every kind of training (``drive``, ``Route``, ``Hooks``, ``StopSignal``,
+``open_run_dir``) is ``bertcore.training.drive``; its names are re-exported here.
 """
 from __future__ import annotations
 
 import math
 import os
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
 from bertcore.errors import ConfigError, InputError
 from bertcore.training import runs
+from bertcore.training.drive import (  # noqa: F401 - re-exported: callers drive training through the service
+    Hooks,
+    Route,
+    RunResult,
+    StopSignal,
+    drive,
+    drive_quietly,
+    now,
+    open_run_dir,
+)
 from bertcore.training.resume import RESUME_FILE, load_trainer_state, save_trainer_state
 
 REBUILDABLE_CORPORA = ("builtin", "tutorial")  # specs get_corpus rebuilds exactly (also "builtin:SEED")
@@ -71,38 +81,6 @@ class RunSpec:
     runtime: Any = None  # bertcore.training.device.Runtime: device, bf16, grad_accum, DDP rank (default: CPU)
     probe: Any = "default"  # the live probe (bertcore.analysis.probe.Probe), "default" from the corpus, or None
     model: Any = None  # a prepared initial model (Compare designs: same initial weights), trained in place
-
-
-class StopSignal(threading.Event):
-    """A stop event that carries why: ``request("abandoned: the tab was closed")``."""
-
-    reason: str | None = None
-
-    def request(self, reason: str = "stopped by the user") -> None:
-        if not self.is_set():
-            self.reason = reason
-        self.set()
-
-
-@dataclass
-class Hooks:
-    on_start: Callable[[Any, Path], None] | None = None  # (trainer, run_dir), once the trainer is built
-    on_step: Callable[[Any, dict], None] | None = None  # (trainer, history row), after every step
-    on_checkpoint: Callable[[Path, dict], None] | None = None  # (run_dir, run.json), after every write
-
-
-@dataclass
-class RunResult:
-    run_dir: Path
-    status: str  # finished | stopped | failed
-    reason: str | None
-    trainer: Any
-    bundle: Any
-    interrupted: bool = False  # Ctrl-C
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _is_rebuildable(spec: str) -> bool:
@@ -175,89 +153,7 @@ def _save_pretraining(trainer, run_dir: Path, meta: dict) -> None:
     save_trainer_state(trainer, run_dir / RESUME_FILE)
 
 
-@dataclass
-class Route:
-    """What one kind of training keeps in its run directory; ``drive`` does the rest (status, run.json, hooks).
-
-    ``save(trainer, run_dir, meta)`` writes every file but run.json, atomically (meta["status"] is "running" while
-    it trains, the final status at the end); ``metrics(trainer)`` is run.json's "metrics"; a history row whose
-    ``eval_key`` is finite is a held-out evaluation, after which the directory is rewritten; ``bundle(trainer,
-    meta)`` is RunResult.bundle. Fine-tuning's route is ``bertcore.training.finetune_route.FINETUNE``."""
-
-    save: Callable[[Any, Path, dict], None]
-    metrics: Callable[[Any], dict]
-    eval_key: str
-    bundle: Callable[[Any, dict], Any]
-
-
 PRETRAINING = Route(_save_pretraining, _last_eval, "eval_mlm_loss", _bundle)
-
-
-def _write(trainer, run_dir: Path, meta: dict, hooks: Hooks, route: Route = PRETRAINING) -> dict:
-    """Rewrite the run directory for the trainer's current step (every file atomically, run.json last)."""
-    route.save(trainer, run_dir, meta)
-    meta.update(steps_done=int(trainer.step_count), metrics=route.metrics(trainer) or None, updated=_now())
-    runs.write_run_json(run_dir, meta)
-    if hooks.on_checkpoint is not None:
-        hooks.on_checkpoint(run_dir, dict(meta))
-    return meta
-
-
-def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: Hooks,
-          route: Route = PRETRAINING) -> RunResult:
-    """Run ``trainer`` to its end (or a stop / NaN / Ctrl-C), keeping ``run_dir`` current; the final status.
-
-    Every route goes through here: run.json says running (with this pid) from step 0, then finished / stopped /
-    failed with a reason; ``trainer`` is anything Trainer-shaped (``run(callback)``, ``stop``, ``finalize``,
-    ``step_count``, ``config.steps``, ``error``, ``model``)."""
-    stop = stop if stop is not None else StopSignal()
-    runs.mark_active(run_dir, True)
-    interrupted = False
-    try:
-        meta.update(status="running", reason=None, pid=os.getpid())
-        _write(trainer, run_dir, meta, hooks, route)
-        if hooks.on_start is not None:
-            hooks.on_start(trainer, run_dir)
-
-        def step_hook(tr, row):
-            if hooks.on_step is not None:
-                hooks.on_step(tr, row)
-            if stop.is_set():
-                tr.stop()
-            elif not tr.done and math.isfinite(row.get(route.eval_key, math.nan)):
-                _write(tr, run_dir, meta, hooks, route)
-
-        try:
-            if stop.is_set():
-                trainer.stop()
-            trainer.run(callback=step_hook)
-        except KeyboardInterrupt:
-            interrupted = True
-            stop.request("interrupted (Ctrl-C)")
-            try:
-                trainer.finalize()
-            except KeyboardInterrupt:
-                pass
-        except Exception as e:  # noqa: BLE001 - recorded in run.json, then re-raised for the caller
-            meta.update(status="failed", reason=f"training failed: {type(e).__name__}: {e}")
-            try:
-                _write(trainer, run_dir, meta, hooks, route)
-            finally:
-                runs.mark_active(run_dir, False)
-            raise
-        if trainer.error:
-            status, reason = "failed", trainer.error
-        elif trainer.step_count >= trainer.config.steps:
-            status, reason = "finished", None
-        else:
-            status = "stopped"
-            reason = f"{stop.reason or 'stopped'} at step {trainer.step_count}"
-        meta.update(status=status, reason=reason)
-        trainer.model.eval()
-        _write(trainer, run_dir, meta, hooks, route)
-    finally:
-        runs.mark_active(run_dir, False)
-    return RunResult(run_dir, meta["status"], meta["reason"], trainer, route.bundle(trainer, meta), interrupted)
 
 
 SHARDS_PREFIX = "shards:"  # corpus_spec of a run trained from prepared shards: "shards:/abs/DATA"
@@ -312,18 +208,6 @@ def prepare(spec: RunSpec):
     return trainer, corpus_spec, corpus
 
 
-def open_run_dir(run_dir: str | Path | None, parent: str | Path | None, name: str) -> Path:
-    """The one place a run directory is created: ``run_dir``, or a new folder below ``parent`` (default
-    ``runs.cli_runs_dir()``). InputError when ``run_dir`` is a file."""
-    if run_dir is None:
-        return runs.new_run_dir(parent if parent is not None else runs.cli_runs_dir(), name)
-    d = Path(run_dir).expanduser()
-    if d.exists() and not d.is_dir():
-        raise InputError(f"{d} exists and is a file; give a directory path")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Path | None = None,
           stop: StopSignal | None = None, hooks: Hooks | None = None) -> RunResult:
     """Train ``spec`` into ``run_dir`` (or a new folder below ``parent``, default ``runs.cli_runs_dir()``).
@@ -334,7 +218,7 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
     trainer, corpus_spec, corpus = prepare(spec)
     tc = spec.train_config
     if not getattr(trainer.runtime, "is_main", True):  # a distributed run's other processes train, rank 0 writes
-        return _drive_quietly(trainer, stop, hooks)
+        return drive_quietly(trainer, stop, hooks)
     name = " ".join((spec.name or f"{spec.preset or 'custom'}, seed {tc.seed}").split())[:runs.MAX_NAME_LEN]
     d = open_run_dir(run_dir, parent, name)
     if corpus is not None and (corpus_spec is None or not _is_rebuildable(corpus_spec)):
@@ -344,26 +228,13 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
         if getattr(corpus, "documents", None) is not None:  # NotNext comes from another document (BERT §A.1)
             atomic_write(d / DOCUMENTS_FILE, "".join(f"{int(k)}\n" for k in corpus.documents))
         corpus_spec = f"run:{CORPUS_FILE}"
-    meta = {"format": 1, "name": name, "created": _now(), "status": "running", "reason": None, "steps_done": 0,
+    meta = {"format": 1, "name": name, "created": now(), "status": "running", "reason": None, "steps_done": 0,
             "total_steps": int(tc.steps), "seed": int(tc.seed), "preset": spec.preset,
             "corpus": corpus.name if corpus is not None else f"shards {Path(spec.data).resolve().name}",
             "corpus_spec": corpus_spec, "tokenizer": getattr(trainer.tokenizer, "kind", "word"),
             "init_from": str(spec.init_from) if spec.init_from is not None else None, "source": spec.source,
             "metrics": None}
-    return drive(trainer, d, meta, stop, hooks)
-
-
-def _drive_quietly(trainer, stop: StopSignal | None, hooks: Hooks) -> RunResult:
-    """``drive`` for the processes of a distributed run other than rank 0: train, write nothing."""
-    def step_hook(tr, row):
-        if hooks.on_step is not None:
-            hooks.on_step(tr, row)
-        if stop is not None and stop.is_set():
-            tr.stop()
-
-    trainer.run(callback=step_hook)
-    return RunResult(Path(), "finished" if trainer.step_count >= trainer.config.steps else "stopped", trainer.error,
-                     trainer, None)
+    return drive(trainer, d, meta, stop, hooks, PRETRAINING)
 
 
 def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks | None = None,
@@ -400,8 +271,8 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks 
     step = load_trainer_state(trainer, d / RESUME_FILE)
     _restore_records(trainer, bundle, d, step)
     if not getattr(trainer.runtime, "is_main", True):
-        return _drive_quietly(trainer, stop, hooks or Hooks())
-    return drive(trainer, d, meta, stop, hooks or Hooks())
+        return drive_quietly(trainer, stop, hooks or Hooks())
+    return drive(trainer, d, meta, stop, hooks or Hooks(), PRETRAINING)
 
 
 def _restore_records(trainer, bundle, run_dir: Path, step: int) -> None:
