@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import state
+from explorer import corpus_state, state
 
 TOKENIZER_LABELS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}
 TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
@@ -24,8 +24,8 @@ def corpus_choice(disabled: bool):
     from bertcore.data.corpus import tutorial_corpus
 
     options = ["built-in grammar", "tutorial two-liner"]
-    up = st.session_state.get("dt_uploaded")  # (Corpus, key) set by the Data & tokens page
-    uploaded = up[0] if isinstance(up, tuple) and hasattr(up[0], "pairs") else None
+    up = corpus_state.uploaded()  # the corpus this session last uploaded on the Data & tokens page
+    uploaded = up.corpus if up is not None else None
     if uploaded is not None:
         options.append(f"uploaded: {getattr(uploaded, 'name', 'corpus')}")
     choice = st.radio("Corpus", options, key="train_corpus", horizontal=True, disabled=disabled,

@@ -89,9 +89,15 @@ def test_uploaded_prose_trains_wordpiece_by_default():
                      "morning, and it ends right here." for i in range(400))
     corpus = load_corpus_file(prose.encode(), "prose.txt", mode="prose")
     at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["dt_uploaded"] = (corpus, "upload:test")
     at.run()
+    # uploaded on the Data & tokens page, as a user does; the Train page then offers it
+    at.switch_page("app_pages/data_tokens.py").run()
+    at.radio(key="dt_source").set_value("upload a .txt file").run()
+    at.radio(key="dt_mode").set_value("prose").run()
+    at.file_uploader(key="dt_upload").set_value(("prose.txt", prose.encode(), "text/plain")).run()
+    assert not at.exception, [e.value for e in at.exception]
     at.switch_page("app_pages/train.py").run()
+    assert "uploaded: prose.txt" in at.radio(key="train_corpus").options
     at.radio(key="train_corpus").set_value("uploaded: prose.txt").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.radio(key="train_tok_kind").value == "wordpiece"
