@@ -92,13 +92,20 @@ def _pick_corpus():
             st.error(f"Could not use this file: {parsed[key]}")
             return _previous_corpus(current)
         cs.remember_upload(cs.CorpusChoice(parsed[key], key))
+        if st.session_state.get("dt_kept") != key:  # kept in the workspace once per new file or format
+            err = cs.save_upload(data, up.name, mode)
+            if err:
+                st.warning(err)
+            else:
+                st.session_state["dt_kept"] = key
     elif cs.uploaded() is None:
         st.info("Upload a .txt file: one `sentence A<TAB>sentence B` pair per line, or plain prose "
                 "(max size: `bertcore.data.corpus.MAX_CORPUS_BYTES`, env BERTCORE_MAX_CORPUS_BYTES).")
         return _previous_corpus(current)
     choice = cs.uploaded()
     if up is None:
-        st.caption(f"Using the file uploaded earlier in this session, **{choice.corpus.name}**.")
+        st.caption(f"Using the file uploaded earlier in this workspace, **{choice.corpus.name}** (kept across "
+                   "reloads; upload another file to replace it).")
     return choice
 
 

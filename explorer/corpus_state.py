@@ -5,7 +5,9 @@ WordPiece with a vocabulary size, or BERT-pytorch's seed vocabulary, ``bertcore.
 session keys directly.
 
 * Built-in and tutorial corpora and their tokenizers are shared read-only by all sessions (``st.cache_resource``).
-* An uploaded corpus and the tokenizers built from it belong to this session (``st.session_state``).
+* An uploaded corpus and the tokenizers built from it belong to this session (``st.session_state``). The last
+  uploaded file is also kept in the workspace (``<workspace>/uploads/``: the file's bytes as sent, and its name
+  and format), so a reload, a new tab with the ``?ws=`` link or a server restart finds it again.
 """
 from __future__ import annotations
 
@@ -86,13 +88,66 @@ def set_active(choice: CorpusChoice) -> None:
 
 
 def uploaded() -> CorpusChoice | None:
-    """The corpus this session uploaded last (kept while the user looks at other corpora)."""
+    """The corpus uploaded last in this workspace (kept while the user looks at other corpora); after a reload or
+    a restart, read back from the workspace once per session."""
     choice = st.session_state.get(_K_CHOICE + "_upload")
-    return choice if isinstance(choice, CorpusChoice) else None
+    if isinstance(choice, CorpusChoice):
+        return choice
+    if not st.session_state.get(_K_CHOICE + "_restored"):
+        st.session_state[_K_CHOICE + "_restored"] = True
+        choice = _restore_upload()
+        if choice is not None:
+            st.session_state[_K_CHOICE + "_upload"] = choice
+            return choice
+    return None
 
 
 def remember_upload(choice: CorpusChoice) -> None:
     st.session_state[_K_CHOICE + "_upload"] = choice
+
+
+UPLOAD_DIR, _UPLOAD_FILE, _UPLOAD_META = "uploads", "corpus.txt", "corpus.json"
+
+
+def save_upload(data: bytes, name: str, mode: str) -> str | None:
+    """Keep the uploaded corpus file in the workspace (atomically; it replaces the previous one). Returns an error
+    message for the page when the disk refuses, else None."""
+    import json
+
+    from bertcore.io.checkpoint import atomic_write
+    from explorer import workspace
+
+    try:
+        d = workspace.workspace_path(create=True) / UPLOAD_DIR
+        d.mkdir(parents=True, exist_ok=True)
+        atomic_write(d / _UPLOAD_FILE, data)
+        atomic_write(d / _UPLOAD_META, json.dumps({"name": str(name), "mode": str(mode)}) + "\n")
+    except OSError as e:
+        return (f"the corpus is used in this session but could not be kept in the workspace ({e.strerror or e}); "
+                "it will be gone after a reload")
+    return None
+
+
+def _restore_upload() -> CorpusChoice | None:
+    """The workspace's kept upload, parsed as it was when uploaded; None when there is none or it cannot be read."""
+    import hashlib
+    import json
+
+    from bertcore.data.corpus import load_corpus_file
+    from bertcore.errors import BertcoreError
+    from explorer import workspace
+
+    try:
+        d = workspace.workspace_path() / UPLOAD_DIR
+        if not (d / _UPLOAD_META).is_file():
+            return None
+        meta = json.loads((d / _UPLOAD_META).read_text(encoding="utf-8"))
+        data = (d / _UPLOAD_FILE).read_bytes()
+        name, mode = str(meta["name"]), str(meta["mode"])
+        corpus = load_corpus_file(data, name, mode=mode)
+    except (OSError, ValueError, KeyError, TypeError, BertcoreError):
+        return None
+    return CorpusChoice(corpus, f"upload:{hashlib.sha1(data).hexdigest()[:16]}:{mode}")
 
 
 def tokenizer(choice: CorpusChoice | None = None):

@@ -128,3 +128,42 @@ def test_d2l_preset_says_what_its_seed_does_and_keeps_its_switches():
     captions = " ".join(c.value for c in at.caption)
     assert "pos_embedding.data" not in captions and "train_position_embeddings=True" in captions
     assert not at.exception
+
+
+def test_an_uploaded_corpus_is_kept_in_the_workspace_across_reloads():
+    """Upload on Data & tokens; a new session with the same ?ws= link (F5, a new tab, a restarted server) finds
+    the same corpus on Data & tokens and on the Train page; another workspace does not."""
+    from streamlit.testing.v1 import AppTest
+
+    from bertcore.training import runs
+    from explorer.corpus_state import UPLOAD_DIR
+
+    text = "".join(f"the heron {i} waits by the reed.\tthe reed {i} bends in the wind.\n" for i in range(40))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    ws = at.query_params["ws"]
+    ws = ws[0] if isinstance(ws, list) else ws
+    at.switch_page("app_pages/data_tokens.py").run()
+    at.radio(key="dt_source").set_value("upload a .txt file").run()
+    at.file_uploader(key="dt_upload").set_value(("herons.txt", text.encode(), "text/plain")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    first = at.session_state["bx_corpus_choice"]
+    assert (runs.workspace_dir(ws, create=False) / UPLOAD_DIR / "corpus.txt").read_bytes() == text.encode()
+
+    again = AppTest.from_file(APP, default_timeout=60)  # a reload: a new session, only the link is left
+    again.query_params["ws"] = ws
+    again.run()
+    again.switch_page("app_pages/train.py").run()
+    assert not again.exception, [e.value for e in again.exception]
+    assert "uploaded: herons.txt" in again.radio(key="train_corpus").options
+    again.switch_page("app_pages/data_tokens.py").run()
+    again.radio(key="dt_source").set_value("upload a .txt file").run()
+    assert not again.exception
+    assert any("herons.txt" in c.value and "earlier in this workspace" in c.value for c in again.caption)
+    kept = again.session_state["bx_corpus_choice"]
+    assert kept.key == first.key and kept.corpus.pairs == first.corpus.pairs == [
+        (f"the heron {i} waits by the reed.", f"the reed {i} bends in the wind.") for i in range(40)]
+
+    other = AppTest.from_file(APP, default_timeout=60).run()  # another browser, no link: nothing of it
+    other.switch_page("app_pages/train.py").run()
+    assert not any(o.startswith("uploaded") for o in other.radio(key="train_corpus").options)
