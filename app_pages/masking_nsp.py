@@ -119,7 +119,7 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
     layout = tokenizer.pair_template(b="B" if b_ids is not None else None)
     fig = F.masking_figure(tokens, ids, shown_types, decisions, tokenizer.convert_ids_to_tokens(masked), masked,
                            labels, special, title=f"{layout} with the masking of seed {seed}",
-                           first_segment=1 if seed_format else 0)
+                           first_segment=1 if seed_format else 0, mask_token=tokenizer.mask_token)
     st.plotly_chart(fig, key="mn_mask_chart")
     sel = [d for d in decisions if d.selected]
     counts = {k: sum(d.action == k for d in sel) for k in ("mask", "random", "keep")}
@@ -198,7 +198,7 @@ def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
     expected = expected_selection_rate(lengths, rate)
     c1, c2 = st.columns([3, 1])
     c1.caption("**Selection rule** (`bertcore.data.pretraining.masking_rule`): "
-               + masking_rule(MaskingRates(rate, mask, rnd)))
+               + masking_rule(MaskingRates(rate, mask, rnd), tokenizer.mask_token))
     c2.metric("selected on this corpus", f"{expected:.1%}", delta=f"{expected - rate:+.1%} vs slider",
               delta_color="off", help=f"Expected share of maskable tokens selected over the first {len(lengths):,} "
               "pairs at this max_seq_len (the empirical rate over many draws is in the chart at the bottom).")

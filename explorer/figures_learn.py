@@ -75,7 +75,8 @@ def _category_grid(row_labels: Sequence[str], cells: Sequence[Sequence[str]], co
     names = {name: (label, color) for name, label, color in categories}
     for name in legend:
         label, color = names[name]
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=label, showlegend=True,
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=html.escape(label, quote=False),
+                                 showlegend=True,
                                  marker={"size": 12, "symbol": "square", "color": color}))
     fig.update_yaxes(tickvals=list(range(n_rows)), ticktext=list(row_labels), autorange="reversed",
                      showgrid=False, zeroline=False)
@@ -170,12 +171,14 @@ def decision_actions(n_positions: int, decisions: Sequence[Any], special_positio
 def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids: Sequence[int],
                    decisions: Sequence[Any], masked_tokens: Sequence[str], masked_ids: Sequence[int],
                    labels: Sequence[int], special_positions: Iterable[int],
-                   title: str = "[CLS] A [SEP] B [SEP], masked", first_segment: int = 0) -> go.Figure:
+                   title: str = "[CLS] A [SEP] B [SEP], masked", first_segment: int = 0,
+                   mask_token: str = "[MASK]") -> go.Figure:
     """The pair as rows: token, id, segment, position, decision, model input, MLM label.
 
     Token/decision/input/label rows are coloured by the masking action at that position; the segment
     row by segment (``first_segment`` is sentence A's id: 0, or 1 in BERT-pytorch's 1/2 labels). Labels are
-    -100 where the token was not selected (ignored by the loss).
+    -100 where the token was not selected (ignored by the loss). ``mask_token`` is the tokenizer's spelling of
+    the mask ([MASK], or <mask> in a seed vocabulary), in the decision row and the legend.
     """
     n = len(tokens)
     actions = decision_actions(n, decisions, special_positions)
@@ -187,7 +190,7 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
     for i, a in enumerate(actions):
         d = by_pos.get(i)
         if a == "mask":
-            decision_text.append("[MASK]")
+            decision_text.append(mask_token)
         elif a == "random":
             decision_text.append(f"→ {d.placed}" if d is not None else "random")
         elif a == "keep":
@@ -203,7 +206,10 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
     codes = np.array([act_codes, plain, seg_codes, plain, act_codes, act_codes, plain, act_codes],
                      dtype=np.float32).reshape(len(rows), n)
     legend = ["none", "mask", "random", "keep", "special", "seg_a", "seg_b"]
-    return _category_grid(rows, cells, codes, MASK_CATEGORIES, title, legend)
+    names = {"mask": f"selected → {mask_token} (80%)", "seg_a": f"segment A (id {first_segment})",
+             "seg_b": f"segment B (id {first_segment + 1})"}
+    categories = [(a, names.get(a, label), color) for a, label, color in MASK_CATEGORIES]
+    return _category_grid(rows, cells, codes, categories, title, legend)
 
 
 STAT_LINES = [

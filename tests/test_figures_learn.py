@@ -171,3 +171,30 @@ def test_tutorial_corpus_histogram():
     tok = WordTokenizer.build(c.texts())
     lengths = [len(tok.tokenize(a)) + len(tok.tokenize(b)) for a, b in c.pairs]
     assert arr(spec(F.length_histogram(lengths))["data"][0]["y"]).sum() == 2
+
+
+def test_masking_figure_speaks_the_tokenizers_mask_and_segment_ids():
+    """A seed vocabulary's figure says <mask> (escaped, so plotly shows it rather than reading a tag) and
+    segments 1/2 in the decision row and the legend; the project's says [MASK] and 0/1."""
+    from bertcore.data.bert_pytorch import SeedWordTokenizer
+    from bertcore.data.corpus import tutorial_corpus
+    from bertcore.data.pretraining import masking_rule
+
+    corpus = tutorial_corpus()
+    tok = SeedWordTokenizer.build(corpus.texts())
+    a, b = corpus.pairs[0]
+    ids, types = build_pair(tok, tok.encode(a), tok.encode(b), 20)
+    masked, labels, decisions = mask_tokens(ids, tok, MaskingRates(0.9, 1.0, 0.0), torch.Generator().manual_seed(0))
+    special = [i for i, t in enumerate(ids) if t in tok.special_ids]
+    args = (tok.convert_ids_to_tokens(ids), ids, [t + 1 for t in types], decisions, tok.convert_ids_to_tokens(masked),
+            masked, labels, special)
+    seed_fig = spec(F.masking_figure(*args, first_segment=1, mask_token=tok.mask_token))
+    decision_row = seed_fig["data"][0]["text"][4]
+    n_masked = sum(1 for d in decisions if d.selected and d.action == "mask")
+    assert n_masked >= 1 and decision_row.count("&lt;mask&gt;") == n_masked and "[MASK]" not in decision_row
+    legend = [t["name"] for t in seed_fig["data"][1:]]
+    assert "selected → &lt;mask&gt; (80%)" in legend
+    assert "segment A (id 1)" in legend and "segment B (id 2)" in legend
+    plain = [t["name"] for t in spec(F.masking_figure(*args))["data"][1:]]
+    assert "selected → [MASK] (80%)" in plain and "segment A (id 0)" in plain
+    assert "-> <mask>," in masking_rule(MaskingRates(), "<mask>") and "-> [MASK]," in masking_rule()

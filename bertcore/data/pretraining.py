@@ -118,15 +118,16 @@ def segment_labels(token_type_ids: torch.Tensor, attention_mask: torch.Tensor) -
 
 
 # ------------------------------------------------------------------ masking
-def masking_rule(rates: "MaskingRates | None" = None) -> str:
-    """The selection rule ``mask_tokens`` follows, in words, for the Masking page."""
+def masking_rule(rates: "MaskingRates | None" = None, mask_token: str = "[MASK]") -> str:
+    """The selection rule ``mask_tokens`` follows, in words, for the Masking page (``mask_token``: the
+    tokenizer's spelling of the mask)."""
     r = rates or MaskingRates()
     p = r.mlm_probability
     return (f"Each non-special token is selected by a Bernoulli draw; a sequence with n such tokens gets at least one. "
             f"So that the expected count stays n x {p:g}, the per-token rate q solves n q + (1 - q)^n = n x {p:g} "
             f"when n x {p:g} >= 1; when n x {p:g} < 1 exactly one token is selected, so short sequences are selected "
             f"at 1/n > {p:.0%} (BERT's create_pretraining_data.py also selects max(1, round(n x {p:g})) tokens). "
-            f"Of the selected: {r.mask_token_frac:.0%} -> [MASK], {r.random_token_frac:.0%} -> a random token, "
+            f"Of the selected: {r.mask_token_frac:.0%} -> {mask_token}, {r.random_token_frac:.0%} -> a random token, "
             f"{r.keep_frac:.0%} kept (BERT §3.1).")
 
 
