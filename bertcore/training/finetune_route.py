@@ -29,21 +29,17 @@ import json
 import math
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import torch
 
 from bertcore.errors import InputError
 from bertcore.training import runs, service
+from bertcore.training.drive import now
 from bertcore.training.finetune import FinetuneConfig, FineTuner, scratch_twin
 
 PRETRAINED, SCRATCH = "pretrained", "random init"  # the two models of a comparison
 FOLDERS = {PRETRAINED: "pretrained", SCRATCH: "random-init"}
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _mode(cfg: FinetuneConfig) -> str:
@@ -93,7 +89,7 @@ def finetune_meta(tuner: FineTuner, source: str, name: str = "") -> dict:
     """run.json of a new fine-tune run (``drive`` adds status, steps_done, metrics, pid, updated)."""
     task, cfg = tuner.task, tuner.config
     name = " ".join((name or f"fine-tune {task.name}, {len(tuner.examples)} labels").split())[:runs.MAX_NAME_LEN]
-    return {"format": 1, "kind": "finetune", "name": name, "created": _now(), "status": "running", "reason": None,
+    return {"format": 1, "kind": "finetune", "name": name, "created": now(), "status": "running", "reason": None,
             "steps_done": 0, "total_steps": int(cfg.steps), "seed": int(cfg.seed), "preset": None,
             "corpus": f"task {task.name}", "task": task.name, "labels_used": len(tuner.examples), "source": source,
             "mode": _mode(cfg), "metrics": None}
@@ -126,7 +122,7 @@ def write_finetune_dir(d, tuner: FineTuner, meta: dict) -> None:
     d = Path(d)
     _save_model_files(d, tuner, meta)
     runs.write_run_json(d, {**meta, "steps_done": int(tuner.step_count), "metrics": _single_metrics(tuner),
-                            "updated": _now()})
+                            "updated": now()})
 
 
 # ------------------------------------------------------------------ two models in lock-step
@@ -196,7 +192,7 @@ def comparison_meta(pair: PairTuner, source: str, name: str = "") -> dict:
     task, cfg = pair.task, pair.config
     name = name or f"{task.name}, {cfg.labels or 'all'} labels, from {source}"
     return {"format": 1, "kind": "finetune-comparison", "name": " ".join(name.split())[:runs.MAX_NAME_LEN],
-            "created": _now(), "status": "running", "reason": None, "steps_done": 0, "total_steps": int(cfg.steps),
+            "created": now(), "status": "running", "reason": None, "steps_done": 0, "total_steps": int(cfg.steps),
             "seed": int(cfg.seed), "preset": None, "corpus": f"task {task.name}", "task": task.name,
             "task_description": task.description, "task_labels": list(task.labels), "pair": bool(task.pair),
             "source": source, "labels_used": pair.labels_used, "steps": int(cfg.steps), "mode": _mode(cfg),
