@@ -188,7 +188,10 @@ def test_ctrl_c_saves(corpus_file, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "bertcore", "train", "--out", str(out), "--corpus",
                              str(corpus_file), "--steps", "100000", *TINY], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+                            # Ctrl-C at a terminal: SIGINT is never ignored there, even when this test runs
+                            # under `nohup` or `cmd &` (which make it ignored for every child)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     buf = ""
     while time.monotonic() < deadline and "step" not in buf:  # wait for the progress bar
@@ -198,7 +201,14 @@ def test_ctrl_c_saves(corpus_file, tmp_path):
         buf += chunk
     time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    out_s, err_s = proc.communicate(timeout=60)
+    try:
+        out_s, err_s = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # stuck: show where (bertcore/__main__.py dumps every thread on SIGUSR1)
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(3)
+        proc.kill()
+        _, err_s = proc.communicate()
+        pytest.fail(f"train did not end within 60 s of Ctrl-C; its threads:\n{err_s[-8000:]}")
     assert proc.returncode == 130, err_s
     assert "interrupted at step" in err_s and "Traceback" not in err_s + buf
     assert (out / "model.safetensors").is_file() and (out / "history.csv").is_file()
