@@ -108,9 +108,10 @@ def nsp_formula(c: BertConfig, cls_token: str = "[CLS]") -> str:
     h_cls = rf"h_{{{tex_token(cls_token)}}}"
     c_def = (rf"c = \tanh(W_p {h_cls} + b_p)" if c.nsp_head == "pooler"
              else rf"c = {h_cls}\ \text{{(first position, no pooler)}}")
-    return (c_def + r",\quad p(y \mid x) = \mathrm{softmax}(W_s c + b_s)_y,\quad "
+    # two lines (the head, then the loss): one line is wider than a page at 1400 px
+    return (r"\begin{gathered}" + c_def + r",\quad p(y \mid x) = \mathrm{softmax}(W_s c + b_s)_y \\ "
             r"\mathcal{L}_{\mathrm{NSP}} = -\frac{1}{B}\sum_{b=1}^{B} \log p(y_b \mid x_b),\ "
-            r"y \in \{\mathrm{IsNext}, \mathrm{NotNext}\}")
+            r"y \in \{\mathrm{IsNext}, \mathrm{NotNext}\}\end{gathered}")
 
 
 def formulas(c: BertConfig, tokenizer=None) -> dict[str, str]:
