@@ -172,10 +172,12 @@ def _stats(insp, tokens, fmt):
 
     df = head_stats(insp.attentions, tokens)
     T = len(tokens)
+    cls = next((t for t in tokens if canonical_special(t) == "[CLS]"), "[CLS]")  # the vocabulary's spelling
+    sep = next((t for t in tokens if canonical_special(t) == "[SEP]"), "[SEP]")
     st.markdown(
         "Averages over the query rows. **Entropy** in nats: 0 means each query looks at one token, "
         f"log T = {max_entropy(tokens, T):.2f} means it spreads evenly over all {T} tokens. "
-        "The other columns are the mean weight each query puts on [CLS], on all [SEP]s, on itself, "
+        f"The other columns are the mean weight each query puts on {cls}, on all {sep}s, on itself, "
         "on the previous and on the next token.")
     st.latex(r"H = -\frac{1}{T}\sum_{i=1}^{T}\sum_{j=1}^{T} a_{ij}\,\log a_{ij}")
     stat = st.selectbox("Statistic to map", STAT_COLUMNS, format_func=lambda s: STAT_LABELS[s],
@@ -253,7 +255,7 @@ def _notices(insp, tokens, tok, a, b, limit, max_pos):
         shown = ", ".join(dict.fromkeys(unknown[:12]))
         st.info(f"Not in the vocabulary, shown as [UNK]: {shown}{' …' if len(unknown) > 12 else ''}")
     if len(tokens) <= 2 and not any(canonical_special(t) not in ("[CLS]", "[SEP]") for t in tokens):
-        st.info("After tokenization nothing but [CLS]/[SEP] is left (the text had no words the tokenizer "
+        st.info(f"After tokenization nothing but {tok.cls_token}/{tok.sep_token} is left (the text had no words the tokenizer "
                 "keeps), so the maps below only show special tokens.")
 
 

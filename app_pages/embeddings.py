@@ -133,11 +133,12 @@ def _hidden_states(am, sentences):
     layer = c1.slider("Layer (0 = embeddings)", 0, L, L, key=f"emb_layer_{L}")
     color_by = c2.selectbox("Colour by", list(COLOR_BY), key="emb_color",
                             help="\n".join(f"- **{k}**: {v}" for k, v in COLOR_BY.items()))
-    include_special = c3.toggle("[CLS]/[SEP]", value=True, key="emb_special",
+    specials = f"{am.tokenizer.cls_token}/{am.tokenizer.sep_token}"  # as the model's vocabulary spells them
+    include_special = c3.toggle(specials, value=True, key="emb_special",
                                 help="Special tokens often sit far from the rest and squash the plot.")
     pts = [r for r in rows if include_special or canonical_special(r[2]) not in ("[CLS]", "[SEP]")]
     if len(pts) < 3:
-        st.info("Too few tokens left to plot; include [CLS]/[SEP] or add sentences.")
+        st.info(f"Too few tokens left to plot; include {specials} or add sentences.")
         return
     X = np.stack([r[3][layer] for r in pts])
     coords, ratio = pca(X, 2)

@@ -308,11 +308,13 @@ def test_attention_and_embeddings_pages_treat_sos_eos_as_cls_sep(seed_model):
     table = at.dataframe[0].value
     assert table["to_cls"].notna().all() and table["to_sep"].notna().all()  # <sos> and <eos> found
     assert ((table["to_cls"] > 0) & (table["to_cls"] < 1)).all()
+    assert any("puts on <sos>, on all <eos>s" in m.value for m in at.markdown)  # the caption in its spelling
     at = _open("app_pages/embeddings.py", seed_model)
     at.text_area(key="emb_text").input("Welcome to the\nthe jungle").run()
     at.selectbox(key="emb_color").set_value("special vs normal").run()
     traces = {t["name"]: list(t["text"]) for t in _charts(at)[1]["data"]}
     assert "<sos>" in traces["special"] and "<eos>" in traces["special"] and "<sos>" not in traces["normal"]
+    assert at.toggle(key="emb_special").label == "<sos>/<eos>"
     at.toggle(key="emb_special").set_value(False).run()
     texts = [x for t in _charts(at)[1]["data"] for x in t["text"]]
     assert texts and "<sos>" not in texts and "<eos>" not in texts
