@@ -86,7 +86,7 @@ def _curves(run_id: str, steps: int, histories: dict, chance: float) -> None:
     from explorer import figures_finetune as ff
     from explorer import livechart
 
-    train, evals = ff.live_rows({k: histories.get(k) for k in (PRETRAINED, SCRATCH)})
+    train, evals = livechart.rows_from_histories({k: histories.get(k) for k in (PRETRAINED, SCRATCH)})
     livechart.live_panel(run_id, int(steps), train, evals, [], chance, key="finetune_curves", chart_height=320,
                          charts=ff.live_charts([PRETRAINED, SCRATCH]))
 

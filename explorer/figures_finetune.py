@@ -4,10 +4,8 @@ Traces carry the numbers unchanged as plain lists so tests can compare them with
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
-import pandas as pd
 import plotly.graph_objects as go
 
 COLORS = {"pretrained": "#1f77b4", "random init": "#d62728"}
@@ -19,34 +17,6 @@ def _color(label: str, i: int) -> str:
 
 def _label_name(label: str) -> str:
     return f"from {label} weights"
-
-
-def live_rows(histories: Mapping[str, pd.DataFrame]) -> tuple[list, list]:
-    """The comparison's histories as the live chart's rows (``explorer.livechart``): train rows ``[step, loss of
-    each model]`` at every step and eval rows ``[step, held-out accuracy of each model]`` where both were
-    evaluated, models in ``histories`` order, None for a missing value. Both models step in lock-step, so row i of
-    one history is the same step as row i of the other."""
-    hs = [h for h in histories.values() if h is not None]
-    if len(hs) != len(histories) or not hs:
-        return [], []
-    n = min(len(h) for h in hs)
-
-    def num(v):
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            return None
-        return f if math.isfinite(f) else None
-
-    cols = [(h["step"].tolist()[:n], h["loss"].tolist()[:n], h["eval_accuracy"].tolist()[:n]) for h in hs]
-    train, evals = [], []
-    for i in range(n):
-        step = int(cols[0][0][i])
-        train.append([step] + [num(c[1][i]) for c in cols])
-        acc = [num(c[2][i]) for c in cols]
-        if all(a is not None for a in acc):
-            evals.append([step] + acc)
-    return train, evals
 
 
 def live_charts(labels: Sequence[str]) -> list[dict]:

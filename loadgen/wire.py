@@ -77,7 +77,7 @@ class _FrameReader:
             payload = bytes(b[pos:pos + n])
             del self.buf[:pos + n]
             if key:
-                payload = bytes(c ^ key[i % 4] for i, c in enumerate(payload)) if n < 4096 else _unmask(payload, key)
+                payload = _unmask(payload, key)
             if opcode >= 8:  # control frames (close, ping, pong) may come between fragments
                 continue
             if opcode != 0:
@@ -94,7 +94,10 @@ class _FrameReader:
 
 
 def _unmask(payload: bytes, key: bytes) -> bytes:
+    """XOR with the 4-byte masking key repeated (RFC 6455 §5.3), as one big-integer operation."""
     n = len(payload)
+    if n == 0:
+        return payload
     k = (key * (n // 4 + 1))[:n]
     return (int.from_bytes(payload, "big") ^ int.from_bytes(k, "big")).to_bytes(n, "big")
 

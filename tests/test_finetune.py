@@ -266,7 +266,8 @@ def test_cli_bad_csv_and_bad_source(tmp_path, capsys):
 # ------------------------------------------------------------------ side-by-side comparison (the page's runner)
 def test_comparison_runs_both_models_on_the_same_batches(tmp_path):
     from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, PretrainingComparison, summary_line
-    from explorer.figures_finetune import live_charts, live_rows, probabilities_figure
+    from explorer.figures_finetune import live_charts, probabilities_figure
+    from explorer.livechart import rows_from_histories as live_rows
 
     task = _small_task(get_task("same_topic"))
     tok = builtin_tokenizer()

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from bertcore.errors import InputError
+from bertcore.training.drive import now
 from bertcore.training.finetune import FinetuneConfig
 from bertcore.training.finetune_route import PRETRAINED, SCRATCH, PairTuner
 
@@ -149,7 +150,7 @@ class LabelSweep:
 
     def _save(self, **changes) -> None:
         with self._lock:
-            self._data.update(changes, updated=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            self._data.update(changes, updated=now())
             data = dict(self._data)
         try:
             write_sweep(self.out_dir, data)

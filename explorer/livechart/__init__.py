@@ -76,6 +76,26 @@ def rows_from_history(hist) -> tuple[list, list]:
     return train, evals
 
 
+def rows_from_histories(histories) -> tuple[list, list]:
+    """A fine-tune comparison's histories (Fine-tune page) as rows: train rows ``[step, loss of
+    each model]`` at every step and eval rows ``[step, held-out accuracy of each model]`` where both were
+    evaluated, models in ``histories`` order, None for a missing value. Both models step in lock-step, so row i of
+    one history is the same step as row i of the other."""
+    hs = [h for h in histories.values() if h is not None]
+    if len(hs) != len(histories) or not hs:
+        return [], []
+    n = min(len(h) for h in hs)
+    cols = [(h["step"].tolist()[:n], h["loss"].tolist()[:n], h["eval_accuracy"].tolist()[:n]) for h in hs]
+    train, evals = [], []
+    for i in range(n):
+        step = int(cols[0][0][i])
+        train.append([step] + [_num(c[1][i]) for c in cols])
+        acc = [_num(c[2][i]) for c in cols]
+        if all(a is not None for a in acc):
+            evals.append([step] + acc)
+    return train, evals
+
+
 def probe_rows(rows: list[dict]) -> list:
     """Probe history rows -> [step, [tok, p], [tok, p], [tok, p], p_is_next] for the frontend."""
     out = []
