@@ -24,7 +24,7 @@ def _attention_of(bundle):
 def _same_init_models(cfg_a, cfg_b, seed: int):
     """(model A, model B, InitReport): both from ``seed``, then B takes A's weights wherever the shapes match."""
     from bertcore.training.same_init import same_init
-    from bertcore.training.trainer import init_model
+    from bertcore.model.bert import init_model
 
     model_a, model_b = init_model(cfg_a, seed), init_model(cfg_b, seed)
     return model_a, model_b, same_init(model_a, model_b)

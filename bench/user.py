@@ -72,7 +72,7 @@ def _time(f, reps: int) -> dict:
 def bench_inference(corpus, quick: bool) -> dict:
     from bertcore.config import BertConfig
     from bertcore.analysis.inference import encode_pair, fill_mask, inspect_pair
-    from bertcore.training.trainer import init_model
+    from bertcore.model.bert import init_model
 
     reps = 30 if quick else 200
     a = " ".join(p[0] for p in corpus.pairs[:3])

@@ -13,7 +13,8 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.errors import CheckpointError
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
-from bertcore.training.trainer import Trainer, init_model
+from bertcore.model.bert import init_model
+from bertcore.training.trainer import Trainer
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from bertcore.training.finetune import (FinetuneConfig, FineTuner, _encode_examp
                                         scratch_twin, start_model)
 from bertcore.training.finetune_route import save_finetune_run
 from bertcore.training import runs
-from bertcore.training.trainer import init_model
+from bertcore.model.bert import init_model
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)

@@ -17,7 +17,7 @@ from bertcore.training import finetune_route as fr
 from bertcore.training import finetune_sweep as fsw
 from bertcore.training import runs, service
 from bertcore.training.finetune import FinetuneConfig, FineTuner, scratch_twin
-from bertcore.training.trainer import init_model
+from bertcore.model.bert import init_model
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)

@@ -15,7 +15,7 @@ from bertcore.training import finetune_store as fs
 from bertcore.training import runs
 from bertcore.training.finetune import FinetuneConfig, classify
 from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, PretrainingComparison
-from bertcore.training.trainer import init_model
+from bertcore.model.bert import init_model
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)

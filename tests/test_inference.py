@@ -8,7 +8,7 @@ from bertcore.config import BertConfig
 from bertcore.errors import InputError
 from bertcore.analysis.inference import encode_pair, fill_mask, inspect_pair, nsp_probability
 from bertcore.data.tokenization import WordTokenizer
-from bertcore.training.trainer import init_model
+from bertcore.model.bert import init_model
 
 TEXTS = ["the cat eats the fish .", "then it sleeps under the table .", "two dogs run in the park ."]
 

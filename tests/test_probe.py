@@ -109,7 +109,7 @@ def test_unknown_words_are_reported(tok):
 
 
 def test_probe_csv_round_trip(corpus, tok, tmp_path):
-    from bertcore.training.trainer import init_model
+    from bertcore.model.bert import init_model
 
     model = init_model(small_cfg().replace(vocab_size=tok.vocab_size), seed=1)
     p = default_probe(corpus, tok)

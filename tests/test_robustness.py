@@ -30,7 +30,7 @@ from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import BertcoreError, CheckpointError
 from bertcore.data.tokenization import WordTokenizer
-from bertcore.training.trainer import init_model
+from bertcore.model.bert import init_model
 from explorer import training_run, uploads
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 

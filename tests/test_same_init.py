@@ -5,7 +5,8 @@ import torch
 from bertcore.config import PRESETS, BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.training.same_init import same_init
-from bertcore.training.trainer import Trainer, init_model
+from bertcore.model.bert import init_model
+from bertcore.training.trainer import Trainer
 
 
 def cfg(**kw):

@@ -9,7 +9,8 @@ import torch
 
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
-from bertcore.training.trainer import HISTORY_COLUMNS, AttentionSnapshot, Trainer
+from bertcore.io.checkpoint import AttentionSnapshot
+from bertcore.training.trainer import HISTORY_COLUMNS, Trainer
 
 LOSS_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr",
              "eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc"]

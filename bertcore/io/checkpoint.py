@@ -24,13 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from bertcore.config import BertConfig
 from bertcore.errors import BertcoreError, CheckpointError
+from bertcore.model.bert import init_model
 
 PICKLE_NAMES = ("pytorch_model.bin", "model.pt", "model.pth", "model.bin", "checkpoint.pt", "model.ckpt")
 _EXTRA_CONFIG_KEYS = ("tokenizer_kind", "bertcore_version", "heads")
+
+
+@dataclass
+class AttentionSnapshot:
+    """Attention probabilities of every layer and head on the probe pair after ``step`` optimizer steps."""
+
+    step: int
+    attentions: np.ndarray  # float32 [L, H, T, T]
 
 
 @dataclass
@@ -42,13 +52,13 @@ class ModelBundle:
     history: Any = None  # pandas DataFrame | None
     name: str = ""
     source: str = ""
-    snapshots: list = field(default_factory=list)  # trainer.AttentionSnapshot
+    snapshots: list = field(default_factory=list)  # AttentionSnapshot
     probe_tokens: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     train_config: dict | None = None
 
 
-def _unique_state_dict(model) -> dict[str, torch.Tensor]:
+def unique_state_dict(model) -> dict[str, torch.Tensor]:
     """state_dict with tensors that share storage (tied weights) kept once, under their first name."""
     out, seen = {}, set()
     for k, v in model.state_dict().items():
@@ -110,7 +120,7 @@ def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
     cfg.update(tokenizer_kind=getattr(tok, "kind", "word"), bertcore_version=__version__,
                heads={"mlm": bool(getattr(model, "has_mlm_head", True)), "nsp": bool(getattr(model, "has_nsp_head", True))})
     atomic_write(d / "config.json", json.dumps(cfg, indent=2) + "\n")
-    atomic_save_safetensors(_unique_state_dict(model), d / "model.safetensors", metadata={"format": "pt"})
+    atomic_save_safetensors(unique_state_dict(model), d / "model.safetensors", metadata={"format": "pt"})
     if bundle.history is not None and len(bundle.history):
         atomic_write(d / "history.csv", bundle.history.to_csv(index=False))
         written.add("history.csv")
@@ -143,7 +153,7 @@ def read_json_object(path: Path, what: str = "") -> dict:
     return obj
 
 
-def _load_safetensors(path: Path, what: str) -> dict[str, torch.Tensor]:
+def load_safetensors(path: Path, what: str) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     try:
@@ -206,9 +216,7 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
         raise CheckpointError(f"the vocabulary has {tokenizer.vocab_size} tokens but config.json says "
                               f"vocab_size={config.vocab_size}; they must come from the same checkpoint")
 
-    weights = _load_safetensors(d / "model.safetensors", "the weights")
-    from bertcore.training.trainer import init_model
-
+    weights = load_safetensors(d / "model.safetensors", "the weights")
     model = init_model(config, 0)
     expected = model.state_dict()
     aliases = _shared_aliases(model)
@@ -247,9 +255,7 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
     meta = read_json_object(d / "bundle.json", "the bundle metadata") if (d / "bundle.json").is_file() else {}
     snapshots = []
     if (d / "snapshots.safetensors").is_file():
-        from bertcore.training.trainer import AttentionSnapshot
-
-        snaps = _load_safetensors(d / "snapshots.safetensors", "the attention snapshots")
+        snaps = load_safetensors(d / "snapshots.safetensors", "the attention snapshots")
         order = sorted(snaps, key=lambda k: int(k.split("_")[1]) if k.count("_") == 2 and k.split("_")[1].isdigit() else 0)
         for k in order:
             try:
@@ -274,8 +280,6 @@ def builtin_tokenizer():
 
 def untrained_bundle(seed: int = 0, **config_overrides) -> ModelBundle:
     """A fresh, untrained model (init from ``seed``) with the word tokenizer of ``builtin_corpus(seed=0)``."""
-    from bertcore.training.trainer import init_model
-
     tok = builtin_tokenizer()
     config = BertConfig(**{**config_overrides, "vocab_size": tok.vocab_size})
     model = init_model(config, seed).eval()

@@ -11,6 +11,7 @@ switches of ``BertConfig`` reproduce the seed designs (see ``bertcore/presets.py
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import torch
@@ -272,3 +273,15 @@ def count_parameters(model: BertForPreTraining) -> dict[str, int]:
     }
     parts["total"] = sum(parts.values())
     return parts
+
+
+# Building a model draws its init from the global RNG; this lock + fork_rng makes that deterministic per seed
+# even when several sessions build models at once, and leaves the caller's RNG state untouched.
+_INIT_LOCK = threading.Lock()
+
+
+def init_model(config: BertConfig, seed: int = 0) -> BertForPreTraining:
+    """A fresh ``BertForPreTraining(config)`` whose init depends only on ``seed`` (global RNG untouched)."""
+    with _INIT_LOCK, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return BertForPreTraining(config)

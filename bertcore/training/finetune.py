@@ -233,7 +233,7 @@ def start_model(source: str, task, seed: int = 0):
     """
     from bertcore.io.checkpoint import builtin_tokenizer, load_checkpoint
     from bertcore.model.classification import BertForSequenceClassification
-    from bertcore.training.trainer import init_model
+    from bertcore.model.bert import init_model
 
     if source == "scratch":
         tok = builtin_tokenizer()
@@ -258,7 +258,7 @@ def start_model(source: str, task, seed: int = 0):
 def scratch_twin(model, seed: int = 0):
     """The same architecture as ``model`` with random initial weights (encoder init and classifier from ``seed``)."""
     from bertcore.model.classification import BertForSequenceClassification
-    from bertcore.training.trainer import init_model
+    from bertcore.model.bert import init_model
 
     return BertForSequenceClassification.from_pretraining(init_model(model.config, seed), model.num_labels,
                                                           model.labels, seed)
@@ -288,7 +288,7 @@ def load_classifier(directory):
 
     from bertcore.data.tokenization import TOKENIZER_KINDS, load_tokenizer
     from bertcore.errors import CheckpointError
-    from bertcore.io.checkpoint import _load_safetensors
+    from bertcore.io.checkpoint import load_safetensors
     from bertcore.model.classification import BertForSequenceClassification
 
     d = Path(directory).expanduser()
@@ -306,7 +306,7 @@ def load_classifier(directory):
         raise CheckpointError(f"{d}: classifier.json or config.json is damaged ({e}); fine-tune again") from None
     # the kind the run recorded (word, wordpiece or BERT-pytorch's seed_word); guessed from the files otherwise
     tok = load_tokenizer(d, kind=kind if kind in TOKENIZER_KINDS else None)
-    weights = _load_safetensors(d / "model.safetensors", "the weights")
+    weights = load_safetensors(d / "model.safetensors", "the weights")
     model = BertForSequenceClassification(config, len(labels), labels)
     try:
         model.load_state_dict(weights)

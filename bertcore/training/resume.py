@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from bertcore.errors import CheckpointError
-from bertcore.io.checkpoint import _unique_state_dict, atomic_save_safetensors
+from bertcore.io.checkpoint import unique_state_dict, atomic_save_safetensors
 
 RESUME_FILE = "resume.safetensors"
 FORMAT = "bertcore-resume-1"
@@ -38,7 +38,7 @@ def _jsonable(d: dict) -> dict:
 
 def save_trainer_state(trainer, path: str | Path) -> None:
     """Write the trainer's full state after ``trainer.step_count`` steps to ``path`` (atomically)."""
-    tensors = {f"model.{k}": v for k, v in _unique_state_dict(trainer.model).items()}
+    tensors = {f"model.{k}": v for k, v in unique_state_dict(trainer.model).items()}
     opt = trainer.optimizer.state_dict()
     for pid, st in opt["state"].items():
         for name, value in st.items():

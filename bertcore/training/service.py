@@ -19,6 +19,7 @@ from typing import Any
 
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
 from bertcore.errors import ConfigError, InputError
+from bertcore.io.steps import save_step, truncate_after
 from bertcore.training import runs
 from bertcore.training.drive import (  # noqa: F401 - re-exported: callers drive training through the service
     Hooks,
@@ -145,6 +146,8 @@ def _save_pretraining(trainer, run_dir: Path, meta: dict) -> None:
     from bertcore.io.checkpoint import atomic_write, save_checkpoint
 
     save_checkpoint(_bundle(trainer, meta), run_dir)
+    if getattr(trainer, "save_steps", True):  # replay: the weights of every evaluation (bertcore.io.steps)
+        save_step(trainer.model, run_dir, trainer.step_count)
     probe = getattr(trainer, "probe_history", None)
     if probe:
         import pandas as pd
@@ -269,6 +272,7 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks 
         corpus = _load_corpus(spec_str, d, meta.get("corpus"))
         trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model)
     step = load_trainer_state(trainer, d / RESUME_FILE)
+    truncate_after(d, step)
     _restore_records(trainer, bundle, d, step)
     if not getattr(trainer.runtime, "is_main", True):
         return drive_quietly(trainer, stop, hooks or Hooks())

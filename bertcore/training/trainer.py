@@ -29,6 +29,8 @@ import pandas as pd
 import torch
 
 from bertcore.config import BertConfig, TrainConfig, check_compatible
+from bertcore.io.checkpoint import AttentionSnapshot
+from bertcore.model.bert import init_model
 
 HISTORY_COLUMNS = [
     "step", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s",
@@ -40,29 +42,9 @@ HISTORY_COLUMNS = [
 DIVERGENCE_FACTOR = 4.0
 GOOD_COPY_EVERY = 10
 
-# Building a model draws its init from the global RNG; this lock + fork_rng makes that deterministic per seed
-# even when several sessions build models at once, and leaves the caller's RNG state untouched.
-_INIT_LOCK = threading.Lock()
 # torch.set_num_threads is process-wide: restore the baseline when the last running trainer finishes.
 _THREADS_LOCK = threading.Lock()
 _THREADS_STATE = {"active": 0, "baseline": None}
-
-
-def init_model(config: BertConfig, seed: int = 0):
-    """A fresh ``BertForPreTraining(config)`` whose init depends only on ``seed`` (global RNG untouched)."""
-    from bertcore.model import BertForPreTraining
-
-    with _INIT_LOCK, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return BertForPreTraining(config)
-
-
-@dataclass
-class AttentionSnapshot:
-    """Attention probabilities of every layer and head on the probe pair after ``step`` optimizer steps."""
-
-    step: int
-    attentions: np.ndarray  # float32 [L, H, T, T]
 
 
 def _lr_lambda(warmup: int, total: int):

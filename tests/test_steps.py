@@ -1,0 +1,65 @@
+"""Replay store (bertcore.io.steps): the weights of every held-out evaluation, thinned to a cap."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertcore.config import BertConfig, TrainConfig
+from bertcore.errors import ConfigError, InputError
+from bertcore.io.steps import list_steps, load_step, save_step, step_path, thin
+from bertcore.model.bert import init_model
+from bertcore.training import service
+
+
+def _spec(steps=20, eval_every=5):
+    bert = BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                      max_position_embeddings=64)
+    tc = TrainConfig(steps=steps, batch_size=8, eval_every=eval_every, eval_size=16, snapshot_every=0, warmup_steps=2)
+    return service.RunSpec(bert, tc, corpus="builtin:3", name="steps")
+
+
+def test_every_evaluation_is_saved_and_step0_is_the_init(tmp_path):
+    r = service.train(_spec(), tmp_path / "run")
+    assert list_steps(r.run_dir) == [0, 5, 10, 15, 20]
+    first = load_step(r.run_dir, 0)
+    init = init_model(first.model.config, 0)  # the run's seed is 0
+    for k, v in init.state_dict().items():
+        assert torch.equal(first.model.state_dict()[k], v.half().float()), k
+    last = load_step(r.run_dir, 20)
+    final = load_step(r.run_dir)  # the checkpoint itself
+    for k, v in final.model.state_dict().items():
+        assert torch.allclose(last.model.state_dict()[k], v, atol=2e-3, rtol=1e-3), k
+    assert last.history["step"].max() == 20 and load_step(r.run_dir, 5).history["step"].max() == 5
+    with pytest.raises(InputError, match="0, 5, 10, 15, 20"):
+        load_step(r.run_dir, 7)
+
+
+def test_thinning_keeps_first_last_and_spread(tmp_path):
+    model = init_model(BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                  intermediate_size=16, max_position_embeddings=16), 0)
+    for s in range(0, 110, 10):
+        save_step(model, tmp_path, s, cap=6)
+        assert len(list_steps(tmp_path)) <= 6
+    kept = list_steps(tmp_path)
+    assert kept[0] == 0 and kept[-1] == 100 and len(kept) >= 4
+    assert thin(tmp_path, 3) == list_steps(tmp_path) and len(list_steps(tmp_path)) <= 3
+    assert step_path(tmp_path, 0).is_file()
+
+
+def test_cap_from_env_bad_value_is_a_clear_error(tmp_path, monkeypatch):
+    from bertcore.io.steps import max_saved_steps
+
+    monkeypatch.setenv("BERTCORE_MAX_SAVED_STEPS", "many")
+    with pytest.raises(ConfigError, match="BERTCORE_MAX_SAVED_STEPS='many' is not a whole number"):
+        max_saved_steps()
+    monkeypatch.setenv("BERTCORE_MAX_SAVED_STEPS", "1")
+    assert max_saved_steps() == 2
+
+
+def test_resume_drops_steps_after_the_checkpoint(tmp_path):
+    stop = service.StopSignal()
+    hooks = service.Hooks(on_step=lambda tr, row: stop.request() if tr.step_count >= 12 else None)
+    r = service.train(_spec(), tmp_path / "run", stop=stop, hooks=hooks)
+    assert r.status == "stopped" and list_steps(r.run_dir)[-1] == 12
+    r2 = service.resume(r.run_dir)
+    assert r2.status == "finished" and list_steps(r.run_dir) == [0, 5, 10, 12, 15, 20]
