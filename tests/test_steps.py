@@ -63,3 +63,10 @@ def test_resume_drops_steps_after_the_checkpoint(tmp_path):
     assert r.status == "stopped" and list_steps(r.run_dir)[-1] == 12
     r2 = service.resume(r.run_dir)
     assert r2.status == "finished" and list_steps(r.run_dir) == [0, 5, 10, 12, 15, 20]
+
+
+def test_run_corpus_rebuilds_what_the_run_trained_on(tmp_path):
+    from bertcore.data.corpus import builtin_corpus
+
+    r = service.train(_spec(steps=2, eval_every=0), tmp_path / "run")
+    assert service.run_corpus(r.run_dir).pairs == builtin_corpus(seed=3).pairs

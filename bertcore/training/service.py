@@ -105,6 +105,19 @@ def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None
     return get_corpus(spec)
 
 
+def run_corpus(run_dir: str | Path):
+    """The corpus a run trained on, rebuilt from its run.json (``builtin``, ``tutorial``, a file, or the run's own
+    corpus.tsv); None for a run trained from prepared shards. InputError when it cannot be rebuilt."""
+    d = Path(run_dir).expanduser()
+    meta = runs.read_run_json(d)
+    spec = str(meta.get("corpus_spec") or "")
+    if not spec:
+        raise InputError(f"{d.name} does not record its corpus (run.json has no corpus_spec)")
+    if spec.startswith(SHARDS_PREFIX):
+        return None
+    return _load_corpus(spec, d, meta.get("corpus"))
+
+
 def _tokenizer(spec: RunSpec, corpus):
     from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer
 
