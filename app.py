@@ -1,8 +1,10 @@
 """BERT explorer: `streamlit run app.py`. Routes the pages (st.navigation) and draws the shared sidebar."""
-import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
+import numpy as np
 import streamlit as st
+from PIL import Image
 
-from explorer import state
+import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
+from explorer import training_run, workspace
 from explorer.sidebar import render_sidebar
 
 # (file in app_pages/, url_path, title, icon, section). The folder is deliberately not named `pages/`:
@@ -24,15 +26,11 @@ PAGES = [
 def _icon():
     """A 32x32 favicon drawn in memory: served by this server, nothing fetched from the internet
     (a ":material/..." page_icon would make the browser fetch a Google font)."""
-    import numpy as np
-
     img = np.zeros((32, 32, 3), dtype=np.uint8)
     img[:] = (255, 255, 255)
     colors = [(66, 133, 244), (219, 68, 55), (244, 180, 0), (15, 157, 88)]
     for i, c in enumerate(colors):  # four stacked "layers"
         img[3 + i * 7: 8 + i * 7, 4:28] = c
-    from PIL import Image
-
     return Image.fromarray(img)
 
 
@@ -48,7 +46,7 @@ def build_navigation():
 
 
 page = st.navigation(build_navigation(), position="sidebar")
-state.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
-state.warmup_optimizer()
+workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
+training_run.warmup_optimizer()
 render_sidebar()
 page.run()

@@ -2,9 +2,25 @@
 with a text alternative, attention rollout, bertviz (offline), per-head statistics, how a head formed during
 training, and downloads (SVG/PNG figures, CSV, NPZ). The text, the layer/head and the tab live in the URL."""
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
+from bertcore.analysis.explain import attention_rollout
+from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
+from bertcore.errors import BertcoreError
+from explorer import bertviz_offline, state
+from explorer.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, head_stats_array, max_entropy, top_attended
+from explorer.examples import Examples, session_examples
+from explorer.export import attention_csv, attentions_npz, plotly_config, rollout_csv
+from explorer.figures_inspect import (
+    attention_grid_figure,
+    clicked_head,
+    grid_cell_size,
+    head_heatmap_figure,
+    pooled_attention,
+    stats_heatmap_figure,
+)
 
 DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
@@ -22,8 +38,6 @@ def _model_dims(model):
 def _inputs(tok):
     """Sentence A / B; bound to the URL (``?attn_a=...&attn_b=...``) so a copied link reopens the same input.
     The defaults are words the model's vocabulary knows (explorer.examples; a seed vocabulary gets its corpus's)."""
-    from explorer.examples import Examples, session_examples
-
     ex = session_examples(tok, Examples("", "", DEFAULT_A, DEFAULT_B))
     url = dict(bind="query-params", persist_state="session")
     c1, c2 = st.columns(2)
@@ -49,8 +63,6 @@ def _validate(a, b, tok):
 
 def _apply_grid_click(L, H):
     """A click on the all-heads grid (its selection, kept by streamlit under the chart's key) opens that head."""
-    from explorer.figures_inspect import clicked_head
-
     hit = clicked_head(st.session_state.get("attn_grid"))
     if hit is not None and hit != st.session_state.get("attn_last_click") and hit[0] < L and hit[1] < H:
         st.session_state["attn_layer"], st.session_state["attn_head"] = hit
@@ -72,15 +84,10 @@ def _select_head(L, H):
 
 
 def _chart(fig, key, fmt, name, **kw):
-    from explorer.export import plotly_config
-
     return st.plotly_chart(fig, key=key, config=plotly_config(name, fmt), **kw)
 
 
 def _grid(insp, tokens, fmt):
-    from explorer.export import attentions_npz
-    from explorer.figures_inspect import attention_grid_figure, grid_cell_size, pooled_attention
-
     A = insp.attentions
     L, H, T, _ = A.shape
     st.markdown(f"**{L} layers × {H} heads**, one colour scale for all (0 to the largest weight, "
@@ -100,17 +107,12 @@ def _grid(insp, tokens, fmt):
 
 
 def _top3(attn, tokens, key):
-    from explorer.attention_stats import top_attended
-
     st.markdown("**Text alternative**: the three keys each query attends to most.")
     cfg = {f"weight {r}": st.column_config.NumberColumn(format="%.3f") for r in (1, 2, 3)}
     st.dataframe(top_attended(attn, tokens, 3), hide_index=True, column_config=cfg, key=key, height=240)
 
 
 def _one_head(insp, tokens, layer, head, fmt):
-    from explorer.export import attention_csv
-    from explorer.figures_inspect import head_heatmap_figure
-
     A = insp.attentions[layer, head]
     fig = head_heatmap_figure(A, tokens, title=f"layer {layer + 1}, head {head + 1}")
     _chart(fig, "attn_head_fig", fmt, f"attention_L{layer + 1}_H{head + 1}")
@@ -121,10 +123,6 @@ def _one_head(insp, tokens, layer, head, fmt):
 
 
 def _rollout(insp, tokens, fmt):
-    from bertcore.analysis.explain import attention_rollout
-    from explorer.export import rollout_csv
-    from explorer.figures_inspect import head_heatmap_figure
-
     st.markdown("**Attention rollout** (Abnar & Zuidema 2020): each layer's head-averaged attention is mixed "
                 "with the identity for the residual connection, rows renormalised, and the layers multiplied: "
                 "row *i* says how much of each input token reaches position *i* at the top "
@@ -140,8 +138,6 @@ def _rollout(insp, tokens, fmt):
 
 
 def _bertviz(insp, tokens, b_start):
-    from explorer import bertviz_offline
-
     T = len(tokens)
     st.caption("bertviz by Jesse Vig, served entirely from this server (d3 and jQuery inlined; no CDN). "
                "Head view: pick a layer, hover or click a token; model view: every layer and head as "
@@ -167,9 +163,6 @@ def _bertviz(insp, tokens, b_start):
 
 
 def _stats(insp, tokens, fmt):
-    from explorer.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, max_entropy
-    from explorer.figures_inspect import stats_heatmap_figure
-
     df = head_stats(insp.attentions, tokens)
     T = len(tokens)
     cls = next((t for t in tokens if canonical_special(t) == "[CLS]"), "[CLS]")  # the vocabulary's spelling
@@ -206,10 +199,7 @@ def _no_snapshot_reason(active) -> str:
 
 
 def _over_training(active, layer, head, fmt):
-    import plotly.graph_objects as go
 
-    from explorer.attention_stats import head_stats_array
-    from explorer.figures_inspect import head_heatmap_figure
 
     bundle = active.bundle
     snaps = list(getattr(bundle, "snapshots", None) or [])
@@ -260,10 +250,6 @@ def _notices(insp, tokens, tok, a, b, limit, max_pos):
 
 
 def render():
-    from bertcore.analysis.inference import inspect_pair
-    from bertcore.errors import BertcoreError
-    from explorer import state
-
     active = state.get_active()
     model, tok = active.model, active.tokenizer
     L, H, max_pos = _model_dims(model)

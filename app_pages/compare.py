@@ -1,7 +1,16 @@
 """Compare designs: train two variants on the same data and seed, overlay their curves and attention."""
+import numpy as np
 import streamlit as st
 
-from explorer import state
+from bertcore.config import BertConfig, TrainConfig
+from bertcore.errors import ConfigError
+from bertcore.model.bert import init_model
+from bertcore.presets import PRESETS
+from bertcore.training.same_init import same_init
+from explorer import figures_train as ft
+from explorer import state, training_run, workspace
+from explorer.export import plotly_config
+from explorer.figures_inspect import attention_grid_figure
 
 _KEY = "bx_compare_run"
 SWITCHES = {
@@ -23,21 +32,12 @@ def _attention_of(bundle):
 
 def _same_init_models(cfg_a, cfg_b, seed: int):
     """(model A, model B, InitReport): both from ``seed``, then B takes A's weights wherever the shapes match."""
-    from bertcore.training.same_init import same_init
-    from bertcore.model.bert import init_model
-
     model_a, model_b = init_model(cfg_a, seed), init_model(cfg_b, seed)
     return model_a, model_b, same_init(model_a, model_b)
 
 
 def render() -> None:
-    from bertcore.config import PRESETS, BertConfig, TrainConfig
 
-    import numpy as np
-
-    from explorer import figures_train as ft
-    from explorer.export import plotly_config
-    from explorer.figures_inspect import attention_grid_figure
 
     st.title("Compare two designs")
     st.markdown(
@@ -74,9 +74,7 @@ def render() -> None:
         va, vb = pa, pb
         kw_a, kw_b, labels = dict(PRESETS[pa][0]), dict(PRESETS[pb][0]), (f"A: {pa}", f"B: {pb}")
 
-    corpus, tok = state.shared_corpus_and_tokenizer()
-    from bertcore.errors import ConfigError
-
+    corpus, tok = workspace.shared_corpus_and_tokenizer()
     report = None
     try:
         base = BertConfig(vocab_size=tok.vocab_size, num_hidden_layers=layers)
@@ -85,8 +83,8 @@ def render() -> None:
         cfg_a, cfg_b = base.replace(**kw_a), base.replace(**kw_b)
         problem = "choose two different values" if va == vb else None
         model_a, model_b, report = _same_init_models(cfg_a, cfg_b, seed) if not problem else (None, None, None)
-        jobs = [state.Job(cfg_a, tcfg, labels[0], probe=None, model=model_a),
-                state.Job(cfg_b, tcfg, labels[1], probe=None, model=model_b)]
+        jobs = [training_run.Job(cfg_a, tcfg, labels[0], probe=None, model=model_a),
+                training_run.Job(cfg_b, tcfg, labels[1], probe=None, model=model_b)]
     except ConfigError as e:
         jobs, problem = [], str(e)
     if report is not None and not running:
@@ -115,7 +113,7 @@ def render() -> None:
             return
         s = r.snapshot()
         state.show_run_status(s, per_job=True)
-        hists = {lab: ft.thin_history(h) for lab, h in zip(s.labels, s.histories) if h is not None and len(h)}
+        hists = {lab: ft.thin_history(h.frame()) for lab, h in zip(s.labels, s.histories) if len(h)}
         if hists:
             g1, g2 = st.columns(2)
             g1.plotly_chart(ft.curves_figure(hists, ["mlm_loss", "eval_mlm_loss"], title="MLM loss",

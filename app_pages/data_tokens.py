@@ -4,7 +4,15 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 
+import pandas as pd
 import streamlit as st
+
+from bertcore.data.corpus import load_corpus_file
+from bertcore.data.tokenization import basic_tokenize
+from bertcore.errors import BertcoreError
+from explorer import corpus_state as cs
+from explorer import figures_learn as F
+from explorer.seed_example import render_seed003
 
 INTRO = """
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
@@ -12,7 +20,7 @@ sees them, a tokenizer cuts text into tokens from a fixed vocabulary and maps ea
 in the vocabulary becomes `[UNK]`. A **word-level** tokenizer (`bertcore.data.tokenization.WordTokenizer.build`)
 keeps whole words; **WordPiece** (`WordPieceTokenizer.train`, as in BERT) splits rare words into
 `##`-prefixed pieces so that almost nothing is unknown. The **seed vocabulary** is BERT-pytorch's
-(`bertcore.data.bert_pytorch.SeedWordTokenizer`, seeds 000/003): `<pad> <unk> <eos> <sos> <mask>` at ids 0–4,
+(`bertcore.data.bert_pytorch_vocab.SeedWordTokenizer`, seeds 000/003): `<pad> <unk> <eos> <sos> <mask>` at ids 0–4,
 then the whitespace words, case kept, by frequency. Corpora come from `bertcore.data.corpus`
 (`builtin_corpus`, `tutorial_corpus`, `load_corpus_file`).
 """
@@ -45,8 +53,6 @@ def _memo(key: str, fn):
 
 def corpus_stats(corpus, tokenizer) -> dict:
     """Tokens per pair, token counts by vocabulary entry, and word counts (basic_tokenize) of a corpus."""
-    from bertcore.data.tokenization import basic_tokenize
-
     lengths, tok_counts, word_counts = [], Counter(), Counter()
     for a, b in corpus.pairs:
         ta, tb = tokenizer.tokenize(a), tokenizer.tokenize(b)
@@ -65,9 +71,6 @@ def corpus_stats(corpus, tokenizer) -> dict:
 
 def _pick_corpus():
     """The corpus picker. Returns a CorpusChoice (word-level); keeps the previous corpus when an upload is bad."""
-    from bertcore.data.corpus import load_corpus_file
-    from explorer import corpus_state as cs
-
     current = cs.active()
     saved = SOURCES[2] if current.uploaded else SOURCES[1] if current.key == cs.TUTORIAL else SOURCES[0]
     source = st.radio("Corpus", SOURCES, index=SOURCES.index(saved), horizontal=True, key="dt_source")
@@ -111,8 +114,6 @@ def _pick_corpus():
 
 def _parse_upload(load, data: bytes, name: str, mode: str):
     """The Corpus, or the CorpusError message (a str)."""
-    from bertcore.errors import BertcoreError
-
     try:
         return load(data, name, mode=mode)
     except BertcoreError as e:
@@ -125,8 +126,6 @@ def _previous_corpus(current):
 
 
 def _vocab_table(tokenizer, counts: Counter) -> None:
-    import pandas as pd
-
     st.subheader("Vocabulary")
     q = st.text_input("Search the vocabulary", key="dt_vocab_q", placeholder="e.g. cat or ##s")
     df = pd.DataFrame({"id": range(len(tokenizer.vocab)), "token": list(tokenizer.vocab),
@@ -141,10 +140,7 @@ def _vocab_table(tokenizer, counts: Counter) -> None:
 
 
 def _try_text(tokenizer, default: str) -> None:
-    import pandas as pd
 
-    from bertcore.errors import BertcoreError
-    from explorer import figures_learn as F
 
     st.subheader("Tokenize your own text")
     text = st.text_area("Text", value=default, key="dt_text", height=90)
@@ -200,14 +196,9 @@ def _try_text(tokenizer, default: str) -> None:
 
 
 def render() -> None:
-    from bertcore.errors import BertcoreError
-    from explorer import figures_learn as F
-
     st.title("Data & tokens")
     st.markdown(INTRO)
     try:
-        from explorer import corpus_state as cs
-
         choice = _pick_corpus()
         corpus = choice.corpus
         st.caption(f"**{corpus.name}**: {corpus.description}")
@@ -238,8 +229,6 @@ def render() -> None:
         g2.plotly_chart(F.top_words_bar(stats["word_counts"], 20), key="dt_top_chart")
 
         if choice.key == cs.TUTORIAL:
-            from explorer.seed_example import render_seed003
-
             render_seed003("dt_seed003")
         _vocab_table(tokenizer, stats["token_counts"])
         a, b = corpus.pairs[0]

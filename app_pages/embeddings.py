@@ -2,7 +2,11 @@
 import numpy as np
 import streamlit as st
 
+from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
+from bertcore.errors import BertcoreError
+from explorer import state
+from explorer.figures_inspect import embedding_scatter_figure, pca
 
 DEFAULT_SENTENCES = (
     "The horse eats the hay near the barn.\n"
@@ -62,8 +66,6 @@ def _vocab_subset(tok, sentence_tokens: list[str], n: int) -> tuple[list[int], l
 
 
 def _token_table(am, sentences, tokens_in_sentences):
-    from explorer.figures_inspect import embedding_scatter_figure, pca
-
     model, tok = am.model, am.tokenizer
     W = model.bert.embeddings.word_embeddings.weight.detach().float().numpy()
     V = W.shape[0]
@@ -94,9 +96,6 @@ def _token_table(am, sentences, tokens_in_sentences):
 
 
 def _collect_hidden(am, sentences):
-    from bertcore.errors import BertcoreError
-    from bertcore.analysis.inference import inspect_pair
-
     rows = []  # (sentence index, position, token, hidden [L+1, D])
     problems, truncated = [], []
     limit = min(int(am.model.config.max_position_embeddings), SENTENCE_MAX_TOKENS)
@@ -114,8 +113,6 @@ def _collect_hidden(am, sentences):
 
 
 def _hidden_states(am, sentences):
-    from explorer.figures_inspect import embedding_scatter_figure, pca
-
     st.subheader("(b) Hidden states, layer by layer")
     st.markdown("Each token of each line below becomes one point per layer. Layer 0 is the embedding "
                 "output (token + position + segment, LayerNorm-ed); layer ℓ is the output of encoder "
@@ -158,8 +155,6 @@ def _hidden_states(am, sentences):
 
 
 def render():
-    from explorer import state
-
     active = state.get_active()
     st.title("Embeddings")
     st.markdown(

@@ -1,7 +1,14 @@
 """Fine-tune: fine-tune a pretrained encoder and the same architecture from random weights, and see what pretraining buys."""
 import streamlit as st
 
-from explorer import finetunes, state
+from bertcore.data.tasks import get_task, load_task_csv, task_names
+from bertcore.errors import BertcoreError
+from bertcore.finetune.comparison import PRETRAINED, SCRATCH, summary_line
+from bertcore.finetune.models import MINILM_LR, classify
+from bertcore.finetune.sweep import DEFAULT_POINTS, SWEEP_STEPS, read_sweep
+from bertcore.finetune.tuner import FinetuneConfig
+from explorer import figures_finetune as ff
+from explorer import finetunes, livechart, state, training_run, workspace
 
 LABEL_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 0]  # 0 = all
 STEP_CHOICES = [10, 20, 50, 100, 150, 200, 300, 500]
@@ -9,17 +16,14 @@ _UPLOAD = "your CSV (upload below)"
 
 
 def _pretrained_choices() -> dict[str, str]:
-    """label -> model key (``state.list_models``) of every model that can start a fine-tune; loaded only when
+    """label -> model key (``workspace.list_models``) of every model that can start a fine-tune; loaded only when
     Start is pressed."""
-    models = state.list_models()
+    models = workspace.list_models()
     return {label: key for label, key in models.keys_by_label.items() if key != "untrained"}
 
 
 def _task(name: str):
     """(Task or None, error or None)."""
-    from bertcore.data.tasks import load_task_csv
-    from bertcore.errors import BertcoreError
-
     try:
         if name != _UPLOAD:
             return _cached_task(name), None
@@ -35,14 +39,10 @@ def _task(name: str):
 
 @st.cache_resource(show_spinner="Building the task from the built-in grammar…")
 def _cached_task(name: str):
-    from bertcore.data.tasks import get_task
-
     return get_task(name)
 
 
 def _saved_line(c) -> str:
-    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH
-
     if c.damaged:
         return f"{c.name} · damaged: {c.damaged}"
     acc = [c.accuracy(k) for k in (PRETRAINED, SCRATCH)]
@@ -66,8 +66,6 @@ def _pick_saved(kept, run):
         chosen = by_id[pick]
         sure = st.checkbox("Yes, delete this fine-tune for good", key=f"finetune_sure_{pick}")
         if st.button("Delete", key="finetune_delete", disabled=not sure or (str(chosen.path) == live_dir and run.running)):
-            from bertcore.errors import BertcoreError
-
             try:
                 finetunes.delete(chosen)
             except BertcoreError as e:
@@ -82,25 +80,19 @@ def _pick_saved(kept, run):
 def _curves(run_id: str, steps: int, histories: dict, chance: float) -> None:
     """Both models' held-out accuracy and training loss in the live chart (explorer.livechart): the browser keeps
     its charts and gets only the rows it lacks (extendTraces), so a redraw every second stays cheap."""
-    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH
-    from explorer import figures_finetune as ff
-    from explorer import livechart
-
-    train, evals = livechart.rows_from_histories({k: histories.get(k) for k in (PRETRAINED, SCRATCH)})
-    livechart.live_panel(run_id, int(steps), train, evals, [], chance, key="finetune_curves", chart_height=320,
+    rows = livechart.pair_rows({k: histories.get(k) for k in (PRETRAINED, SCRATCH)})
+    livechart.live_panel(run_id, int(steps), rows, [], chance, key="finetune_curves", chart_height=320,
                          charts=ff.live_charts([PRETRAINED, SCRATCH]))
 
 
 def _live(run) -> None:
-    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, summary_line
-
     running = run.running
 
     @st.fragment(run_every=1.0 if running else None)
     def live():
         s = run.snapshot()
         st.progress(s.progress, text=f"{s.status}: step {s.step}/{s.steps} of each model · "
-                                     f"elapsed {state.fmt_seconds(s.elapsed)}")
+                                     f"elapsed {training_run.fmt_seconds(s.elapsed)}")
         if s.message:
             st.error(s.message)
         _curves(f"live-{id(run):x}", s.steps, s.histories, 1 / run.task.num_labels)
@@ -113,8 +105,6 @@ def _live(run) -> None:
 
 
 def _show_saved(c) -> None:
-    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, summary_line
-
     m = c.meta
     done = f"step {m.get('steps_done', 0)}/{m.get('steps', '?')} of each model"
     st.progress(min(1.0, (m.get("steps_done") or 0) / max(1, m.get("steps") or 1)), text=f"{c.status}: {done}")
@@ -132,9 +122,6 @@ def _show_saved(c) -> None:
 def _sweep(folder, start_args) -> None:
     """The label sweep of the comparison kept in ``folder``: its curves (kept in sweep.json), or a button that
     runs it in the background. ``start_args()``: (pretrained, tokenizer, task, config, source) or an error."""
-    from bertcore.training.finetune_sweep import DEFAULT_POINTS, SWEEP_STEPS, read_sweep
-    from explorer import figures_finetune as ff
-
     st.subheader("Label sweep: where pretraining matters most")
     pts = ", ".join(str(p or "all") for p in DEFAULT_POINTS)
     sweep = finetunes.live_sweep()
@@ -147,7 +134,7 @@ def _sweep(folder, start_args) -> None:
         if data is None:
             st.caption(f"Fine-tunes both starting points again with {pts} labelled examples ({SWEEP_STEPS} steps "
                        "each, held-out accuracy at the end) and plots the final accuracy against the number of "
-                       "labels (`bertcore.training.finetune_sweep.label_sweep`).")
+                       "labels (`bertcore.finetune.sweep.label_sweep`).")
             return
         done, planned = data.get("points") or [], data.get("planned") or []
         status = data.get("status")
@@ -179,11 +166,6 @@ def _sweep(folder, start_args) -> None:
 
 
 def _try_it(models, tokenizer, labels, pair: bool, task_name: str) -> None:
-    from bertcore.data.tasks import task_names
-    from bertcore.errors import BertcoreError
-    from bertcore.training.finetune import classify
-    from explorer import figures_finetune as ff
-
     st.subheader("Try it")
     first = _cached_task(task_name).held_out[0] if task_name in task_names() else None
     c1, c2 = st.columns(2)
@@ -198,13 +180,11 @@ def _try_it(models, tokenizer, labels, pair: bool, task_name: str) -> None:
         st.error(str(e))
         return
     st.plotly_chart(ff.probabilities_figure(labels, probs), key="finetune_probs")
-    st.caption("`bertcore.training.finetune.classify`: softmax over the classifier's logits, eval mode.")
+    st.caption("`bertcore.finetune.tuner.classify`: softmax over the classifier's logits, eval mode.")
 
 
 def _view(run, prompt: bool = True) -> None:
     """The live comparison, or a saved one (after a reload or a restart, or picked from the saved list)."""
-    from bertcore.errors import BertcoreError
-
     kept = finetunes.saved()
     saved = _pick_saved(kept, run)
     if saved is None and run is None:
@@ -232,17 +212,13 @@ def _view(run, prompt: bool = True) -> None:
 
 def _sweep_args(saved):
     """(pretrained, tokenizer, task, config, source) to sweep a saved comparison again, or a message."""
-    from bertcore.data.tasks import task_names
-    from bertcore.errors import BertcoreError
-    from bertcore.training.finetune import FinetuneConfig
-
     m = saved.meta
     source, task_name = str(m.get("source") or ""), str(m.get("task") or "")
     if task_name not in task_names():
         return (f"The sweep re-runs the task, and “{task_name}” was an uploaded CSV that is not kept; start a new "
                 "comparison with the CSV and run the sweep from it.")
     try:
-        am = state.list_models()[source]
+        am = workspace.list_models()[source]
         cfg = FinetuneConfig.from_dict(m.get("finetune_config") or {})
         return am.model, am.tokenizer, _cached_task(task_name), cfg, source
     except KeyError:
@@ -252,9 +228,6 @@ def _sweep_args(saved):
 
 
 def render() -> None:
-    from bertcore.data.tasks import task_names
-    from bertcore.training.finetune import MINILM_LR, FinetuneConfig
-
     st.title("Fine-tune: what pretraining buys")
     st.markdown(
         "BERT's point (§4): one pretrained encoder transfers to a new task with few labels. Here a classifier "

@@ -3,7 +3,24 @@ from __future__ import annotations
 
 import random
 
+import pandas as pd
 import streamlit as st
+import torch
+
+from bertcore.data import pretraining as P
+from bertcore.data.corpus import Corpus
+from bertcore.data.pretraining import (
+    MaskingRates,
+    PretrainingData,
+    build_pair,
+    expected_selection_rate,
+    masking_rule,
+    masking_stats,
+)
+from bertcore.errors import BertcoreError
+from explorer import corpus_state as cs
+from explorer import figures_learn as F
+from explorer.seed_example import render_seed003
 
 INTRO = """
 BERT learns from two self-made tasks. **Masked LM** (§3.1): 15% of the tokens are *selected*; of those,
@@ -31,8 +48,6 @@ def _random_index(n: int) -> None:
 
 def _corpus_and_tokenizer():
     """The corpus and tokenizer chosen on the Data & tokens page (the built-in corpus, word-level, by default)."""
-    from explorer import corpus_state as cs
-
     choice = cs.active()
     return choice.corpus, cs.tokenizer(choice), f"{choice.key}|{choice.kind}|{choice.vocab_size}"
 
@@ -47,9 +62,6 @@ def _as_list(x) -> list[int]:
 
 @st.cache_data(show_spinner="Drawing masked examples…", max_entries=32)
 def _convergence(key: str, _corpus, _tokenizer, max_len: int, rates: tuple, seed: int) -> list[dict]:
-    from bertcore.data.corpus import Corpus
-    from bertcore.data.pretraining import MaskingRates, PretrainingData, masking_stats
-
     sub = Corpus(_corpus.name, list(_corpus.pairs[:STATS_PAIRS]), _corpus.description)
     data = PretrainingData(sub, _tokenizer, max_len, MaskingRates(*rates), 0.5, 0.0, seed)
     return [dict(masking_stats(data, n, seed + n)) for n in DRAWS]
@@ -95,10 +107,7 @@ def _pair_input(corpus):
 
 
 def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed: int):
-    import torch
 
-    from bertcore.data import pretraining as P
-    from explorer import figures_learn as F
 
     rate, mask, rnd, _keep, _ = rates
     a_ids, b_ids = tokenizer.encode(a), (tokenizer.encode(b) if b else None)
@@ -136,8 +145,6 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
 
 
 def _nsp_section(corpus, a: str, true_b: str | None, idx: int | None, seed: int):
-    import pandas as pd
-
     st.subheader("Next sentence prediction")
     rng = random.Random(int(seed))
     others = [j for j in range(len(corpus.pairs)) if j != idx and corpus.pairs[j][1] != true_b]
@@ -157,8 +164,6 @@ def _nsp_section(corpus, a: str, true_b: str | None, idx: int | None, seed: int)
 
 
 def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
-    from explorer import figures_learn as F
-
     st.subheader("Empirical rates over N draws")
     rate, mask, rnd, keep, max_len = rates
     key = f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}"
@@ -179,8 +184,6 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
 def _maskable_lengths(ckey: str, _corpus, _tokenizer, max_len: int, n_pairs: int) -> list[int]:
     """Maskable tokens (no [CLS]/[SEP]) of the first pairs as training builds them ([CLS] A [SEP] B [SEP],
     truncated to max_len)."""
-    from bertcore.data.pretraining import build_pair
-
     out = []
     for a, b in _corpus.pairs[:n_pairs]:
         ids, _ = build_pair(_tokenizer, _tokenizer.encode(a), _tokenizer.encode(b), max_len)
@@ -190,8 +193,6 @@ def _maskable_lengths(ckey: str, _corpus, _tokenizer, max_len: int, n_pairs: int
 
 def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
     """The masking rule in words, and the selection rate it gives on this corpus (BERT §3.1)."""
-    from bertcore.data.pretraining import MaskingRates, expected_selection_rate, masking_rule
-
     rate, mask, rnd, _keep, max_len = rates
     lengths = _maskable_lengths(f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}", corpus, tokenizer, max_len,
                                 STATS_PAIRS)
@@ -205,8 +206,6 @@ def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
 
 
 def render() -> None:
-    from bertcore.errors import BertcoreError
-
     st.title("Masking & NSP")
     st.latex(r"\mathcal{L} = -\sum_{i \in \text{selected}} \log p_\theta(x_i \mid \tilde{x})"
              r"\;-\; \log p_\theta(\text{IsNext/NotNext} \mid \tilde{x})")
@@ -236,8 +235,6 @@ def render() -> None:
                     "NSP part.")
         _nsp_section(corpus, a, b if b.strip() else None, idx, seed)
         if ckey.startswith("tutorial|"):
-            from explorer.seed_example import render_seed003
-
             render_seed003("mn_seed003")
         _stats_section(corpus, tokenizer, ckey, rates, seed)
     except BertcoreError as e:

@@ -4,7 +4,10 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from bertcore.model.bert import count_parameters
+from bertcore.model.formulas import formulas
 from explorer import state
+from explorer.figures_overview import pipeline_figure, segment_labels
 
 PAGES_DIR = Path(__file__).resolve().parent
 
@@ -25,8 +28,6 @@ def _link(fname: str, label: str) -> None:
 
 def model_card(model) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(config table, parameters per part) of a BertForPreTraining."""
-    from bertcore.model import count_parameters
-
     cfg = model.config.to_dict()
     cfg_df = pd.DataFrame({"field": list(cfg), "value": [str(v) for v in cfg.values()]})
     parts = count_parameters(model)
@@ -39,8 +40,6 @@ def model_card(model) -> tuple[pd.DataFrame, pd.DataFrame]:
 def _loss_formulas(config, tokenizer=None) -> None:
     """The pretraining loss of the active model, written from its config and its vocabulary's special tokens
     (bertcore.model.formulas)."""
-    from bertcore.model.formulas import formulas
-
     f = formulas(config, tokenizer)
     st.latex(r"\mathcal{L} = \mathcal{L}_{\mathrm{MLM}} + \mathcal{L}_{\mathrm{NSP}}")
     st.latex(f["mlm"])
@@ -51,15 +50,11 @@ def _loss_formulas(config, tokenizer=None) -> None:
 
 def input_sentence(tokenizer, config) -> str:
     """How the active model reads a pair: its vocabulary's special tokens and the segment ids it embeds."""
-    from explorer.figures_overview import segment_labels
-
     pair = tokenizer.pair_template() if hasattr(tokenizer, "pair_template") else "[CLS] A [SEP] B [SEP]"
     return f"`{pair}` (segment ids {segment_labels(config)})"
 
 
 def render() -> None:
-    from explorer.figures_overview import pipeline_figure
-
     st.title("How BERT pretrains")
     active = state.get_active()
     st.markdown(

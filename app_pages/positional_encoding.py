@@ -3,14 +3,20 @@ from __future__ import annotations
 
 import streamlit as st
 
+from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
+from bertcore.errors import BertcoreError
+from bertcore.model.formulas import formulas
+from bertcore.model.functional import sinusoidal_table
+from explorer import figures_learn as F
+from explorer import state
 
 INTRO = """
 Self-attention on its own does not know word order: permute the tokens and every output is permuted
 the same way. So before layer 1 each token's vector gets a **position** vector added (and a **segment**
 vector saying sentence A or B). The original Transformer (Vaswani et al. 2017, §3.5) uses a fixed table of
 sines and cosines at geometrically spaced wavelengths; BERT *learns* its table instead.
-The table below is computed by `bertcore.model.sinusoidal_table`; the embedding parts of a typed
+The table below is computed by `bertcore.model.functional.sinusoidal_table`; the embedding parts of a typed
 sentence come from `bertcore.analysis.inference.inspect_pair`.
 """
 
@@ -18,14 +24,10 @@ MAX_CHARS = 20_000  # text beyond this is cut before tokenizing (the model sees 
 
 
 def _sinusoidal(n_pos: int, d_model: int):
-    from bertcore.model import sinusoidal_table
-
     return sinusoidal_table(n_pos, d_model).numpy()
 
 
 def _section_table():
-    from explorer import figures_learn as F
-
     st.subheader("The sinusoidal table")
     c1, c2 = st.columns(2)
     d_model = c1.slider("d_model (dimensions)", 2, 512, 64, step=2, key="pe_d_model")
@@ -54,9 +56,6 @@ def _section_table():
 
 
 def _section_learned(kind: str):
-    from explorer import figures_learn as F
-    from explorer import state
-
     st.subheader("The active model's position embeddings")
     am = state.get_active()
     emb = am.model.bert.embeddings
@@ -82,14 +81,7 @@ def _section_learned(kind: str):
 
 
 def _section_sentence():
-    from bertcore.analysis.inference import inspect_pair
-    from bertcore.errors import BertcoreError
-    from explorer import figures_learn as F
-    from explorer import state
-
     st.subheader("Token + segment + position = the input to layer 1")
-    from bertcore.model.formulas import formulas
-
     am = state.get_active()
     st.latex(formulas(am.model.config)["embeddings"])  # with or without scale and LayerNorm, as the model has
     a = st.text_input("sentence A", value="the cat eats the cheese in the kitchen .", key="pe_sent_a")
@@ -123,8 +115,6 @@ def _section_sentence():
 
 
 def render() -> None:
-    from bertcore.errors import BertcoreError
-
     st.title("Positional encoding")
     st.markdown(INTRO)
     st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right),\qquad "

@@ -1,10 +1,22 @@
 """Predict page: fill-mask (MLM head) and next-sentence prediction (NSP head), optionally side by side
 with a second model on the same input."""
+import json
 import re
 import zlib
 
+import pandas as pd
 import streamlit as st
 
+from bertcore.analysis import ablation as ab
+from bertcore.analysis.ablation import held_out_batches
+from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
+from bertcore.analysis.inference import encode_pair, fill_mask, nsp_probability
+from bertcore.errors import BertcoreError
+from bertcore.model.formulas import formulas
+from explorer import examples, state, workspace
+from explorer.export import attributions_csv, importance_csv, plotly_config
+from explorer.figures_explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
+from explorer.figures_inspect import fill_mask_figure, nsp_figure
 from explorer.memo import memo as shared_memo
 
 # the pre-filled texts for a word-level or WordPiece model (a seed vocabulary gets its own: _examples)
@@ -42,10 +54,10 @@ def _mask_words(words: list[str], chosen) -> str:
 
 
 def _compare_choice(state, active):
-    models = state.list_models()
+    models = workspace.list_models()
     others = [lbl for lbl in models if lbl != active.label]
     options = [NO_COMPARE] + others
-    default = options.index(state.UNTRAINED_LABEL) if state.UNTRAINED_LABEL in others else 0
+    default = options.index(workspace.UNTRAINED_LABEL) if workspace.UNTRAINED_LABEL in others else 0
     choice = st.selectbox("Compare side by side with", options, index=default, key="pred_compare",
                           help="Runs the same input through a second model: the untrained one, or another "
                                "model of this session (trained, uploaded or pretrained).")
@@ -55,8 +67,6 @@ def _compare_choice(state, active):
 def _examples(tok):
     """Pre-filled texts the active model's vocabulary knows (explorer.examples): these defaults, or for a seed
     vocabulary sentences from the corpus it knows best (this session's corpus, the tutorial, the built-in)."""
-    from explorer import examples
-
     return examples.session_examples(tok, examples.Examples(DEFAULT_MASKED, DEFAULT_SENTENCE, DEFAULT_A, DEFAULT_B))
 
 
@@ -77,10 +87,6 @@ def _unknown_hint(tok, text):
 
 
 def _fill_mask_column(am, text, top_k):
-    from bertcore.errors import BertcoreError
-    from bertcore.analysis.inference import fill_mask
-    from explorer.figures_inspect import fill_mask_figure
-
     st.markdown(f"**{am.label}**")
     model, tok = am.model, am.tokenizer
     if not getattr(model, "has_mlm_head", True):
@@ -148,10 +154,6 @@ def _fill_mask_section(state, models, ex):
 
 
 def _nsp_section(models, ex):
-    from bertcore.errors import BertcoreError
-    from bertcore.analysis.inference import nsp_probability
-    from explorer.figures_inspect import nsp_figure
-
     tok = models[0].tokenizer
     st.subheader("Next-sentence prediction")
     st.markdown(f"The NSP head reads the {tok.cls_token} vector of `{tok.pair_template()}` and gives two logits; "
@@ -192,9 +194,6 @@ def _cached(key: tuple, compute):
 
 def _why_targets(am, text, pair) -> list:
     """(label, a, b, target) choices: each [MASK] of the fill-mask text, and NSP on the sentence pair."""
-    from bertcore.analysis.inference import encode_pair
-    from bertcore.errors import BertcoreError
-
     out = []
     if text and getattr(am.model, "has_mlm_head", True):
         try:
@@ -209,12 +208,7 @@ def _why_targets(am, text, pair) -> list:
 
 
 def _why_section(active, text, pair):
-    import pandas as pd
 
-    from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
-    from bertcore.errors import BertcoreError
-    from explorer.export import attributions_csv, plotly_config
-    from explorer.figures_explain import METHOD_LABELS, token_strip_figure
 
     st.subheader("Why it predicts that")
     st.markdown(
@@ -265,9 +259,7 @@ def _why_section(active, text, pair):
 
 def _held_out(state, am):
     """The fixed held-out batches for this model's tokenizer (built-in corpus, its training settings)."""
-    from bertcore.analysis.ablation import held_out_batches
-
-    corpus, _ = state.shared_corpus_and_tokenizer()
+    corpus, _ = workspace.shared_corpus_and_tokenizer()
     tc = getattr(am.bundle, "train_config", None)
     max_len = am.model.config.max_position_embeddings
     return shared_memo(am.tokenizer, ("held_out", corpus.name, _settings(tc), max_len),
@@ -276,20 +268,13 @@ def _held_out(state, am):
 
 def _settings(tc) -> str | None:
     """A training config as a cache key (None: the defaults)."""
-    import json
-
     if not tc:
         return None
     return json.dumps(tc.to_dict() if hasattr(tc, "to_dict") else dict(tc), sort_keys=True, default=str)
 
 
 def _ablation_section(state, active, text, pair):
-    import pandas as pd
 
-    from bertcore.analysis import ablation as ab
-    from bertcore.errors import BertcoreError
-    from explorer.export import importance_csv, plotly_config
-    from explorer.figures_explain import METRIC_LABELS, importance_figure
 
     st.subheader("Switch heads off")
     st.markdown("Michel et al. (2019) asked whether all heads are needed. Click heads to switch them off (their "
@@ -352,8 +337,6 @@ def _ablation_section(state, active, text, pair):
 
 
 def render():
-    from explorer import state
-
     active = state.get_active()
     st.title("Predict")
     st.markdown(
@@ -362,8 +345,6 @@ def render():
         "vocabulary word "
         "(`bertcore.analysis.inference.fill_mask`). **Next sentence**: the NSP head says how likely B really "
         "followed A (`bertcore.analysis.inference.nsp_probability`).")
-    from bertcore.model.formulas import formulas
-
     st.latex(formulas(active.model.config)["mlm"])  # the active model's own head, activation and tying
     if active.kind == "untrained":
         state.untrained_notice()

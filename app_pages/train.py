@@ -3,7 +3,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from explorer import state, train_form
+from bertcore.analysis.live_probe import Probe, read_probe_csv
+from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
+from bertcore.errors import BertcoreError, ConfigError
+from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS
+from bertcore.presets import preset as preset_configs
+from bertcore.training import service
+from bertcore.training.history import History
+from explorer import livechart, state, train_form, training_run, uploads
 
 HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
 LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
@@ -16,8 +23,6 @@ MLM_HEADS = ["transform", "linear", "mlp"]
 def _widgets(preset: str, size: str, disabled: bool, vocab_size: int, max_len: int | None = None):
     """All config widgets; returns (bert kwargs, train kwargs). Every switch of the preset that has no widget is
     kept as the preset sets it (bertcore.presets). Keys depend on the preset and size so a change resets them."""
-    from bertcore.config import BertConfig, TrainConfig, preset as preset_configs
-
     pb, pt = preset_configs(preset, size)
     b = {**BertConfig().to_dict(), **pb}
     t = {**TrainConfig().to_dict(), **pt}
@@ -103,20 +108,16 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int, max_len: i
 
 def build_configs(bk: dict, tk: dict):
     """(BertConfig, TrainConfig, estimate, problem message or None). Never raises on bad combinations."""
-    from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
-    from bertcore.errors import ConfigError
-
     try:
         bcfg, tcfg = BertConfig(**bk), TrainConfig(**tk)
         check_compatible(bcfg, tcfg)
     except ConfigError as e:
         return None, None, None, str(e)
     est = estimate(bcfg, tcfg)
-    mb = est["memory_bytes"] / 2**20
-    if mb > state.max_model_mb():
-        return bcfg, tcfg, est, (f"this configuration needs about {mb:,.0f} MB to train, over the server's budget of "
-                                 f"{state.max_model_mb():,.0f} MB (BERTCORE_MAX_MODEL_MB); use fewer layers, a smaller "
-                                 "hidden/FFN size, a smaller batch or a shorter max length")
+    try:
+        service.check_budget(bcfg, tcfg, est)
+    except ConfigError as e:
+        return bcfg, tcfg, est, str(e)
     return bcfg, tcfg, est, None
 
 
@@ -130,21 +131,16 @@ def _summary(job) -> str:
 
 def _saved_history(active, hist) -> None:
     """The active model's saved history and probe table (its run directory's history.csv and probe.csv)."""
-    from bertcore.analysis.probe import Probe, read_probe_csv
-    from explorer import livechart
-
     run_dir = getattr(active.bundle, "run_dir", None)
     rows = read_probe_csv(Path(run_dir) / "probe.csv") if run_dir else []
     st.caption(f"History of the active model, “{active.label}”" + (f" (run folder `{run_dir}`)." if run_dir else "."))
-    train, evals = livechart.rows_from_history(hist)
     probe = Probe(rows[0]["text"], rows[0]["pair_a"], rows[0]["pair_b"]) if rows else None
-    livechart.live_panel(f"saved-{active.label}-{len(hist)}", int(hist["step"].max()), train, evals,
-                         livechart.probe_rows(rows), None, livechart.probe_caption(probe), key="train_live")
+    livechart.live_panel(f"saved-{active.label}-{len(hist)}", int(hist["step"].max()),
+                         livechart.history_rows(History.read_frame(hist)), livechart.probe_rows(rows), None,
+                         livechart.probe_caption(probe), key="train_live")
 
 
 def _live(running: bool) -> None:
-    from explorer import livechart
-
     @st.fragment(run_every=1.0 if running else None)
     def live():
         run = state.get_run()
@@ -158,15 +154,14 @@ def _live(running: bool) -> None:
         s = run.snapshot()
         state.show_run_status(s)
         hist = s.histories[0] if s.histories else None
-        train, evals = livechart.rows_from_history(hist)
-        if train:
-            last = train[-1]
-            lr = hist["lr"].iloc[-1] if "lr" in hist else float("nan")
-            tps = hist["tokens_per_s"].tail(20).mean() if "tokens_per_s" in hist else float("nan")
-            st.caption(f"step {last[0]} · lr {lr:.2e} (warmup, then linear decay) · {tps:,.0f} tokens/s · "
-                       "faint lines: the training batch; bold: held-out batches with fixed masks (`Trainer.evaluate`)")
+        if hist is not None and len(hist):
+            recent = hist.rows_since(max(0, len(hist) - 20))
+            tps = sum(r["tokens_per_s"] for r in recent) / len(recent)
+            st.caption(f"step {recent[-1]['step']} · lr {recent[-1]['lr']:.2e} (warmup, then linear decay) · "
+                       f"{tps:,.0f} tokens/s · faint lines: the training batch; bold: held-out batches with fixed "
+                       "masks (`Trainer.evaluate`)")
         probe = run.probe_objects[0] if getattr(run, "probe_objects", None) else None
-        livechart.live_panel(f"{id(run):x}", run.jobs[0].train_config.steps, train, evals,
+        livechart.live_panel(f"{id(run):x}", run.jobs[0].train_config.steps, livechart.history_rows(hist),
                              livechart.probe_rows(s.probes[0] if s.probes else []),
                              s.baselines[0] if s.baselines else None, livechart.probe_caption(probe),
                              key="train_live")
@@ -187,7 +182,7 @@ def _downloads_and_upload(active) -> None:
             if st.button("Prepare checkpoint zip", key="train_prepare_zip"):
                 try:
                     cache.clear()
-                    cache[id(active.bundle)] = state.checkpoint_zip_bytes(active.bundle)
+                    cache[id(active.bundle)] = uploads.checkpoint_zip_bytes(active.bundle)
                 except Exception as e:  # noqa: BLE001
                     st.error(f"Could not save the checkpoint: {e}")
             data = cache.get(id(active.bundle))
@@ -203,8 +198,6 @@ def _downloads_and_upload(active) -> None:
     with c2:
         up = st.file_uploader("Upload a checkpoint (.zip)", type=["zip"], key="train_upload")
         if up is not None and st.button("Load uploaded checkpoint", key="train_load_upload"):
-            from bertcore.errors import BertcoreError
-
             try:
                 bundle = state.load_uploaded_checkpoint(up.getvalue(), up.name)
             except BertcoreError as e:
@@ -215,14 +208,11 @@ def _downloads_and_upload(active) -> None:
                 state.set_active("uploaded", bundle, f"uploaded: {up.name}")
                 st.rerun()
         st.caption(f"Extracted safely into this session's temp dir: no `..`/absolute paths, at most "
-                   f"{state.MAX_UPLOAD_UNCOMPRESSED // 2**20} MB unpacked, and no pickle files (.bin/.pt/.pkl) — "
+                   f"{uploads.MAX_UPLOAD_UNCOMPRESSED // 2**20} MB unpacked, and no pickle files (.bin/.pt/.pkl) — "
                    "weights load only from safetensors (`bertcore.io.checkpoint.load_checkpoint`).")
 
 
 def render() -> None:
-    from bertcore.config import PRESET_SIZES, PRESETS
-    from bertcore.presets import PRESET_NOTES
-
     st.title("Train a tiny BERT")
     active = state.get_active()
     run = state.get_run()
@@ -242,8 +232,9 @@ def render() -> None:
                               help="Original BERT, or the design choices of a seed tutorial, as the seed's code "
                                    "writes them (`python -m bertcore presets`).")
         size = p2.radio("Size", PRESET_SIZES, key="train_size", horizontal=True, disabled=running,
-                        help="tiny trains in about a minute; seed is the seed's own model size (original BERT: "
-                             "BERT-base, 12 layers × 768); the budget check says whether it may train here.")
+                        help="tiny trains in about a minute; paper is the model size of the seed's own code or "
+                             "paper (original BERT: BERT-base, 12 layers × 768); the budget check says whether it "
+                             "may train here.")
         try:
             tok, ckey = train_form.tokenizer_choice(corpus, choice, preset, size, running)
         except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
@@ -257,7 +248,7 @@ def render() -> None:
         if est is not None:
             parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
             st.caption(f"`bertcore.config.estimate`: **{est['params']:,} parameters** ({parts}); about "
-                       f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {state.max_model_mb():,.0f} MB).")
+                       f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {service.max_model_mb():,.0f} MB).")
         probe, probe_problem = train_form.probe_inputs(corpus, tok, ckey, running)
         problem = problem or probe_problem
     if problem and not running:
@@ -265,7 +256,7 @@ def render() -> None:
 
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
     if b1.button("Start", key="train_start", type="primary", disabled=running or problem is not None):
-        err = state.start_run([state.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe)],
+        err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe)],
                               corpus, tok)
         if err:
             st.error(err)
@@ -282,14 +273,14 @@ def render() -> None:
         state.forget_run()
         st.rerun()
     b4.caption("When training ends (or you press Stop), the model becomes the active model "
-               f"“{state.TRAINED_LABEL}” for every page; the sidebar shows progress on other pages.")
+               f"“{training_run.TRAINED_LABEL}” for every page; the sidebar shows progress on other pages.")
     _live(running)
     if not running:
         st.markdown(
             "`bertcore.training.trainer.Trainer` pretrains on MLM (BERT §3.1) + NSP (§3.2) in a background thread. "
             "Held-out curves use fixed masks (`Trainer.evaluate`); the learning rate warms up linearly, then "
             "decays to 0 (§A.2). The probe table asks the same sentence at every evaluation "
-            "(`bertcore.analysis.probe`).")
+            "(`bertcore.analysis.live_probe`).")
         st.latex(r"\eta_t = \eta_{\max}\cdot\min\!\left(\frac{t}{t_{\text{warm}}},\;"
                  r"\frac{T-t}{T-t_{\text{warm}}}\right)")
         _downloads_and_upload(active)

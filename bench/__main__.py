@@ -10,8 +10,17 @@ import sys
 import time
 
 from bench import user
-from bench.training import (CONFIGS, FLOPS_FORMULA, _loadavg, bench_training, machine_info, matmul_peak, render,
-                            targets, torch)
+from bench.training import (
+    CONFIGS,
+    FLOPS_FORMULA,
+    bench_training,
+    loadavg,
+    machine_info,
+    matmul_peak,
+    render,
+    targets,
+    torch,
+)
 
 
 def log(*a) -> None:
@@ -64,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
         r["app"] = app.bench_app()
     r["targets"] = targets(r)
-    r["machine"]["loadavg_end"] = _loadavg()
+    r["machine"]["loadavg_end"] = loadavg()
     r["total_s"] = time.perf_counter() - t_start
     print(json.dumps(r, default=float) if args.json else render(r))
     return 0

@@ -91,7 +91,7 @@ def attention_rerun(reps: int = 8) -> dict:
 def in_app_training(seconds: float = 12.0) -> dict:
     try:
         from explorer import figures_train as ft
-        from explorer import state
+        from explorer import training_run
     except ImportError as e:
         return {"skipped": f"explorer is not importable: {e}"}
     import torch
@@ -119,7 +119,7 @@ def in_app_training(seconds: float = 12.0) -> dict:
             torch.set_num_threads(before)
 
     def in_app() -> tuple[float, float]:
-        run = state.TrainingRun([state.Job(BertConfig(), tc, "bench")], corpus, abandon_after=60).start()
+        run = training_run.TrainingRun([training_run.Job(BertConfig(), tc, "bench")], corpus, abandon_after=60).start()
         poll_ms = []
         while run.snapshot().total_done < 5:
             time.sleep(0.05)
@@ -127,7 +127,7 @@ def in_app_training(seconds: float = 12.0) -> dict:
         while time.perf_counter() - t0 < seconds:  # what the Train page's fragment does every 0.5 s
             p0 = time.perf_counter()
             s = run.snapshot()
-            h = s.histories[0]
+            h = s.histories[0].frame()
             if len(h):
                 for f in (ft.loss_figure(h), ft.accuracy_figure(h), ft.lr_figure(h, height=240),
                           ft.throughput_figure(h, height=240)):

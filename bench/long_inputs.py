@@ -71,14 +71,14 @@ def parts(bundle, reps: int) -> dict:
 def page(active, reps: int) -> dict:
     from streamlit.testing.v1 import AppTest
 
-    from explorer import state
+    from explorer import workspace
 
     out: dict = {}
     for tab in TABS:
         ts, errors = [], []
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-        at.session_state[state._K_MODELS] = {active.label: active}
-        at.session_state[state._K_ACTIVE] = active.label
+        at.session_state[workspace.MODELS_KEY] = {active.label: active}
+        at.session_state[workspace.ACTIVE_KEY] = active.label
         at.session_state["attn_tab"] = tab
         at.switch_page("app_pages/attention.py").run()
         at.toggle(key="attn_use_b").set_value(False).run()
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
     from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-    from explorer.state import ActiveModel
+    from explorer.workspace import ActiveModel
 
     d = packaged_minilm_dir()
     if d is None:

@@ -86,7 +86,7 @@ def train_worker(rank: int, world: int, data_dir: str, model_kw: dict, train_kw:
         trainer = Trainer(BertConfig(**{**model_kw, "vocab_size": tok.vocab_size}), tc, data=data, runtime=rt)
         if not blocks:
             trainer.run()
-            h = trainer.history
+            h = trainer.history.frame()
             return {"mlm_loss": h.mlm_loss.tolist(), "nsp_loss": h.nsp_loss.tolist(), "mlm_acc": h.mlm_acc.tolist()}
         for _ in range(warmup):
             trainer.step()

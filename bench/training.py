@@ -21,8 +21,9 @@ import platform
 import statistics
 import time
 
-import bertcore  # noqa: F401, E402 - sets OMP_WAIT_POLICY before torch is imported
 import torch  # noqa: E402
+
+import bertcore  # noqa: F401, E402 - sets OMP_WAIT_POLICY before torch is imported
 
 CONFIGS = {  # name: (vocab, hidden, layers, heads, ffn, seq, batch) as in issue 4
     "tiny": (2000, 64, 2, 4, 256, 32, 32),
@@ -63,10 +64,10 @@ def machine_info(threads: int) -> dict:
 
     return {"cpu": cpu, "logical_cores": os.cpu_count(), "torch_threads": threads, "python": platform.python_version(),
             "torch": torch.__version__, "transformers": transformers.__version__, "platform": platform.platform(),
-            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "loadavg_start": _loadavg()}
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY"), "loadavg_start": loadavg()}
 
 
-def _loadavg():
+def loadavg():
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -143,7 +144,7 @@ class HFStep:
     bertcore's Trainer, torch's default AdamW implementation (what a transformers user gets)."""
 
     def __init__(self, model, tc):
-        from bertcore.training.trainer import _lr_lambda
+        from bertcore.training.trainer import lr_schedule
 
         self.model, self.tc = model, tc
         decay, no_decay = [], []
@@ -152,7 +153,7 @@ class HFStep:
         self.params = decay + no_decay
         self.opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
                                       {"params": no_decay, "weight_decay": 0.0}], lr=tc.lr)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, _lr_lambda(tc.warmup_steps, tc.steps))
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lr_schedule(tc.warmup_steps, tc.steps))
 
     def __call__(self, b: dict) -> float:
         m = self.model

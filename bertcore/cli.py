@@ -28,22 +28,37 @@ import json
 import os
 import sys
 
-from bertcore.cli_common import (EXIT_BAD_INPUT, CliError, _int_in, _key_value, _Parser, load_bundle,
-                                 _overrides, train_configs)
+from bertcore.cli_common import (
+    EXIT_BAD_INPUT,
+    CliError,
+    Parser,
+    ProgressBar,
+    int_in,
+    key_value,
+    load_bundle,
+    overrides_dict,
+    train_configs,
+)
+from bertcore.cli_data import (
+    add_data_args,
+    add_prepare_parser,
+    cmd_prepare,
+    cmd_train_data,
+    is_shard_run,
+    refuse_data_options,
+)
 from bertcore.cli_explain import add_explain_parsers, cmd_ablate, cmd_explain
 from bertcore.cli_finetune import add_finetune_parsers, cmd_classify, cmd_finetune
-from bertcore.cli_data import (add_data_args, add_prepare_parser, cmd_prepare, cmd_train_data, is_shard_run,
-                               refuse_data_options)
 
 MAX_DRAWS = 1_000_000
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="bertcore", description="A from-scratch BERT (Devlin et al. 2019): pre-train on MLM (§3.1) + "
+    p = Parser(prog="bertcore", description="A from-scratch BERT (Devlin et al. 2019): pre-train on MLM (§3.1) + "
                 "NSP (§3.2), predict, inspect, and exchange checkpoints with HF transformers.",
                 epilog="Bad input prints 'error: ...' on stderr and exits with status 2. `train` refuses configurations "
                 "whose estimated training memory exceeds BERTCORE_MAX_MODEL_MB (default 1024).")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     corpus_help = "builtin (default), builtin:SEED, tutorial, or a text file (tab-separated pairs or prose)"
 
@@ -53,19 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its last checkpoint "
                    "(optimizer, LR schedule, RNG states and data order included); takes no other option")
     t.add_argument("--corpus", default="builtin", help=corpus_help)
-    t.add_argument("--steps", type=_int_in(1, 1_000_000, "--steps"), help="optimizer steps (TrainConfig.steps)")
-    t.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), help="seed for init, data, masking and dropout")
-    t.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+    t.add_argument("--steps", type=int_in(1, 1_000_000, "--steps"), help="optimizer steps (TrainConfig.steps)")
+    t.add_argument("--seed", type=int_in(0, 2**63 - 1, "--seed"), help="seed for init, data, masking and dropout")
+    t.add_argument("--set", dest="overrides", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                    help="any BertConfig/TrainConfig field, e.g. --set hidden_size=64 --set lr=1e-3 (repeatable)")
     t.add_argument("--tokenizer", choices=("word", "wordpiece", "seed_word"),
                    help="vocabulary kind: word (default), wordpiece, or seed_word (BERT-pytorch's: <pad> <unk> <eos> "
                    "<sos> <mask>, whitespace words, case kept; the default of --preset 'BERT-pytorch (codertimo)' "
-                   "--size seed)")
-    t.add_argument("--vocab-size", type=_int_in(50, 250_000, "--vocab-size"),
+                   "--size paper)")
+    t.add_argument("--vocab-size", type=int_in(50, 250_000, "--vocab-size"),
                    help="WordPiece vocabulary size (default: picked from the corpus, as the app does)")
     t.add_argument("--preset", help="start from a named preset (see `python -m bertcore presets`)")
-    t.add_argument("--size", choices=("tiny", "seed"), default="tiny",
-                   help="with --preset: tiny (trains in about a minute) or the seed's own model size")
+    t.add_argument("--size", choices=("tiny", "paper", "seed"), default="tiny",
+                   help="with --preset: tiny (trains in about a minute) or paper (the model size of the seed's own "
+                   "code or paper; 'seed' is its old name)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     add_data_args(t)
 
@@ -74,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fill-mask", help="predict the tokens at each [MASK]")
     f.add_argument("dir", metavar="DIR")
     f.add_argument("text")
-    f.add_argument("--top-k", type=_int_in(1, 1000, "--top-k"), default=5)
+    f.add_argument("--top-k", type=int_in(1, 1000, "--top-k"), default=5)
     f.add_argument("--json", action="store_true")
 
     n = sub.add_parser("nsp", help="P(IsNext): does sentence B follow sentence A?")
@@ -91,14 +107,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("mask", help="measure the MLM masking rates (BERT §3.1) on a corpus")
     m.add_argument("--corpus", default="builtin", help=corpus_help)
-    m.add_argument("--draws", type=_int_in(1, MAX_DRAWS, "--draws"), default=1000, help="examples to mask")
-    m.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), default=0)
-    m.add_argument("--set", dest="overrides", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+    m.add_argument("--draws", type=int_in(1, MAX_DRAWS, "--draws"), default=1000, help="examples to mask")
+    m.add_argument("--seed", type=int_in(0, 2**63 - 1, "--seed"), default=0)
+    m.add_argument("--set", dest="overrides", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                    help="TrainConfig fields such as mlm_probability=0.2")
     m.add_argument("--json", action="store_true")
 
     r = sub.add_parser("presets", help="list the seed presets with their full model and training configs")
-    r.add_argument("--size", choices=("tiny", "seed"), help="only this size (default: both)")
+    r.add_argument("--size", choices=("tiny", "paper", "seed"), help="only this size (default: both)")
     r.add_argument("--json", action="store_true")
 
     e = sub.add_parser("export-hf", help="write a transformers BertForPreTraining directory")
@@ -115,9 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _train_spec(args):
-    from bertcore.training.service import RunSpec
-
     from bertcore.presets import preset_tokenizer
+    from bertcore.training.service import RunSpec
 
     bert, train, vocab_given = train_configs(args)
     kind = args.tokenizer or preset_tokenizer(args.preset, args.size)
@@ -136,8 +151,6 @@ def cmd_train(args) -> int:
     if args.data is not None or (args.resume is not None and is_shard_run(args.resume)):
         return cmd_train_data(args)
     refuse_data_options(args)
-    from tqdm import tqdm
-
     from bertcore.training import service
 
     if args.resume is not None:
@@ -151,41 +164,27 @@ def cmd_train(args) -> int:
         spec = _train_spec(args)
         if args.out and os.path.exists(os.path.expanduser(args.out)) and not os.path.isdir(os.path.expanduser(args.out)):
             raise CliError(f"--out {args.out} exists and is a file; give a directory path")
-    bars = []  # the progress bar, made once training starts (bad input prints only the error)
-
-    def started(tr, run_dir):
-        print(f"training {sum(p.numel() for p in tr.model.parameters()):,} parameters on {tr.corpus.name} "
-              f"({len(tr.corpus)} pairs, vocab {tr.tokenizer.vocab_size}) for {tr.config.steps} steps "
-              f"into {run_dir}", file=sys.stderr)
-        bars.append(tqdm(total=tr.config.steps, initial=tr.step_count, file=sys.stderr, disable=args.quiet,
-                         unit="step", mininterval=0.5, dynamic_ncols=True))
-
-    def progress(tr, row):
-        bar = bars[0]
-        bar.update(1)
-        if tr.step_count % 10 == 0 or tr.done:
-            bar.set_postfix(mlm=f"{row['mlm_loss']:.3f}", nsp=f"{row['nsp_loss']:.3f}", refresh=False)
-
-    hooks = service.Hooks(on_start=started, on_step=progress)
+    bar = ProgressBar(lambda tr, run_dir: (
+        f"training {sum(p.numel() for p in tr.model.parameters()):,} parameters on {tr.corpus.name} "
+        f"({len(tr.corpus)} pairs, vocab {tr.tokenizer.vocab_size}) for {tr.config.steps} steps into {run_dir}"),
+        quiet=args.quiet)
     try:
         if args.resume is not None:
-            result = service.resume(args.resume, hooks=hooks)
+            result = service.resume(args.resume, callbacks=bar.callbacks)
         else:
             out = os.path.expanduser(args.out) if args.out else None
-            result = service.train(spec, out, hooks=hooks)
+            spec.callbacks = bar.callbacks
+            result = service.train(spec, out)
     finally:
-        for bar in bars:
-            bar.close()
+        bar.close()
     trainer, out = result.trainer, result.run_dir
-    hist = trainer.history
-    ev = hist.dropna(subset=["eval_mlm_acc"]) if len(hist) else hist
-    if len(ev):
-        last = ev.iloc[-1]
+    last = trainer.history.last_eval()
+    if last:
         base = trainer.unigram_baseline
-        ratio = f" = {last.eval_mlm_acc / base:.2f}x the unigram baseline" if base > 0 else ""
-        print(f"held-out after step {int(last.step)}: masked-token accuracy {last.eval_mlm_acc:.3f}{ratio} "
-              f"({base:.3f}), NSP accuracy {last.eval_nsp_acc:.3f}, MLM loss {last.eval_mlm_loss:.3f}, "
-              f"NSP loss {last.eval_nsp_loss:.3f}")
+        ratio = f" = {last['eval_mlm_acc'] / base:.2f}x the unigram baseline" if base > 0 else ""
+        print(f"held-out after step {last['step']}: masked-token accuracy {last['eval_mlm_acc']:.3f}{ratio} "
+              f"({base:.3f}), NSP accuracy {last['eval_nsp_acc']:.3f}, MLM loss {last['eval_mlm_loss']:.3f}, "
+              f"NSP loss {last['eval_nsp_loss']:.3f}")
     else:
         print(f"no held-out evaluation yet; unigram baseline {trainer.unigram_baseline:.3f}")
     if result.interrupted:
@@ -259,7 +258,7 @@ def cmd_mask(args) -> int:
     from bertcore.data.pretraining import MaskingRates, PretrainingData, masking_stats
     from bertcore.data.tokenization import WordTokenizer
 
-    bert_kw, train_kw = split_overrides(_overrides(args.overrides))
+    bert_kw, train_kw = split_overrides(overrides_dict(args.overrides))
     if bert_kw:
         raise CliError(f"mask only takes training settings; {', '.join(bert_kw)} belong to the model config")
     tc = TrainConfig(**train_kw)
@@ -284,8 +283,8 @@ def cmd_export_hf(args) -> int:
     from bertcore.io.hf_interop import export_hf
 
     if os.path.isfile(os.path.join(os.path.expanduser(args.dir), "classifier.json")):  # a fine-tuned classifier
+        from bertcore.finetune.models import load_classifier
         from bertcore.io.hf_interop import export_hf_classifier
-        from bertcore.training.finetune import load_classifier
 
         model, tok, _ = load_classifier(args.dir)
         out = export_hf_classifier(model, tok, os.path.expanduser(args.out))
@@ -351,6 +350,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
+    if getattr(args, "preset", None) is not None or getattr(args, "size", None) is not None:
+        from bertcore.presets import resolve_preset  # light: no torch
+
+        name, size, notice = resolve_preset(getattr(args, "preset", None), getattr(args, "size", None) or "tiny")
+        if hasattr(args, "preset"):
+            args.preset = name
+        if getattr(args, "size", None) is not None:
+            args.size = size
+        if notice:
+            print(f"note: {notice}", file=sys.stderr)
     try:
         return COMMANDS[args.command](args)
     except (CliError, ValueError) as e:  # BertcoreError is a ValueError

@@ -1,5 +1,8 @@
 """What every command of ``python -m bertcore`` shares: the parser that exits 2 with ``error: ...``, argument
-types, the configs built from ``--preset`` / ``--set``, and checkpoint loading."""
+types, the configs built from ``--preset`` / ``--set``, checkpoint loading and the training progress bar.
+
+The CLI imports torch (and every module that imports it) inside its command functions, so ``--help`` and a
+usage error answer at once; that is the one place project modules are imported lazily."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +10,7 @@ import argparse
 EXIT_BAD_INPUT = 2
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse that reports problems as ``error: ...`` (exit 2) without the usage dump."""
 
     def error(self, message):  # noqa: D401 - argparse API
@@ -18,7 +21,7 @@ class CliError(Exception):
     """Bad command-line input found after parsing (printed as ``error: ...``, exit 2)."""
 
 
-def _int_in(lo: int, hi: int, what: str):
+def int_in(lo: int, hi: int, what: str):
     def parse(s: str) -> int:
         try:
             v = float(s)
@@ -34,7 +37,7 @@ def _int_in(lo: int, hi: int, what: str):
     return parse
 
 
-def _key_value(s: str) -> tuple[str, str]:
+def key_value(s: str) -> tuple[str, str]:
     if "=" not in s:
         raise argparse.ArgumentTypeError(f"--set expects KEY=VALUE (e.g. hidden_size=64), got {s!r}")
     k, v = s.split("=", 1)
@@ -43,7 +46,7 @@ def _key_value(s: str) -> tuple[str, str]:
     return k.strip(), v.strip()
 
 
-def _overrides(pairs) -> dict:
+def overrides_dict(pairs) -> dict:
     out = {}
     for k, v in pairs:
         out[k] = v
@@ -51,14 +54,15 @@ def _overrides(pairs) -> dict:
 
 
 def train_configs(args):
-    from bertcore.config import PRESETS, BertConfig, TrainConfig, preset, split_overrides
+    from bertcore.config import BertConfig, TrainConfig, split_overrides
+    from bertcore.presets import PRESETS, preset
 
     bert_kw, train_kw = {}, {}
     if args.preset is not None:
         if args.preset not in PRESETS:
             raise CliError(f"unknown preset {args.preset!r}; choose one of: {', '.join(PRESETS)}")
         bert_kw, train_kw = preset(args.preset, getattr(args, "size", "tiny"))
-    b, t = split_overrides(_overrides(args.overrides))
+    b, t = split_overrides(overrides_dict(args.overrides))
     bert_kw.update(b)
     train_kw.update(t)
     if args.steps is not None:
@@ -72,3 +76,36 @@ def load_bundle(path: str):
     from bertcore.io.checkpoint import load_checkpoint
 
     return load_checkpoint(path)
+
+
+class ProgressBar:
+    """The training progress bar on stderr (tqdm), listening to a trainer's callbacks (start, step, eval).
+
+    ``describe(trainer, run_dir)`` is the line printed when training starts; the bar appears then, so bad input
+    prints only its error. Only the process that writes the run directory (rank 0) gets ``start``."""
+
+    def __init__(self, describe, quiet: bool = False):
+        from bertcore.training.callbacks import Callbacks
+
+        self.describe, self.quiet, self.bar = describe, quiet, None
+        self.callbacks = Callbacks(start=self._start, step=self._step)
+
+    def _start(self, ev) -> None:
+        import sys
+
+        from tqdm import tqdm
+
+        print(self.describe(ev.trainer, ev.run_dir), file=sys.stderr)
+        self.bar = tqdm(total=ev.trainer.config.steps, initial=ev.trainer.step_count, file=sys.stderr,
+                        disable=self.quiet, unit="step", mininterval=0.5, dynamic_ncols=True)
+
+    def _step(self, ev) -> None:
+        if self.bar is None:
+            return
+        self.bar.update(1)
+        if ev.trainer.step_count % 10 == 0 or ev.trainer.done:
+            self.bar.set_postfix(mlm=f"{ev.row['mlm_loss']:.3f}", nsp=f"{ev.row['nsp_loss']:.3f}", refresh=False)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -7,27 +7,27 @@ import json
 import os
 import sys
 
+from bertcore.cli_common import EXIT_BAD_INPUT, CliError, ProgressBar, int_in, train_configs
+
 
 def add_prepare_parser(sub) -> None:
     """The ``prepare`` command's parser."""
-    from bertcore.cli_common import _int_in
 
     pr = sub.add_parser("prepare", help="tokenize a large text corpus into shards for `train --data`")
     pr.add_argument("--corpus", required=True, metavar="FILE|DIR",
                     help="a UTF-8 text file or a folder of them; documents are separated by blank lines")
     pr.add_argument("--out", required=True, metavar="DATA", help="folder for the vocabulary and token shards")
     v = pr.add_mutually_exclusive_group()
-    v.add_argument("--vocab-size", type=_int_in(16, 1 << 20, "--vocab-size"), default=8000,
+    v.add_argument("--vocab-size", type=int_in(16, 1 << 20, "--vocab-size"), default=8000,
                    help="train a WordPiece vocabulary of this size (default 8000; BERT used 30522)")
     v.add_argument("--vocab", metavar="vocab.txt", help="use this BERT vocab.txt instead of training one")
-    pr.add_argument("--shard-tokens", type=_int_in(1000, 1 << 31, "--shard-tokens"), default=1 << 24,
+    pr.add_argument("--shard-tokens", type=int_in(1000, 1 << 31, "--shard-tokens"), default=1 << 24,
                     help="token ids per shard file (default 16777216)")
     pr.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def add_data_args(t) -> None:
     """``train`` options for pre-training from prepared shards (issue 15); see docs and ``cmd_train_data``."""
-    from bertcore.cli_common import _int_in
 
     g = t.add_argument_group("training from prepared shards (python -m bertcore prepare)")
     g.add_argument("--data", metavar="DATA", help="a folder written by `prepare`: train on its shards instead of "
@@ -35,16 +35,15 @@ def add_data_args(t) -> None:
     g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default auto: CUDA if present")
     g.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="bf16: forward passes under torch.autocast (CUDA and CPU); weights stay fp32")
-    g.add_argument("--grad-accum", type=_int_in(1, 4096, "--grad-accum"), default=1, metavar="N",
+    g.add_argument("--grad-accum", type=int_in(1, 4096, "--grad-accum"), default=1, metavar="N",
                    help="micro-batches per optimizer step; global batch = batch_size x N x processes")
     g.add_argument("--compile", action="store_true", help="torch.compile the model (slow start, faster steps)")
-    g.add_argument("--nproc-per-node", type=_int_in(1, 1024, "--nproc-per-node"), default=1, metavar="N",
+    g.add_argument("--nproc-per-node", type=int_in(1, 1024, "--nproc-per-node"), default=1, metavar="N",
                    help="start N training processes on this machine (as torchrun --nproc_per_node=N)")
 
 
 def refuse_data_options(args) -> None:
     """``train --corpus`` runs on the CPU in one process: say so instead of ignoring --device and friends."""
-    from bertcore.cli_common import CliError
 
     given = [o for o, v in (("--device", args.device != "auto"), ("--precision", args.precision != "fp32"),
                             ("--grad-accum", args.grad_accum != 1), ("--compile", args.compile),
@@ -78,7 +77,6 @@ def cmd_prepare(args) -> int:
 
 def cmd_train_data(args) -> int:
     """``train --data`` / ``--resume`` of a shard run, in this process or as one rank of torchrun's world."""
-    from bertcore.cli_common import EXIT_BAD_INPUT, CliError, train_configs as _configs
     from bertcore.training import distributed
 
     rank, world, local = distributed.env_world()
@@ -89,8 +87,6 @@ def cmd_train_data(args) -> int:
                 del argv[k:k + (1 if "=" in a else 2)]
                 break
         return distributed.launch(args.nproc_per_node, argv)
-    from tqdm import tqdm
-
     from bertcore.training import service
     from bertcore.training.device import Runtime, check_precision, resolve_device
 
@@ -109,35 +105,22 @@ def cmd_train_data(args) -> int:
             raise CliError("--resume continues a run with its saved model and training settings; drop --set, "
                            "--steps, --seed, --preset and --out (or start a new run with --out)")
         distributed.init(device, world)
-        bars = []
-
-        def started(tr, run_dir):
-            g = tr.data.global_batch_size
-            print(f"training {sum(p.numel() for p in tr.model.parameters()):,} parameters on {device} "
-                  f"({args.precision}, {world} process(es), global batch {g} = {tr.config.batch_size} x "
-                  f"{rt.grad_accum} x {world}) for {tr.config.steps} steps into {run_dir}", file=sys.stderr)
-            bars.append(tqdm(total=tr.config.steps, initial=tr.step_count, file=sys.stderr, unit="step",
-                             disable=args.quiet, mininterval=0.5, dynamic_ncols=True))
-
-        def progress(tr, row):
-            if bars:
-                bars[0].update(1)
-                bars[0].set_postfix(mlm=f"{row['mlm_loss']:.3f}", nsp=f"{row['nsp_loss']:.3f}", refresh=False)
-
-        hooks = service.Hooks(on_start=started, on_step=progress)
+        bar = ProgressBar(lambda tr, run_dir: (
+            f"training {sum(p.numel() for p in tr.model.parameters()):,} parameters on {device} ({args.precision}, "
+            f"{world} process(es), global batch {tr.data.global_batch_size} = {tr.config.batch_size} x "
+            f"{rt.grad_accum} x {world}) for {tr.config.steps} steps into {run_dir}"), quiet=args.quiet)
         try:
             if args.resume is not None:
-                result = service.resume(args.resume, hooks=hooks, runtime=rt)
+                result = service.resume(args.resume, callbacks=bar.callbacks, runtime=rt)
             else:
-                bert, train, _ = _configs(args)
+                bert, train, _ = train_configs(args)
                 out = os.path.expanduser(args.out) if args.out else None
                 name = os.path.basename(os.path.normpath(out)) if out else f"shards, seed {train.seed}"
                 spec = service.RunSpec(bert, train, preset=args.preset, name=name, data=args.data, runtime=rt,
-                                       source=f"bertcore train --data {args.data}")
-                result = service.train(spec, out, hooks=hooks)
+                                       source=f"bertcore train --data {args.data}", callbacks=bar.callbacks)
+                result = service.train(spec, out)
         finally:
-            for b in bars:
-                b.close()
+            bar.close()
     except (CliError, ValueError, OSError) as e:
         if world > 1:
             raise CliError(f"rank {rank} of {world}: {e}") from None
@@ -154,7 +137,7 @@ def cmd_train_data(args) -> int:
     if result.status == "failed":
         print(f"error: {result.reason}. The last good weights were saved to {result.run_dir}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    ev = service._last_eval(result.trainer)
+    ev = result.trainer.history.last_eval()
     if ev:
         print(f"held-out after step {ev['step']}: masked-token accuracy {ev['eval_mlm_acc']:.3f} (unigram baseline "
               f"{result.trainer.unigram_baseline:.3f}), NSP accuracy {ev['eval_nsp_acc']:.3f}")

@@ -4,8 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bertcore.cli_common import CliError, _int_in, load_bundle as _load  # noqa: F401
-
+from bertcore.cli_common import int_in, load_bundle
 
 # the same numbers as bertcore.analysis.explain (not imported here: it imports torch; tests/test_explain.py checks)
 DEFAULT_IG_STEPS, MIN_IG_STEPS, MAX_IG_STEPS = 64, 50, 2000
@@ -21,7 +20,7 @@ def add_explain_parsers(sub, corpus_help: str) -> None:
     x.add_argument("--target", default="mask", help="mask (the first [MASK]), mask:i (the i-th, 0-based) or nsp")
     x.add_argument("--method", default="integrated_gradients",
                    choices=("rollout", "grad_x_input", "integrated_gradients"))
-    x.add_argument("--steps", type=_int_in(MIN_IG_STEPS, MAX_IG_STEPS, "--steps"), default=DEFAULT_IG_STEPS,
+    x.add_argument("--steps", type=int_in(MIN_IG_STEPS, MAX_IG_STEPS, "--steps"), default=DEFAULT_IG_STEPS,
                    help=f"integrated-gradients interpolation steps (default {DEFAULT_IG_STEPS})")
     x.add_argument("--baseline", choices=("mask", "pad"), default="mask",
                    help="integrated-gradients baseline: every word replaced by [MASK] or [PAD] embeddings")
@@ -32,7 +31,7 @@ def add_explain_parsers(sub, corpus_help: str) -> None:
     a.add_argument("--heads", help="0-based LAYER.HEAD list, e.g. 0.1,2.3: each alone, then all together "
                    "(default: every head alone, the importance map)")
     a.add_argument("--corpus", default="builtin", help=corpus_help + "; its held-out split is used")
-    a.add_argument("--examples", type=_int_in(1, 100_000, "--examples"), default=256,
+    a.add_argument("--examples", type=int_in(1, 100_000, "--examples"), default=256,
                    help="held-out examples (fixed masks and NSP choices)")
     a.add_argument("--json", action="store_true")
 
@@ -40,7 +39,7 @@ def add_explain_parsers(sub, corpus_help: str) -> None:
 def cmd_explain(args) -> int:
     from bertcore.analysis import explain as ex
 
-    b = _load(args.dir)
+    b = load_bundle(args.dir)
     if args.method == "rollout":
         r = ex.rollout_for(b.model, b.tokenizer, args.a, args.b)
         if args.json:
@@ -76,7 +75,7 @@ def cmd_ablate(args) -> int:
     from bertcore.analysis import ablation as ab
     from bertcore.data.corpus import get_corpus
 
-    b = _load(args.dir)
+    b = load_bundle(args.dir)
     heads = ab.parse_heads(args.heads) if args.heads is not None else None
     L, H = int(b.model.config.num_hidden_layers), int(b.model.config.num_attention_heads)
     if heads:

@@ -1,12 +1,12 @@
-"""`finetune` and `classify`: downstream classifiers on a pretrained encoder (BERT §4, bertcore.training.finetune)."""
+"""`finetune` and `classify`: downstream classifiers on a pretrained encoder (BERT §4, bertcore.finetune.tuner)."""
 from __future__ import annotations
 
 import json
 import os
 import sys
 
-from bertcore.cli_common import CliError, _int_in, load_bundle as _load  # noqa: F401
-from bertcore.training.finetune_sweep import SWEEP_STEPS
+from bertcore.cli_common import CliError, int_in
+from bertcore.finetune.sweep import SWEEP_STEPS
 
 
 def add_finetune_parsers(sub) -> None:
@@ -17,10 +17,10 @@ def add_finetune_parsers(sub) -> None:
                          "weights of the default pretraining architecture)")
     ft.add_argument("--task", default=None, metavar="NAME|FILE.csv",
                     help="a built-in task (see --list-tasks) or a CSV with text,label or text_a,text_b,label")
-    ft.add_argument("--labels", type=_int_in(0, 10_000_000, "--labels"), default=64,
+    ft.add_argument("--labels", type=int_in(0, 10_000_000, "--labels"), default=64,
                     help="labelled training examples to use (0 = all); default 64")
-    ft.add_argument("--steps", type=_int_in(1, 100_000, "--steps"), default=None, help="optimizer steps")
-    ft.add_argument("--seed", type=_int_in(0, 2**63 - 1, "--seed"), default=0)
+    ft.add_argument("--steps", type=int_in(1, 100_000, "--steps"), default=None, help="optimizer steps")
+    ft.add_argument("--seed", type=int_in(0, 2**63 - 1, "--seed"), default=0)
     ft.add_argument("--lr", type=float, default=None, help="peak learning rate (default 3e-4; 5e-5 for minilm)")
     ft.add_argument("--head-lr", type=float, default=None,
                     help="peak learning rate of the new classifier layer (default 1e-2)")
@@ -59,7 +59,8 @@ def cmd_finetune(args) -> int:
     import time
 
     from bertcore.data.tasks import get_task
-    from bertcore.training.finetune import MINILM_LR, FinetuneConfig, FineTuner, start_model
+    from bertcore.finetune.models import MINILM_LR, start_model
+    from bertcore.finetune.tuner import FinetuneConfig, FineTuner
 
     task = get_task(args.task, seed=0)
     if args.sweep is not None:
@@ -69,10 +70,10 @@ def cmd_finetune(args) -> int:
     tuner = FineTuner(model, tok, task, cfg)
     print(f"fine-tuning {desc} on {task.name} ({len(tuner.examples)} labelled examples, "
           f"{len(task.held_out)} held out) for {cfg.steps} steps", file=sys.stderr)
-    from bertcore.training import finetune_route
+    from bertcore.finetune import route
 
     t0 = time.perf_counter()
-    res = finetune_route.finetune(tuner, out, source=desc)  # the training service: run.json, atomic writes
+    res = route.finetune(tuner, out, source=desc)  # the training service: run.json, atomic writes
     out = str(res.run_dir)
     if res.status == "failed":
         raise CliError(f"{res.reason}; the run was saved to {out}")
@@ -103,8 +104,9 @@ def _sweep(args, task, out) -> int:
     """`finetune --sweep`: final held-out accuracy against the number of labels, from --from and from scratch."""
     import time
 
-    from bertcore.training.finetune import MINILM_LR, FinetuneConfig, start_model
-    from bertcore.training.finetune_sweep import label_sweep, parse_points, sweep_table, write_sweep
+    from bertcore.finetune.models import MINILM_LR, start_model
+    from bertcore.finetune.sweep import label_sweep, parse_points, sweep_table, write_sweep
+    from bertcore.finetune.tuner import FinetuneConfig
 
     points = parse_points(args.sweep)
     if args.source == "scratch":
@@ -132,7 +134,7 @@ def _sweep(args, task, out) -> int:
 
 
 def cmd_classify(args) -> int:
-    from bertcore.training.finetune import classify, load_classifier
+    from bertcore.finetune.models import classify, load_classifier
 
     model, tok, meta = load_classifier(args.dir)
     if meta.get("pair") and args.b is None:

@@ -26,7 +26,7 @@ INITS = ("bert", "pytorch", "xavier_uniform")
 SEGMENT_IDS = ("0/1", "1/2")
 
 
-class _JsonMixin:
+class JsonConfig:
     """to_dict / from_dict / JSON helpers shared by both configs."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def _check_bool(name: str, value: Any) -> None:
         raise ConfigError(f"{name}={value!r} must be true or false")
 
 
-def _check_range(name: str, value: Any, lo: float, hi: float, kind: type = float) -> None:
+def check_range(name: str, value: Any, lo: float, hi: float, kind: type = float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
         raise ConfigError(f"{name}={value!r} must be a {'whole number' if kind is int else 'number'} in [{lo}, {hi}]")
     if not (lo <= value <= hi):
@@ -82,7 +82,7 @@ def fan_in_init(hidden_size: int) -> float:
 
 
 @dataclass
-class BertConfig(_JsonMixin):
+class BertConfig(JsonConfig):
     # Set from the tokenizer; the embedding table and (tied) MLM decoder have this many rows.
     vocab_size: int = 512
     # d_model. BERT-base uses 768; 64 is enough for the built-in grammar and trains in seconds.
@@ -153,20 +153,20 @@ class BertConfig(_JsonMixin):
         self.validate()
 
     def validate(self) -> None:
-        _check_range("vocab_size", self.vocab_size, 6, 250_000, int)
-        _check_range("hidden_size", self.hidden_size, 1, 4096, int)
-        _check_range("num_hidden_layers", self.num_hidden_layers, 1, 48, int)
-        _check_range("num_attention_heads", self.num_attention_heads, 1, 64, int)
-        _check_range("intermediate_size", self.intermediate_size, 1, 16384, int)
-        _check_range("max_position_embeddings", self.max_position_embeddings, 4, 8192, int)
-        _check_range("type_vocab_size", self.type_vocab_size, 0, 16, int)
-        _check_range("hidden_dropout_prob", self.hidden_dropout_prob, 0.0, 0.9)
-        _check_range("attention_probs_dropout_prob", self.attention_probs_dropout_prob, 0.0, 0.9)
-        _check_range("layer_norm_eps", self.layer_norm_eps, 1e-15, 1e-2)
+        check_range("vocab_size", self.vocab_size, 6, 250_000, int)
+        check_range("hidden_size", self.hidden_size, 1, 4096, int)
+        check_range("num_hidden_layers", self.num_hidden_layers, 1, 48, int)
+        check_range("num_attention_heads", self.num_attention_heads, 1, 64, int)
+        check_range("intermediate_size", self.intermediate_size, 1, 16384, int)
+        check_range("max_position_embeddings", self.max_position_embeddings, 4, 8192, int)
+        check_range("type_vocab_size", self.type_vocab_size, 0, 16, int)
+        check_range("hidden_dropout_prob", self.hidden_dropout_prob, 0.0, 0.9)
+        check_range("attention_probs_dropout_prob", self.attention_probs_dropout_prob, 0.0, 0.9)
+        check_range("layer_norm_eps", self.layer_norm_eps, 1e-15, 1e-2)
         if self.initializer_range is None:  # hidden_size is already checked above
             self.initializer_range = fan_in_init(self.hidden_size)
-        _check_range("initializer_range", self.initializer_range, 1e-6, 1.0)
-        _check_range("pad_token_id", self.pad_token_id, 0, self.vocab_size - 1, int)
+        check_range("initializer_range", self.initializer_range, 1e-6, 1.0)
+        check_range("pad_token_id", self.pad_token_id, 0, self.vocab_size - 1, int)
         _check_choice("hidden_act", self.hidden_act, ACTIVATIONS)
         _check_choice("position_embedding", self.position_embedding, POSITION_EMBEDDINGS)
         _check_choice("norm_placement", self.norm_placement, NORM_PLACEMENTS)
@@ -209,7 +209,7 @@ class BertConfig(_JsonMixin):
 
 
 @dataclass
-class TrainConfig(_JsonMixin):
+class TrainConfig(JsonConfig):
     # Optimizer steps to run.
     steps: int = 600
     # Sequences per step; batches are padded only to their own longest sequence. NSP needs ~100k
@@ -254,29 +254,29 @@ class TrainConfig(_JsonMixin):
         self.validate()
 
     def validate(self) -> None:
-        _check_range("steps", self.steps, 1, 1_000_000, int)
-        _check_range("batch_size", self.batch_size, 1, 4096, int)
-        _check_range("lr", self.lr, 0.0, 100.0)
-        _check_range("warmup_steps", self.warmup_steps, 0, 1_000_000, int)
-        _check_range("weight_decay", self.weight_decay, 0.0, 1.0)
-        _check_range("grad_clip", self.grad_clip, 0.0, 1e6)
-        _check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
-        _check_range("pad_to", self.pad_to, 0, 8192, int)
+        check_range("steps", self.steps, 1, 1_000_000, int)
+        check_range("batch_size", self.batch_size, 1, 4096, int)
+        check_range("lr", self.lr, 0.0, 100.0)
+        check_range("warmup_steps", self.warmup_steps, 0, 1_000_000, int)
+        check_range("weight_decay", self.weight_decay, 0.0, 1.0)
+        check_range("grad_clip", self.grad_clip, 0.0, 1e6)
+        check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
+        check_range("pad_to", self.pad_to, 0, 8192, int)
         if self.pad_to and self.pad_to < self.max_seq_len:
             raise ConfigError(
                 f"pad_to={self.pad_to} is shorter than max_seq_len={self.max_seq_len}; every batch is padded to "
                 f"pad_to, so set it to at least {self.max_seq_len}, or 0 to pad each batch to its longest pair"
             )
-        _check_range("mlm_probability", self.mlm_probability, 0.0, 1.0)
-        _check_range("mask_token_frac", self.mask_token_frac, 0.0, 1.0)
-        _check_range("random_token_frac", self.random_token_frac, 0.0, 1.0)
-        _check_range("nsp_positive_prob", self.nsp_positive_prob, 0.0, 1.0)
-        _check_range("seed", self.seed, 0, 2**63 - 1, int)
-        _check_range("eval_every", self.eval_every, 0, 1_000_000, int)
-        _check_range("eval_size", self.eval_size, 1, 100_000, int)
-        _check_range("snapshot_every", self.snapshot_every, 0, 1_000_000, int)
-        _check_range("num_threads", self.num_threads, 1, 256, int)
-        _check_range("held_out_frac", self.held_out_frac, 0.0, 0.5)
+        check_range("mlm_probability", self.mlm_probability, 0.0, 1.0)
+        check_range("mask_token_frac", self.mask_token_frac, 0.0, 1.0)
+        check_range("random_token_frac", self.random_token_frac, 0.0, 1.0)
+        check_range("nsp_positive_prob", self.nsp_positive_prob, 0.0, 1.0)
+        check_range("seed", self.seed, 0, 2**63 - 1, int)
+        check_range("eval_every", self.eval_every, 0, 1_000_000, int)
+        check_range("eval_size", self.eval_size, 1, 100_000, int)
+        check_range("snapshot_every", self.snapshot_every, 0, 1_000_000, int)
+        check_range("num_threads", self.num_threads, 1, 256, int)
+        check_range("held_out_frac", self.held_out_frac, 0.0, 0.5)
         if self.mask_token_frac + self.random_token_frac > 1.0 + 1e-9:
             raise ConfigError(
                 f"mask_token_frac + random_token_frac = {self.mask_token_frac + self.random_token_frac:.3f} > 1; "
@@ -300,10 +300,6 @@ def check_compatible(model: BertConfig, train: TrainConfig) -> None:
             f"pad_to={train.pad_to} exceeds max_position_embeddings={model.max_position_embeddings}; "
             f"lower pad_to (0 = pad to the longest pair) or raise max_position_embeddings to at least {train.pad_to}"
         )
-
-
-# name -> (BertConfig overrides, TrainConfig overrides) at the tiny size; preset(name, size) for the seed sizes.
-from bertcore.presets import PRESET_SIZES, PRESETS, preset  # noqa: E402,F401 (re-exported)
 
 
 def _parse_value(field_type: Any, key: str, raw: Any) -> Any:

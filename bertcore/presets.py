@@ -1,7 +1,9 @@
-"""Named presets: one per seed design (/work/shared/seeds, README.md there), each in two sizes.
+"""Named presets: one per seed tutorial's design (the seed documents: README.md "Seed presets"), each in two sizes.
 
-``preset(name, size)`` returns ``(BertConfig overrides, TrainConfig overrides)``. ``size="seed"`` is the seed's
-own model size, ``size="tiny"`` the same design at the size that trains on the built-in corpus in about a minute.
+``preset(name, size)`` returns ``(BertConfig overrides, TrainConfig overrides)``. ``size="paper"`` is the model
+size the seed's own code or paper uses (original BERT: BERT-base), ``size="tiny"`` the same design at the size that
+trains on the built-in corpus in about a minute. ``resolve_preset`` also reads the names used before presets and
+sizes were renamed ("original BERT", size "seed") and says what they are now.
 ``PRESETS[name]`` is the tiny pair (what the Train page offers). Each preset sets every design switch of
 ``BertConfig`` explicitly, so two presets differ exactly where their seeds do; tests/test_seed_presets.py
 rebuilds each seed's model from the seed's own equations and checks bertcore's forward against it.
@@ -18,7 +20,7 @@ from typing import Any
 
 # The design switches, by seed. Sizes are added by SIZES below.
 _DESIGNS: dict[str, dict[str, Any]] = {
-    "original BERT (tiny)": dict(  # Devlin et al. 2019 / HF transformers' modeling_bert
+    "original BERT": dict(  # Devlin et al. 2019 / HF transformers' modeling_bert
         position_embedding="learned", train_position_embeddings=True, norm_placement="post",
         final_layer_norm=False, layer_norm_style="variance", layer_norm_eps=1e-12, embedding_scale=False,
         embedding_layer_norm=True, embedding_dropout=True, hidden_act="gelu", ffn_dropout=False,
@@ -57,46 +59,46 @@ _BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
 
 # name -> size -> (model sizes, train overrides). Vocabulary sizes always come from the tokenizer.
 SIZES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
-    "original BERT (tiny)": {
+    "original BERT": {
         # no dropout at tiny size: in a one-minute run it held NSP at chance for half the run (docs/BENCH.md)
         "tiny": (dict(_TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), {}),
         # BERT-base (§3, §A.2): 110M parameters with the 30522-word vocabulary; lr 1e-4, sequences of 128
-        "seed": (dict(_BERT_BASE, initializer_range=0.02), dict(lr=1e-4, max_seq_len=128, batch_size=32,
+        "paper": (dict(_BERT_BASE, initializer_range=0.02), dict(lr=1e-4, max_seq_len=128, batch_size=32,
                                                                 warmup_steps=1000)),
     },
     "BERT-pytorch (codertimo)": {
         "tiny": (_TINY, {}),
         # hidden 768, 12 layers, 12 heads, FFN 4 x hidden, PositionalEmbedding(max_len=512); seq_len 20, every
         # example padded to it (seed 003)
-        "seed": (dict(_BERT_BASE), dict(lr=1e-4, max_seq_len=20, pad_to=20, batch_size=64, warmup_steps=1000)),
+        "paper": (dict(_BERT_BASE), dict(lr=1e-4, max_seq_len=20, pad_to=20, batch_size=64, warmup_steps=1000)),
     },
     "blog BertModel": {
         "tiny": (_TINY, {}),
         # the seed's config dict shows no values; its keys are BERT's, so BERT-base is assumed
-        "seed": (_BERT_BASE, dict(lr=1e-4, max_seq_len=128, batch_size=32, warmup_steps=1000)),
+        "paper": (_BERT_BASE, dict(lr=1e-4, max_seq_len=128, batch_size=32, warmup_steps=1000)),
     },
     "Annotated Transformer": {
         "tiny": (_TINY, {}),
         # make_model: N=6, d_model=512, d_ff=2048, h=8, dropout 0.1, PositionalEncoding(max_len=5000)
-        "seed": (dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
+        "paper": (dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
                       max_position_embeddings=5000), dict(lr=1e-4, max_seq_len=128, batch_size=32, warmup_steps=1000)),
     },
     "d2l": {
         "tiny": (_TINY, {}),
         # num_hiddens=768, ffn_num_hiddens=1024, num_heads=4, num_layers=2, dropout=0.2, max_len=1000
-        "seed": (dict(hidden_size=768, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024,
+        "paper": (dict(hidden_size=768, num_hidden_layers=2, num_attention_heads=4, intermediate_size=1024,
                       max_position_embeddings=1000), dict(lr=1e-4, max_seq_len=64, batch_size=64, warmup_steps=100)),
     },
 }
 
-SEED_FILES = {"original BERT (tiny)": None, "BERT-pytorch (codertimo)": ("000", "003"), "blog BertModel": ("001",),
+SEED_FILES = {"original BERT": None, "BERT-pytorch (codertimo)": ("000", "003"), "blog BertModel": ("001",),
               "Annotated Transformer": ("002",), "d2l": ("004",)}
 
 PRESET_NOTES: dict[str, list[str]] = {
-    "original BERT (tiny)": [
+    "original BERT": [
         "matches HF transformers' BertForPreTraining (tests/test_model.py)",
         "at tiny size: no dropout (BERT: 0.1) and init std 1/√hidden = 0.125 (BERT: 0.02 at hidden 768), "
-        "so NSP leaves chance in the first third of a one-minute run instead of after half of it; the seed "
+        "so NSP leaves chance in the first third of a one-minute run instead of after half of it; the paper "
         "size (BERT-base) uses BERT's 0.1 and 0.02",
     ],
     "BERT-pytorch (codertimo)": [
@@ -104,14 +106,14 @@ PRESET_NOTES: dict[str, list[str]] = {
         "MLM and NSP heads return logits; the seed's LogSoftmax + NLLLoss is the same loss as cross-entropy",
         "NSP loss counts both labels (the seed's NLLLoss(ignore_index=0) dropped every NotNext example)",
         "the dropout BERT-pytorch's TransformerBlock applies after each block is not in the seeds and not here",
-        "vocabulary: at seed size the seed's own (tokenizer seed_word: <pad> <unk> <eos> <sos> <mask> at ids 0-4, "
+        "vocabulary: at paper size the seed's own (tokenizer seed_word: <pad> <unk> <eos> <sos> <mask> at ids 0-4, "
         "then whitespace words, case kept, by frequency; inputs <sos> A <eos> B <eos>); at tiny size the project's "
         "word-level one ([PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off); either can be chosen",
     ],
     "blog BertModel": [
         "Multi_Head_Att, Feed_Forward and BertPooler are not shown in the seed: BERT's (Q/K/V/O projections, "
         "Linear-GELU-Linear, tanh pooler) are assumed; Add_Norm is taken as a LayerNorm of the sublayer output",
-        "sizes are not shown in the seed: BERT-base is assumed for size=seed",
+        "sizes are not shown in the seed: BERT-base is assumed for size=paper",
         "positions are sliced to the input length (the seed indexed the full table, so inputs had to be padded "
         "to max_position_embeddings)",
     ],
@@ -126,10 +128,13 @@ PRESET_NOTES: dict[str, list[str]] = {
     ],
 }
 
-PRESET_SIZES = ("tiny", "seed")
+PRESET_SIZES = ("tiny", "paper")
+# names accepted for compatibility (runs and scripts made before the rename) -> today's name
+OLD_PRESET_NAMES = {"original BERT (tiny)": "original BERT"}
+OLD_PRESET_SIZES = {"seed": "paper"}
 
 # The vocabulary each preset trains with by default, where it is not the project's word-level one ("word").
-_TOKENIZERS: dict[tuple[str, str], str] = {("BERT-pytorch (codertimo)", "seed"): "seed_word"}
+_TOKENIZERS: dict[tuple[str, str], str] = {("BERT-pytorch (codertimo)", "paper"): "seed_word"}
 
 
 def preset_tokenizer(name: str | None, size: str = "tiny") -> str:
@@ -139,7 +144,7 @@ def preset_tokenizer(name: str | None, size: str = "tiny") -> str:
 
 
 def preset(name: str, size: str = "tiny") -> tuple[dict[str, Any], dict[str, Any]]:
-    """(BertConfig overrides, TrainConfig overrides) of preset ``name`` at ``size`` ("tiny" or "seed").
+    """(BertConfig overrides, TrainConfig overrides) of preset ``name`` at ``size`` ("tiny" or "paper").
 
     Raises KeyError with the valid names; the CLI and the pages turn it into a message."""
     if name not in _DESIGNS:
@@ -151,3 +156,11 @@ def preset(name: str, size: str = "tiny") -> tuple[dict[str, Any], dict[str, Any
 
 
 PRESETS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {n: preset(n, "tiny") for n in _DESIGNS}
+
+
+def resolve_preset(name: str | None, size: str = "tiny") -> tuple[str | None, str, str | None]:
+    """(today's preset name, today's size, a notice or None) for a name or size from before the rename."""
+    new_name, new_size = OLD_PRESET_NAMES.get(name, name), OLD_PRESET_SIZES.get(size, size)
+    changed = [f"preset {name!r} is now {new_name!r}"] if new_name != name else []
+    changed += [f"size {size!r} is now {new_size!r}"] if new_size != size else []
+    return new_name, new_size, ("; ".join(changed) + "; using it") if changed else None

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 
 CDN_MARKERS = ("cdnjs", "cloudflare", "require.min.js", "unpkg.com", "jsdelivr")
 
@@ -94,8 +95,6 @@ def make_offline(html: str) -> str:
 
 
 def _to_torch(attentions: np.ndarray):
-    import torch
-
     A = np.asarray(attentions, dtype=np.float32)
     if A.ndim != 4:
         raise ValueError(f"attentions must be [L, H, T, T], got {A.shape}")

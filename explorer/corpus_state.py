@@ -1,7 +1,7 @@
 """The session's corpus and tokenizer: one small API, one cache, used by every page.
 
 Data & tokens chooses the corpus (built-in, the tutorial two-liner or an upload) and the tokenizer (word-level,
-WordPiece with a vocabulary size, or BERT-pytorch's seed vocabulary, ``bertcore.data.bert_pytorch``); Masking & NSP and Train read the same choice. Pages never touch these
+WordPiece with a vocabulary size, or BERT-pytorch's seed vocabulary, ``bertcore.data.bert_pytorch_vocab``); Masking & NSP and Train read the same choice. Pages never touch these
 session keys directly.
 
 * Built-in and tutorial corpora and their tokenizers are shared read-only by all sessions (``st.cache_resource``).
@@ -11,10 +11,19 @@ session keys directly.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
+
+from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
+from bertcore.data.corpus import load_corpus_file, tutorial_corpus
+from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+from bertcore.errors import BertcoreError
+from bertcore.io.checkpoint import atomic_write
+from explorer import workspace
 
 BUILTIN, TUTORIAL = "builtin", "tutorial"
 KINDS = ("word", "wordpiece", "seed_word")
@@ -39,8 +48,6 @@ class CorpusChoice:
 
 @st.cache_resource(show_spinner=False)
 def _tutorial_corpus():
-    from bertcore.data.corpus import tutorial_corpus
-
     return tutorial_corpus()
 
 
@@ -54,11 +61,7 @@ def _shared_tokenizer(key: str, kind: str, vocab_size: int | None):
 def build_tokenizer(corpus, kind: str, vocab_size: int | None = None):
     """Word-level vocabulary of the corpus, a WordPiece vocabulary of ``vocab_size`` trained on it, or the seed
     vocabulary (BERT-pytorch's WordVocab: specials, then whitespace words by frequency)."""
-    from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
-
     if kind == "seed_word":
-        from bertcore.data.bert_pytorch import SeedWordTokenizer
-
         return SeedWordTokenizer.build(corpus.texts())
     if kind == "wordpiece":
         return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(vocab_size or 1000), min_frequency=1)
@@ -66,9 +69,7 @@ def build_tokenizer(corpus, kind: str, vocab_size: int | None = None):
 
 
 def builtin_choice() -> CorpusChoice:
-    from explorer import state
-
-    return CorpusChoice(state.shared_corpus_and_tokenizer()[0], BUILTIN)
+    return CorpusChoice(workspace.shared_corpus_and_tokenizer()[0], BUILTIN)
 
 
 def tutorial_choice() -> CorpusChoice:
@@ -112,10 +113,7 @@ UPLOAD_DIR, _UPLOAD_FILE, _UPLOAD_META = "uploads", "corpus.txt", "corpus.json"
 def save_upload(data: bytes, name: str, mode: str) -> str | None:
     """Keep the uploaded corpus file in the workspace (atomically; it replaces the previous one). Returns an error
     message for the page when the disk refuses, else None."""
-    import json
 
-    from bertcore.io.checkpoint import atomic_write
-    from explorer import workspace
 
     try:
         d = workspace.workspace_path(create=True) / UPLOAD_DIR
@@ -130,12 +128,7 @@ def save_upload(data: bytes, name: str, mode: str) -> str | None:
 
 def _restore_upload() -> CorpusChoice | None:
     """The workspace's kept upload, parsed as it was when uploaded; None when there is none or it cannot be read."""
-    import hashlib
-    import json
 
-    from bertcore.data.corpus import load_corpus_file
-    from bertcore.errors import BertcoreError
-    from explorer import workspace
 
     try:
         d = workspace.workspace_path() / UPLOAD_DIR
@@ -156,9 +149,7 @@ def tokenizer(choice: CorpusChoice | None = None):
     choice = active() if choice is None else choice
     vocab = choice.vocab_size if choice.kind == "wordpiece" else None
     if choice.key == BUILTIN and choice.kind == "word":
-        from explorer import state
-
-        return state.shared_corpus_and_tokenizer()[1]
+        return workspace.shared_corpus_and_tokenizer()[1]
     if not choice.uploaded:
         return _shared_tokenizer(choice.key, choice.kind, vocab)
     cache = st.session_state.setdefault(_K_TOKENIZERS, {})

@@ -3,11 +3,16 @@
 A page's defaults are lowercase prose with punctuation split off (Predict: "the cows [MASK] the hay near the
 barn ."). A word-level or WordPiece vocabulary reads them; BERT-pytorch's seed vocabulary (tokenizer ``seed_word``) splits
 on whitespace and keeps case, so most of them would be ``<unk>``. For such a vocabulary the examples are taken
-from a corpus it knows instead (``bertcore.analysis.probe.default_probe``: one word masked, a true pair).
+from a corpus it knows instead (``bertcore.analysis.live_probe.default_probe``: one word masked, a true pair).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from bertcore.analysis.live_probe import default_probe
+from bertcore.errors import BertcoreError
+from explorer import corpus_state as cs
+from explorer import workspace
 
 
 @dataclass(frozen=True)
@@ -30,9 +35,6 @@ def known_examples(tokenizer, defaults: Examples, corpora=()) -> Examples:
     """``defaults`` unless ``tokenizer`` is a seed vocabulary that lacks some of their words; then examples from
     the candidate corpus whose first pairs it knows best (ties: the first given), or ``defaults`` when no corpus
     gives examples it fully knows."""
-    from bertcore.analysis.probe import default_probe
-    from bertcore.errors import BertcoreError
-
     def unknown(ex: Examples) -> int:
         return unknown_count(tokenizer, (ex.masked.replace("[MASK]", " "), ex.sentence, ex.a, ex.b))
 
@@ -60,8 +62,5 @@ def session_examples(tokenizer, defaults: Examples) -> Examples:
     and the built-in corpus (shared, already built). Only a seed vocabulary reads them."""
     if getattr(tokenizer, "kind", None) != "seed_word":
         return defaults
-    from explorer import corpus_state as cs
-    from explorer import state
-
-    corpora = [cs.active().corpus, cs.tutorial_choice().corpus, state.shared_corpus_and_tokenizer()[0]]
+    corpora = [cs.active().corpus, cs.tutorial_choice().corpus, workspace.shared_corpus_and_tokenizer()[0]]
     return known_examples(tokenizer, defaults, corpora)

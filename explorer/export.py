@@ -12,6 +12,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from explorer.figures_inspect import token_labels
+
 FIGURE_FORMATS = ("svg", "png")
 
 
@@ -41,8 +43,6 @@ def _csv(df: pd.DataFrame) -> bytes:
 
 def attention_csv(attn: np.ndarray, tokens: Sequence[str]) -> bytes:
     """One head's ``[T, T]`` attention as a matrix: a ``query`` column, then one column per key ``"<j> <token>"``."""
-    from explorer.figures_inspect import token_labels
-
     A = np.asarray(attn, dtype=np.float64)
     labels = token_labels(tokens, escape=False)
     if A.shape != (len(labels), len(labels)):

@@ -5,6 +5,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from bertcore.data.bert_pytorch_vocab import seed003_example
+
 
 def seed003_frame(ex: dict) -> pd.DataFrame:
     """One row per position of the padded example: the seed's token, its id, label, segment and padding mask."""
@@ -32,10 +34,8 @@ def padding_mask_figure(ex: dict) -> go.Figure:
 
 def render_seed003(key: str) -> None:
     """The whole example in an expander: vocabulary order, ids, labels 1/2 with 0 for padding, padding to 20."""
-    from bertcore.data.bert_pytorch import seed003_example
-
     ex = seed003_example()
-    with st.expander("Seed 003's worked example: BERT-pytorch's own format (`bertcore.data.bert_pytorch`)"):
+    with st.expander("Seed 003's worked example: BERT-pytorch's own format (`bertcore.data.bert_pytorch_vocab`)"):
         st.markdown(
             "The tutorial (seed 003) builds its vocabulary as `<pad> <unk> <eos> <sos> <mask>` followed by the "
             "words by frequency, keeps case, writes `<sos> A <eos> B <eos>`, labels segment A with 1 and B with 2, "

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer import state
+from bertcore.errors import BertcoreError
+from bertcore.model.bert import count_parameters
+from bertcore.training import runs
+from explorer import finetunes, state, training_run, workspace
 
-MINILM_LABEL = state.MINILM_LABEL
+MINILM_LABEL = workspace.MINILM_LABEL
 _K_MSG = "sb_message"
 SIDEBAR_POLL_SECONDS = 2.0
 
 
 def param_count(model) -> int:
     try:
-        from bertcore.model import count_parameters
-
         parts = count_parameters(model)
         return int(parts.get("total", sum(parts.values())))
     except Exception:  # noqa: BLE001
@@ -26,8 +27,6 @@ def _runs():
 
 
 def _status_block() -> None:
-    from explorer import finetunes
-
     running = any(r.running for r in _runs()) or finetunes.running() or finetunes.sweeping()
 
     # Every 2 s: the Train and Fine-tune pages draw their own progress every second, and each tick of this
@@ -41,7 +40,7 @@ def _status_block() -> None:
             s = run.snapshot()
             label = " vs ".join(s.labels) if len(s.labels) > 1 else "training"
             st.progress(s.progress, text=f"{label}: step {s.total_done}/{s.total_steps}, "
-                                         f"ETA {state.fmt_seconds(s.eta)}")
+                                         f"ETA {training_run.fmt_seconds(s.eta)}")
         ft = finetunes.live()
         if ft is not None and ft.running:
             live.append(ft)
@@ -75,7 +74,7 @@ def _say(kind: str, text: str) -> None:
 
 
 def _switcher(active) -> None:
-    choices = state.list_models()
+    choices = workspace.list_models()
     labels = list(choices)
     if active.label not in labels:
         labels.insert(0, active.label)
@@ -90,7 +89,7 @@ def _switcher(active) -> None:
 
 
 def _run_manager() -> None:
-    infos = state.workspace_runs()
+    infos = workspace.workspace_runs()
     with st.expander(f"Runs in this workspace ({len(infos)})"):
         if not infos:
             st.caption("No runs yet: train on the Train page. Runs are kept on the server's disk.")
@@ -107,9 +106,6 @@ def _run_manager() -> None:
 
 
 def _run_actions(info) -> None:
-    from bertcore.errors import BertcoreError
-    from bertcore.training import runs
-
     c1, c2 = st.columns(2)
     if info.loadable and not info.live and c1.button("Use", key="sb_run_use", help="Make it the active model"):
         err = state.select_active(f"run:{info.id}")
@@ -138,7 +134,7 @@ def _run_actions(info) -> None:
         sure = st.checkbox("Yes, delete this run for good", key=f"sb_run_sure_{info.id}")
         if st.button("Delete", key="sb_run_delete", disabled=not sure):
             try:
-                runs.delete_run(info.path, root=state.workspace_path())
+                runs.delete_run(info.path, root=workspace.workspace_path())
             except BertcoreError as e:
                 _say("error", str(e))
             else:
@@ -165,7 +161,7 @@ def render_sidebar() -> None:
         except Exception as e:  # noqa: BLE001 - e.g. bertcore half-installed
             st.error(f"The model package is not available: {e}")
             return
-        note = st.session_state.pop(state._K_WS_NOTE, None)
+        note = st.session_state.pop(workspace.WS_NOTE_KEY, None)
         if note:
             st.warning(note)
         st.markdown(f"**Active model:** {active.label}")

@@ -9,64 +9,36 @@
 * The untrained default model is one shared, read-only resource (``st.cache_resource``);
   trainers never touch it (they build their own model).
 * The workspace id and the model choices live in ``explorer.workspace``; the background runner
-  (``TrainingRun``, caps, heartbeat) lives in ``explorer.training_run`` and the
-  safe checkpoint zips in ``explorer.uploads``; both are re-exported here, so ``state.TrainingRun`` etc. work.
+  (``TrainingRun``, caps, heartbeat) lives in ``explorer.training_run`` and the safe checkpoint zips in
+  ``explorer.uploads``: import their names from there.
 """
 from __future__ import annotations
 
-
-import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
-
 import tempfile
-import time
 from pathlib import Path
 
 import streamlit as st
 
-from explorer.training_run import (  # noqa: F401 - re-exported for pages and tests
-    TRAINED_LABEL,
-    Job,
-    RunSnapshot,
-    ServerBusy,
-    TrainingRun,
-    abandon_seconds,
-    find_live,
-    fmt_seconds,
-    make_bundle,
-    max_model_mb,
-    max_trainings,
-    register_live,
-    running_trainings,
-    warmup_optimizer,
-)
-from explorer.workspace import (  # noqa: F401 - re-exported for pages and tests
-    _K_ACTIVE,
-    _K_MODELS,
-    _K_WS,
-    _K_WS_NOTE,
-    MINILM_LABEL,
-    UNTRAINED_LABEL,
+import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
+from bertcore.config import BertConfig, TrainConfig
+from bertcore.data.corpus import tutorial_corpus
+from bertcore.errors import BertcoreError
+from bertcore.io.checkpoint import save_checkpoint
+from bertcore.training import runs
+from explorer.training_run import Job, ServerBusy, TrainingRun, find_live, fmt_seconds, register_live
+from explorer.uploads import load_checkpoint_zip
+from explorer.workspace import (
+    ACTIVE_KEY,
+    MODELS_KEY,
+    WS_NOTE_KEY,
     ActiveModel,
     ModelChoices,
-    _remember_active,
-    _resolve,
-    _untrained,
-    list_models,
-    minilm_available,
+    remember_active,
+    resolve_model,
     shared_corpus_and_tokenizer,
-    shared_minilm,
-    shared_untrained_bundle,
-    sync_workspace_param,
+    untrained_model,
     workspace_id,
     workspace_path,
-    workspace_runs,
-)
-from explorer.uploads import (  # noqa: F401 - re-exported for pages and tests
-    FORBIDDEN_SUFFIXES,
-    MAX_UPLOAD_UNCOMPRESSED,
-    checkpoint_zip_bytes,
-    load_checkpoint_zip,
-    safe_extract_zip,
 )
 
 DEFAULT_TRAIN_LABEL = "Train the default model (~1 min)"
@@ -78,37 +50,33 @@ _K_TMP = "bx_tmp"  # this session's temp dir (uploads)
 def set_active(kind: str, bundle, label: str) -> ActiveModel:
     """Make ``bundle`` the active model: by its run / folder when it has one, else kept in this session."""
     if kind == "untrained" or bundle is None:
-        _remember_active("untrained")
-        return _untrained()
+        remember_active("untrained")
+        return untrained_model()
     run_dir = getattr(bundle, "run_dir", None)
     if run_dir is not None and Path(run_dir).is_dir():
-        _remember_active(_key_of_dir(Path(run_dir)))
+        remember_active(_key_of_dir(Path(run_dir)))
         return get_active()
     key = f"session:{label}"
     am = ActiveModel(bundle, label, kind, kind != "untrained", key)
-    st.session_state.setdefault(_K_MODELS, {})[key] = am
-    _remember_active(key)
+    st.session_state.setdefault(MODELS_KEY, {})[key] = am
+    remember_active(key)
     return am
 
 
 def select_active(key_or_label: str) -> str | None:
     """Switch to a model by key (``run:<id>``, ``minilm``, ...) or label; returns an error message or None."""
-    from bertcore.errors import BertcoreError
-
     choices = ModelChoices()
     key = choices.keys_by_label.get(key_or_label, key_or_label)
     try:
-        _resolve(key, choices._labels)
+        resolve_model(key, choices._labels)
     except (BertcoreError, OSError) as e:
         return str(e)
-    _remember_active(key)
+    remember_active(key)
     return None
 
 
 def open_folder(path: str) -> str | None:
     """Make a local folder the active model: a bertcore run/checkpoint folder or a transformers folder."""
-    from bertcore.errors import BertcoreError
-
     p = Path(path.strip()).expanduser()
     if not path.strip():
         return "Type the path of a bertcore run/checkpoint folder or a transformers BERT folder first."
@@ -116,30 +84,26 @@ def open_folder(path: str) -> str | None:
         return f"{p} is not a folder on this server; give the folder that holds config.json"
     key = f"dir:{p.resolve()}"
     try:
-        _resolve(key)
+        resolve_model(key)
     except (BertcoreError, OSError) as e:
         return str(e)
-    _remember_active(key)
+    remember_active(key)
     return None
 
 
 def get_active() -> ActiveModel:
     """The model every page shows: this session's choice, else the workspace's, else the shared untrained one."""
-    from bertcore.errors import BertcoreError
-
     adopt_finished_runs()
-    key = st.session_state.get(_K_ACTIVE)
+    key = st.session_state.get(ACTIVE_KEY)
     if key is None:
-        from bertcore.training import runs
-
         key = str(runs.read_workspace(workspace_id()).get("active") or "untrained")
-        st.session_state[_K_ACTIVE] = key
+        st.session_state[ACTIVE_KEY] = key
     try:
-        return _resolve(key, ModelChoices()._labels if key.startswith("run:") else None)
+        return resolve_model(key, ModelChoices()._labels if key.startswith("run:") else None)
     except (BertcoreError, OSError) as e:
-        st.session_state[_K_ACTIVE] = "untrained"
-        st.session_state[_K_WS_NOTE] = f"The active model could not be loaded ({e}); showing the untrained model."
-        return _untrained()
+        st.session_state[ACTIVE_KEY] = "untrained"
+        st.session_state[WS_NOTE_KEY] = f"The active model could not be loaded ({e}); showing the untrained model."
+        return untrained_model()
 
 
 def session_tmp_dir() -> Path:
@@ -166,8 +130,6 @@ def _corpus_spec(corpus) -> str | None:
     """How a resume rebuilds ``corpus``: "builtin" / "tutorial", or None (its pairs are stored in the run)."""
     if corpus is shared_corpus_and_tokenizer()[0]:
         return "builtin"
-    from bertcore.data.corpus import tutorial_corpus
-
     t = tutorial_corpus()
     if getattr(corpus, "name", None) == t.name and list(getattr(corpus, "pairs", [])) == list(t.pairs):
         return "tutorial"
@@ -177,19 +139,17 @@ def _corpus_spec(corpus) -> str | None:
 def start_run(jobs, corpus, tokenizer=None, key: str = _K_RUN) -> str | None:
     """Start a background run stored under ``key``; its jobs write run directories into this workspace.
     Returns an error message (busy server, workspace full, already running) or None."""
-    from bertcore.training import runs
-
     old = get_run(key)
     if old is not None and old.running:
         return "A training is already running in this workspace; stop it first."
     ws = workspace_id()
-    try:
-        runs.check_capacity(workspace_path(), new_runs=len(jobs))
-    except runs.RunLimitError as e:
-        return str(e)
     on_end = (lambda d: runs.write_workspace(ws, active=f"run:{Path(d).name}")) if key == _K_RUN else None
-    run = TrainingRun(jobs, corpus, tokenizer, runs_dir=workspace_path(create=True), on_end=on_end,
-                      corpus_spec=_corpus_spec(corpus) if corpus is not None else None)
+    try:  # a full workspace, or a server setting (BERTCORE_*) that is not a number
+        runs.check_capacity(workspace_path(), new_runs=len(jobs))
+        run = TrainingRun(jobs, corpus, tokenizer, runs_dir=workspace_path(create=True), on_end=on_end,
+                          corpus_spec=_corpus_spec(corpus) if corpus is not None else None)
+    except BertcoreError as e:
+        return str(e)
     return _launch(ws, key, run)
 
 
@@ -197,7 +157,7 @@ def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
     """Start ``run``'s thread and keep it under ``key`` (session and workspace); the server-busy message or None."""
     try:
         run.start()
-    except ServerBusy as e:
+    except (ServerBusy, BertcoreError) as e:
         return str(e)
     st.session_state[key] = run
     register_live(ws, key, run)
@@ -206,10 +166,6 @@ def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
 
 def resume_run(run_id: str) -> str | None:
     """Continue a stopped run of this workspace in the background (Train page slot); an error message or None."""
-    from bertcore.config import TrainConfig
-    from bertcore.errors import BertcoreError
-    from bertcore.training import runs
-
     d = runs.find_run(workspace_path(), run_id)
     if d is None:
         return "That run is no longer in this workspace."
@@ -224,8 +180,11 @@ def resume_run(run_id: str) -> str | None:
     if old is not None and old.running:
         return "A training is already running in this workspace; stop it first."
     ws = workspace_id()
-    run = TrainingRun([Job(None, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
-                      on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
+    try:
+        run = TrainingRun([Job(None, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
+                          on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
+    except BertcoreError as e:  # a server setting (BERTCORE_*) that is not a number
+        return str(e)
     return _launch(ws, _K_RUN, run)
 
 
@@ -233,13 +192,6 @@ def forget_run(key: str = _K_RUN) -> None:
     """Drop the run in ``key`` from this session and from the workspace's live list (its run dir stays)."""
     st.session_state.pop(key, None)
     register_live(workspace_id(), key, None)
-
-
-def stop_all_runs() -> None:
-    for key in (_K_RUN, _K_COMPARE):
-        run = st.session_state.get(key)
-        if run is not None:
-            run.stop()
 
 
 def adopt_finished_runs() -> bool:
@@ -250,7 +202,7 @@ def adopt_finished_runs() -> bool:
     run.adopted = True
     for d, bundle in zip(reversed(run.run_dirs), reversed(run.results)):
         if bundle is not None and d is not None:
-            _remember_active(_key_of_dir(Path(d)))
+            remember_active(_key_of_dir(Path(d)))
             return True
     return False
 
@@ -261,10 +213,8 @@ def _key_of_dir(d: Path) -> str:
 
 
 def default_jobs():
-    from bertcore.config import BertConfig, TrainConfig
-
     _, tok = shared_corpus_and_tokenizer()
-    return [Job(BertConfig(vocab_size=tok.vocab_size), TrainConfig(), "default model", preset="original BERT (tiny)")]
+    return [Job(BertConfig(vocab_size=tok.vocab_size), TrainConfig(), "default model", preset="original BERT")]
 
 
 def default_train_button(key: str) -> None:
@@ -295,9 +245,6 @@ def untrained_notice() -> None:
 def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.zip"):
     """Safely extract and load an uploaded checkpoint zip (in this session's temp dir), then keep it as a run of
     this workspace so it survives a reload. Raises BertcoreError only; a full workspace says what to delete."""
-    from bertcore.io.checkpoint import save_checkpoint
-    from bertcore.training import runs
-
     bundle = load_checkpoint_zip(data, session_tmp_dir(), name)
     ws_dir = workspace_path()
     runs.check_capacity(ws_dir)
@@ -306,10 +253,8 @@ def load_uploaded_checkpoint(data: bytes, name: str = "checkpoint.zip"):
     save_checkpoint(bundle, d)
     hist = bundle.history
     steps = int(hist["step"].max()) if hist is not None and len(hist) and "step" in hist else 0
-    runs.write_run_json(d, {"format": 1, "name": label, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                            "status": "finished", "reason": "uploaded", "steps_done": steps, "total_steps": steps,
-                            "seed": None, "preset": None, "corpus": "", "source": f"uploaded {name}",
-                            "metrics": None})
+    runs.write_run_json(d, runs.run_meta(label, status="finished", reason="uploaded", steps_done=steps,
+                                         total_steps=steps, source=f"uploaded {name}"))
     bundle.run_dir = d
     return bundle
 

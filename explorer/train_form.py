@@ -2,14 +2,21 @@
 
 ``corpus_choice`` offers the built-in corpus, the tutorial two-liner or this session's upload; ``tokenizer_choice``
 builds the vocabulary the preset trains with by default (``bertcore.presets.preset_tokenizer``: BERT-pytorch's
-own at seed size, bertcore.data.bert_pytorch) or the one the user picks; ``probe_inputs`` the three texts the
-live probe asks at every evaluation (``bertcore.analysis.probe``). Widget keys start with ``train_``.
+own at seed size, bertcore.data.bert_pytorch_vocab) or the one the user picks; ``probe_inputs`` the three texts the
+live probe asks at every evaluation (``bertcore.analysis.live_probe``). Widget keys start with ``train_``.
 """
 from __future__ import annotations
 
 import streamlit as st
 
-from explorer import corpus_state, state
+from bertcore.analysis.live_probe import Probe, check_probe, default_probe
+from bertcore.config import TrainConfig
+from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
+from bertcore.data.corpus import suggested_max_seq_len, suggested_vocab_size, tutorial_corpus
+from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+from bertcore.errors import BertcoreError
+from bertcore.presets import preset_tokenizer
+from explorer import corpus_state, workspace
 
 TOKENIZER_LABELS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}
 TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
@@ -21,8 +28,6 @@ TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punct
 
 def corpus_choice(disabled: bool):
     """(corpus, label) of the chosen corpus: the built-in one, the tutorial two-liner or an upload."""
-    from bertcore.data.corpus import tutorial_corpus
-
     options = ["built-in grammar", "tutorial two-liner"]
     up = corpus_state.uploaded()  # the corpus this session last uploaded on the Data & tokens page
     uploaded = up.corpus if up is not None else None
@@ -31,7 +36,7 @@ def corpus_choice(disabled: bool):
     choice = st.radio("Corpus", options, key="train_corpus", horizontal=True, disabled=disabled,
                       help="Upload your own corpus on the Data & tokens page; it then appears here.")
     if choice == options[0]:
-        return state.shared_corpus_and_tokenizer()[0], choice
+        return workspace.shared_corpus_and_tokenizer()[0], choice
     return (tutorial_corpus() if choice == options[1] else uploaded), choice
 
 
@@ -39,9 +44,6 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
     """(tokenizer, key) for the corpus. The default is the preset's vocabulary (``preset_tokenizer``: the seed's
     own for BERT-pytorch at seed size), else word-level, or WordPiece for an upload (size from
     ``suggested_vocab_size``). The built-in corpus shares its word-level tokenizer."""
-    from bertcore.data.corpus import suggested_vocab_size
-    from bertcore.presets import preset_tokenizer
-
     uploaded = choice.startswith("uploaded")
     default = preset_tokenizer(preset, size)
     if default == "word" and uploaded:
@@ -61,13 +63,10 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
     c2.caption(f"**{preset}** at size **{size}** trains with the **{used}** vocabulary by default"
                + ("" if kind == default else f"; you chose **{TOKENIZER_LABELS[kind]}**") + ".")
     if choice.startswith("built-in") and kind == "word":
-        return state.shared_corpus_and_tokenizer()[1], f"builtin|{kind}|0"
+        return workspace.shared_corpus_and_tokenizer()[1], f"builtin|{kind}|0"
     cache = st.session_state.setdefault("train_tok_cache", {})
     key = (choice, id(corpus), kind, vocab)
     if key not in cache:
-        from bertcore.data.bert_pytorch import SeedWordTokenizer
-        from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
-
         with st.spinner("Building the vocabulary…"):
             if kind == "wordpiece":
                 tok = WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab)
@@ -82,9 +81,6 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
 
 def upload_max_len(corpus, tok, ckey: str, size: str) -> int | None:
     """The max sequence length offered for an uploaded corpus at tiny size (None: the preset's own)."""
-    from bertcore.config import TrainConfig
-    from bertcore.data.corpus import suggested_max_seq_len
-
     if size != "tiny" or not ckey.startswith("uploaded"):
         return None
     cache, key = st.session_state.setdefault("train_max_len", {}), (ckey, id(corpus))
@@ -95,9 +91,6 @@ def upload_max_len(corpus, tok, ckey: str, size: str) -> int | None:
 
 def probe_inputs(corpus, tok, ckey: str, disabled: bool):
     """The live probe's three texts (defaults from the corpus); returns (Probe or None, problem or None)."""
-    from bertcore.analysis.probe import Probe, check_probe, default_probe
-    from bertcore.errors import BertcoreError
-
     cache = st.session_state.setdefault("train_probe_default", {})
     if ckey not in cache:
         try:
@@ -106,7 +99,7 @@ def probe_inputs(corpus, tok, ckey: str, disabled: bool):
             cache[ckey] = Probe("the [MASK] is here .", "a", "b")
     d = cache[ckey]
     k = f"train_probe_{abs(hash(ckey)) % 10**8}_"
-    st.markdown("**Live probe** (`bertcore.analysis.probe`): asked at every evaluation")
+    st.markdown("**Live probe** (`bertcore.analysis.live_probe`): asked at every evaluation")
     c1, c2, c3 = st.columns([2, 2, 2])
     probe = Probe(c1.text_input("sentence with one [MASK]", d.text, key=k + "text", disabled=disabled),
                   c2.text_input("pair: sentence A", d.a, key=k + "a", disabled=disabled),

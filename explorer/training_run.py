@@ -11,17 +11,22 @@ model is never touched.
 """
 from __future__ import annotations
 
-import os
-
-import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
-
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import pandas as pd
+import torch
+
+import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
+from bertcore.errors import BertcoreError
+from bertcore.settings import env_number
+from bertcore.training import runs, service
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.drive import StopSignal
+from bertcore.training.history import History
 
 TRAINED_LABEL = "trained in this session"
 
@@ -29,19 +34,13 @@ TRAINED_LABEL = "trained in this session"
 # ----------------------------------------------------------------------------- limits
 def abandon_seconds() -> float:
     """Seconds without a poll after which a training thread stops itself (env BERTCORE_ABANDON_SECONDS)."""
-    try:
-        return max(0.1, float(os.environ.get("BERTCORE_ABANDON_SECONDS", "10")))
-    except ValueError:
-        return 10.0
+    return env_number("BERTCORE_ABANDON_SECONDS", 10, minimum=0.1)
 
 
 def training_nice() -> int:
     """Niceness of a training thread (env BERTCORE_TRAINING_NICE, default 10, 0 = as the server). Pages then
     win the CPU when both want it: a class keeps quick pages while trainings use what is left."""
-    try:
-        return min(19, max(0, int(os.environ.get("BERTCORE_TRAINING_NICE", "10"))))
-    except ValueError:
-        return 10
+    return env_number("BERTCORE_TRAINING_NICE", 10, minimum=0, maximum=19, integer=True)
 
 
 def _lower_this_threads_priority(nice: int) -> None:
@@ -57,24 +56,7 @@ def _lower_this_threads_priority(nice: int) -> None:
 
 def max_trainings() -> int:
     """Concurrent trainings allowed in this server process (env BERTCORE_MAX_TRAININGS, default 2)."""
-    try:
-        return max(1, int(os.environ.get("BERTCORE_MAX_TRAININGS", "2")))
-    except ValueError:
-        return 2
-
-
-def max_model_mb() -> float:
-    """Training-memory budget per run in MB (one place: ``bertcore.training.service.max_model_mb``)."""
-    from bertcore.training.service import max_model_mb as budget
-
-    return budget()
-
-
-# ----------------------------------------------------------------------------- bundles
-def make_bundle(**kw):
-    from bertcore.io.checkpoint import ModelBundle
-
-    return ModelBundle(**kw)
+    return env_number("BERTCORE_MAX_TRAININGS", 2, minimum=1, integer=True)
 
 
 # ----------------------------------------------------------------------------- runner
@@ -120,8 +102,6 @@ def warmup_optimizer() -> None:
         # Best effort: it can race with the main thread's own first torch imports, and then the
         # first real optimizer simply pays the import itself.
         try:
-            import torch
-
             p = torch.zeros(1, requires_grad=True)
             p.grad = torch.zeros(1)
             torch.optim.AdamW([p], lr=1e-3).step()
@@ -138,7 +118,7 @@ class Job:
     label: str = "model"
     preset: str | None = None
     resume_dir: Any = None  # a stopped run directory to continue instead of a new run
-    probe: Any = "default"  # bertcore.analysis.probe.Probe, "default" (from the corpus) or None
+    probe: Any = "default"  # bertcore.analysis.live_probe.Probe, "default" (from the corpus) or None
     model: Any = None  # a prepared initial model (Compare: same initial weights); None builds one from the seed
 
 
@@ -153,7 +133,7 @@ class RunSnapshot:
     total_steps: int
     elapsed: float
     eta: float | None
-    histories: list  # one DataFrame per job
+    histories: list  # one History per job (bertcore.training.history; the trainer's own, read-only here)
     labels: list
     message: str | None
     errors: list  # Trainer.error per job (NaN stop etc.)
@@ -164,18 +144,6 @@ class RunSnapshot:
     @property
     def progress(self) -> float:
         return min(1.0, self.total_done / self.total_steps) if self.total_steps else 0.0
-
-
-def _clean_row(row) -> dict:
-    out = {}
-    for k, v in dict(row or {}).items():
-        if isinstance(v, bool):
-            continue
-        try:
-            out[k] = float(v)
-        except (TypeError, ValueError):
-            continue
-    return out
 
 
 _LIVE_LOCK = threading.Lock()
@@ -220,12 +188,12 @@ class TrainingRun:
         self.runs_dir = runs_dir
         self.on_end = on_end
         self.abandon_after = abandon_seconds() if abandon_after is None else float(abandon_after)
+        self.nice = training_nice()  # read here, so a bad value is an error on Start, never in the thread
         self._lock = threading.Lock()
         self._stop = None  # the current job's StopSignal
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        self._rows: list[list[dict]] = [[] for _ in self.jobs]
-        self._final_hist: list = [None for _ in self.jobs]
+        self.histories: list[History] = [History.pretraining() for _ in self.jobs]
         self._errors: list = [None for _ in self.jobs]
         self.results: list = [None for _ in self.jobs]
         self.run_dirs: list = [None for _ in self.jobs]
@@ -275,22 +243,15 @@ class TrainingRun:
         return self._status
 
     def snapshot(self) -> RunSnapshot:
-        """A consistent copy of the state (plain floats / DataFrames); also the heartbeat."""
-        from bertcore.training.trainer import HISTORY_COLUMNS
-
+        """A consistent copy of the state (the histories are the trainers' own, thread-safe); also the heartbeat."""
         self.last_poll = time.monotonic()
         with self._lock:
-            hists = []
-            for i, rows in enumerate(self._rows):
-                if self._final_hist[i] is not None:
-                    hists.append(self._final_hist[i].copy())
-                else:
-                    hists.append(pd.DataFrame(rows, columns=None if rows else HISTORY_COLUMNS))
+            hists = list(self.histories)
             job = self._job
-            step = len(self._rows[job]) if self.jobs else 0
+            step = len(hists[job]) if self.jobs else 0
             steps = int(self.jobs[job].train_config.steps) if self.jobs else 0
             total_steps = sum(int(j.train_config.steps) for j in self.jobs)
-            done = sum(len(r) for r in self._rows)
+            done = sum(len(h) for h in hists)
             status, message, errors = self._status, self._message, list(self._errors)
             end = self._finished if self._finished is not None else time.monotonic()
             dirs = list(self.run_dirs)
@@ -303,55 +264,49 @@ class TrainingRun:
                            [j.label for j in self.jobs], message, errors, dirs, probes, baselines)
 
     # -- worker thread: never calls st.* --
-    def _hooks(self, i: int):
-        from bertcore.training.service import Hooks
-
-        def on_start(trainer, run_dir):
-            rows = [_clean_row(r) for r in trainer._rows]  # a resumed run starts with its history so far
+    def _callbacks(self, i: int) -> Callbacks:
+        """What the thread listens to while job ``i`` trains (bertcore.training.callbacks)."""
+        def on_start(ev):
+            trainer = ev.trainer  # a resumed run starts with its history so far
             with self._lock:
-                self._rows[i], self.run_dirs[i], self._status = rows, run_dir, "running"
+                self.histories[i], self.run_dirs[i], self._status = trainer.history, ev.run_dir, "running"
                 self._baselines[i] = trainer.unigram_baseline
-                self.probe_objects[i] = getattr(trainer, "probe", None)
-                self._probes[i] = list(getattr(trainer, "probe_history", []))
+                self.probe_objects[i] = trainer.probe
+                self._probes[i] = list(trainer.probe_history)
 
-        def on_step(trainer, row):
+        def on_eval(ev):
             with self._lock:
-                self._rows[i].append(_clean_row(row))
-                probe = getattr(trainer, "probe_history", [])
-                if len(probe) != len(self._probes[i]):
-                    self._probes[i] = list(probe)
+                self._probes[i] = list(ev.trainer.probe_history)
+
+        def on_step(ev):
             if time.monotonic() - self.last_poll > self.abandon_after and not self._stopped.is_set():
                 with self._lock:
                     self._status = "abandoned"
                 self.stop("abandoned (the tab was closed)")
 
-        return Hooks(on_start=on_start, on_step=on_step)
+        return Callbacks(start=on_start, step=on_step, eval=on_eval)
 
     def _run(self) -> None:
         try:
-            import torch
-
             torch.set_num_threads(1)
-            _lower_this_threads_priority(training_nice())
-            from bertcore.training import service
-
+            _lower_this_threads_priority(self.nice)
             for i, job in enumerate(self.jobs):
                 if self._stopped.is_set():
                     break
-                stop = service.StopSignal()
+                stop = StopSignal()
                 with self._lock:
                     self._job, self._status, self._stop = i, "preparing", stop
                     if self._stopped.is_set():
                         stop.request()
                 if job.resume_dir is not None:
-                    result = service.resume(job.resume_dir, stop=stop, hooks=self._hooks(i))
+                    result = service.resume(job.resume_dir, stop=stop, callbacks=self._callbacks(i))
                 else:
                     spec = service.RunSpec(job.model_config, job.train_config, corpus=self.corpus,
                                            corpus_spec=self.corpus_spec,
                                            tokenizer=self.tokenizer if self.tokenizer is not None else "word",
                                            preset=job.preset, name=job.label, source=TRAINED_LABEL,
-                                           probe=job.probe, model=job.model)
-                    result = service.train(spec, parent=self._parent(), stop=stop, hooks=self._hooks(i))
+                                           probe=job.probe, model=job.model, callbacks=self._callbacks(i))
+                    result = service.train(spec, parent=self._parent(), stop=stop)
                 self._finish_job(i, result)
                 if self._errors[i]:
                     break
@@ -362,8 +317,6 @@ class TrainingRun:
             if last is not None and self.on_end is not None:
                 self.on_end(last)
         except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
-            from bertcore.errors import BertcoreError
-
             msg = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
             with self._lock:
                 self._status, self._message = "error", msg
@@ -373,22 +326,18 @@ class TrainingRun:
             _release_slot(id(self))
 
     def _parent(self):
-        from bertcore.training import runs
-
         return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()
 
     def _finish_job(self, i: int, result) -> None:
         trainer = result.trainer
-        hist = trainer.history
-        bundle = result.bundle
+        bundle = result.bundle  # its history is the trainer's, as saved (a DataFrame)
         bundle.model.eval()
         bundle.name = result.run_dir.name if not bundle.name else bundle.name
-        bundle.history = hist.copy()
         bundle.run_dir = result.run_dir  # the app names it by its run (explorer.state.set_active)
         with self._lock:
-            self._probes[i] = list(getattr(trainer, "probe_history", []))
-            self._final_hist[i] = hist.copy()
-            self._errors[i] = getattr(trainer, "error", None)
+            self.histories[i] = trainer.history  # a resumed run's history replaced the first one
+            self._probes[i] = list(trainer.probe_history)
+            self._errors[i] = trainer.error
             self.results[i] = bundle
             self.run_dirs[i] = result.run_dir
 

@@ -14,6 +14,9 @@ import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
 
+from bertcore.errors import CheckpointError
+from bertcore.io.checkpoint import load_checkpoint, save_checkpoint
+
 MAX_UPLOAD_UNCOMPRESSED = 200 * 1024 * 1024  # bytes, checkpoint zip after extraction
 FORBIDDEN_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy")
 
@@ -25,8 +28,6 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int = MAX_UPLOAD_UNCOMP
     bytes (counted while reading, so a lying header cannot bomb us), and pickle-like files
     (.bin/.pt/.pkl/...): pickles can run code when loaded and are never loaded here.
     """
-    from bertcore.errors import CheckpointError
-
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, ValueError, OSError) as e:
@@ -98,8 +99,6 @@ def safe_extract_zip(data: bytes, dest: Path, max_total: int = MAX_UPLOAD_UNCOMP
 
 def checkpoint_zip_bytes(bundle) -> bytes:
     """save_checkpoint to a temp dir, zipped in memory."""
-    from bertcore.io.checkpoint import save_checkpoint
-
     with tempfile.TemporaryDirectory(prefix="bertx-save-") as d:
         save_checkpoint(bundle, d)
         buf = io.BytesIO()
@@ -114,9 +113,6 @@ def load_checkpoint_zip(data: bytes, tmp_root: Path, name: str = "checkpoint.zip
     """Safely extract an uploaded checkpoint zip below ``tmp_root`` and load it (safetensors only).
 
     Raises BertcoreError subclasses only."""
-    from bertcore.io.checkpoint import load_checkpoint
-    from bertcore.errors import CheckpointError
-
     slot = Path(tmp_root) / f"upload-{time.time_ns()}"
     root = safe_extract_zip(data, slot)
     try:

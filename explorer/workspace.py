@@ -2,7 +2,7 @@
 
 A workspace is an unguessable id kept in the URL (``?ws=...``) and in ``st.session_state``; its runs and
 workspace.json live below ``bertcore.training.runs.workspace_dir(ws)``. Models are named by a key:
-``untrained``, ``minilm``, ``run:<run id>``, ``dir:<path>`` or ``session:<label>``; ``_resolve`` loads one
+``untrained``, ``minilm``, ``run:<run id>``, ``dir:<path>`` or ``session:<label>``; ``resolve_model`` loads one
 (once per session and file version) and ``ModelChoices`` lists them lazily.
 """
 from __future__ import annotations
@@ -14,25 +14,31 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+import torch
 
-from explorer.training_run import make_bundle
+from bertcore.config import BertConfig
+from bertcore.data.corpus import builtin_corpus
+from bertcore.data.tokenization import WordTokenizer
+from bertcore.errors import InputError
+from bertcore.io.checkpoint import ModelBundle, load_checkpoint
+from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
+from bertcore.model.bert import BertForPreTraining
+from bertcore.training import runs
 
 UNTRAINED_LABEL = "fresh untrained (shared)"
 MINILM_LABEL = "all-MiniLM-L6-v2 (pretrained)"
 
 
-_K_WS = "bx_ws"  # this browser's workspace id
-_K_WS_NOTE = "bx_ws_note"  # a message about the link's workspace id (shown once in the sidebar)
-_K_MODELS = "bx_models"  # key -> ActiveModel: models loaded by this session (a cache for runs and dirs)
-_K_ACTIVE = "bx_active"  # key of the active model
+WS_KEY = "bx_ws"  # this browser's workspace id
+WS_NOTE_KEY = "bx_ws_note"  # a message about the link's workspace id (shown once in the sidebar)
+MODELS_KEY = "bx_models"  # key -> ActiveModel: models loaded by this session (a cache for runs and dirs)
+ACTIVE_KEY = "bx_active"  # key of the active model
 
 
 # ----------------------------------------------------------------------------- workspace
 def workspace_id() -> str:
     """This browser's workspace id: session state, else the link's ``?ws=``, else a new unguessable one."""
-    from bertcore.training import runs
-
-    ws = st.session_state.get(_K_WS)
+    ws = st.session_state.get(WS_KEY)
     if runs.valid_workspace_id(ws):
         return ws
     q = st.query_params.get("ws")
@@ -40,10 +46,10 @@ def workspace_id() -> str:
         ws = q
     else:
         if q:
-            st.session_state[_K_WS_NOTE] = ("The link's workspace id is not valid, so a new, empty workspace was "
+            st.session_state[WS_NOTE_KEY] = ("The link's workspace id is not valid, so a new, empty workspace was "
                                             "started. Check the link (it ends with ?ws= and 22 characters).")
         ws = runs.new_workspace_id()
-    st.session_state[_K_WS] = ws
+    st.session_state[WS_KEY] = ws
     return ws
 
 
@@ -55,23 +61,17 @@ def sync_workspace_param() -> None:
 
 
 def workspace_path(create: bool = False) -> Path:
-    from bertcore.training import runs
-
     return runs.workspace_dir(workspace_id(), create=create)
 
 
 def workspace_runs() -> list:
     """``RunInfo`` of every run of this workspace, newest first (damaged ones included)."""
-    from bertcore.training import runs
-
     return runs.list_runs(workspace_path())
 
 
-def _remember_active(key: str) -> None:
+def remember_active(key: str) -> None:
     """Store the active model's key in this session and (for keys that survive a restart) in workspace.json."""
-    from bertcore.training import runs
-
-    st.session_state[_K_ACTIVE] = key
+    st.session_state[ACTIVE_KEY] = key
     if not key.startswith("session:"):
         try:
             runs.write_workspace(workspace_id(), active=key)
@@ -100,9 +100,6 @@ class ActiveModel:
 @st.cache_resource(show_spinner="Building the built-in corpus and tokenizer…")
 def shared_corpus_and_tokenizer():
     """The built-in corpus (seed 0) and its word-level tokenizer, shared read-only by all sessions."""
-    from bertcore.data.corpus import builtin_corpus
-    from bertcore.data.tokenization import WordTokenizer
-
     corpus = builtin_corpus(seed=0)
     return corpus, WordTokenizer.build(corpus.texts())
 
@@ -110,68 +107,54 @@ def shared_corpus_and_tokenizer():
 @st.cache_resource(show_spinner="Building the untrained default model…")
 def shared_untrained_bundle():
     """BertForPreTraining(BertConfig(vocab_size=...)) with torch.manual_seed(0), eval mode. Never mutated."""
-    import torch
 
-    from bertcore.config import BertConfig
-    from bertcore.model import BertForPreTraining
 
     _, tok = shared_corpus_and_tokenizer()
     torch.manual_seed(0)
     model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size)).eval()
-    return make_bundle(model=model, tokenizer=tok, history=None, name="untrained default",
+    return ModelBundle(model=model, tokenizer=tok, history=None, name="untrained default",
                        source="random init, seed 0")
 
 
 @st.cache_resource(show_spinner="Importing all-MiniLM-L6-v2…")
 def shared_minilm():
     """all-MiniLM-L6-v2 imported once per server and shared read-only (None when it is not installed)."""
-    from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-
     d = packaged_minilm_dir()
     return None if d is None else import_hf(d, name="all-MiniLM-L6-v2")
 
 
 def minilm_available() -> bool:
     try:
-        from bertcore.io.hf_interop import packaged_minilm_dir
-
         return packaged_minilm_dir() is not None
     except Exception:  # noqa: BLE001 - module missing or broken: just do not offer it
         return False
 
 
-def _untrained() -> ActiveModel:
+def untrained_model() -> ActiveModel:
     return ActiveModel(shared_untrained_bundle(), UNTRAINED_LABEL, "untrained", False, "untrained")
 
 
 def _load_dir(path: Path):
     """A bertcore checkpoint/run folder (load_checkpoint) or a transformers folder (import_hf)."""
-    from bertcore.io.checkpoint import load_checkpoint
-
     try:
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         cfg = {}
     if isinstance(cfg, dict) and ("model_type" in cfg or "architectures" in cfg) and "bertcore_version" not in cfg:
-        from bertcore.io.hf_interop import import_hf
-
         return import_hf(path), "pretrained"
     return load_checkpoint(path), "uploaded"
 
 
-def _resolve(key: str, labels: dict | None = None) -> ActiveModel:
+def resolve_model(key: str, labels: dict | None = None) -> ActiveModel:
     """The ActiveModel for ``key`` (loaded once per session and file version). BertcoreError/OSError if gone."""
-    from bertcore.errors import InputError
-    from bertcore.training import runs
-
     if key == "untrained":
-        return _untrained()
+        return untrained_model()
     if key == "minilm":
         bundle = shared_minilm()
         if bundle is None:
             raise InputError("all-MiniLM-L6-v2 is not installed on this server")
         return ActiveModel(bundle, MINILM_LABEL, "pretrained", True, key)
-    cache = st.session_state.setdefault(_K_MODELS, {})
+    cache = st.session_state.setdefault(MODELS_KEY, {})
     if isinstance(cache.get(key), ActiveModel):  # registered in this session (set_active, tests)
         return cache[key]
     if key.startswith("session:"):
@@ -226,7 +209,7 @@ class ModelChoices(Mapping):
         self.keys_by_label = {UNTRAINED_LABEL: "untrained"}
         for key, label in _run_labels().items():
             self.keys_by_label[label] = key
-        for key, entry in st.session_state.get(_K_MODELS, {}).items():
+        for key, entry in st.session_state.get(MODELS_KEY, {}).items():
             if isinstance(entry, ActiveModel) or key.startswith("dir:"):
                 am = entry if isinstance(entry, ActiveModel) else entry[1]
                 self.keys_by_label.setdefault(am.label, key)
@@ -235,7 +218,7 @@ class ModelChoices(Mapping):
         self._labels = {v: k for k, v in self.keys_by_label.items()}
 
     def __getitem__(self, label: str) -> ActiveModel:
-        return _resolve(self.keys_by_label[label], self._labels)
+        return resolve_model(self.keys_by_label[label], self._labels)
 
     def __iter__(self):
         return iter(self.keys_by_label)

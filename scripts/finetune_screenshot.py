@@ -64,9 +64,9 @@ def main(argv=None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(out), full_page=True)
         browser.close()
-    from scripts.screenshots import _shrink
+    from scripts.screenshots import shrink
 
-    _shrink(out)
+    shrink(out)
     print(f"wrote {out}")
     return 0
 

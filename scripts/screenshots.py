@@ -23,7 +23,7 @@ from bench.harness import CHROMIUM, CHROMIUM_ARGS, AppServer  # noqa: E402
 OUTSIDE = re.compile(r"^(?!(https?|wss?)://(127\.0\.0\.1|localhost)[:/]).*")
 
 
-def _shrink(path: Path, width: int = 900) -> None:
+def shrink(path: Path, width: int = 900) -> None:
     from PIL import Image
 
     img = Image.open(path)
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         page.screenshot(path=str(out / "attention.png"))
         browser.close()
     for name in ("train.png", "attention.png"):
-        _shrink(out / name)
+        shrink(out / name)
         print(f"wrote {out / name} ({(out / name).stat().st_size // 1024} KB)")
     if blocked:
         print(f"warning: aborted {len(blocked)} request(s) outside 127.0.0.1: {blocked[:3]}", file=sys.stderr)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 from explorer import figures_train as ft
-from explorer import state
-from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
+from explorer import training_run, uploads
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -39,7 +39,7 @@ def small():
 
 def _run(small, steps=30, abandon_after=None, **kw):
     corpus, tok, bcfg, tcfg = small
-    r = state.TrainingRun([state.Job(bcfg, tcfg(steps, **kw), "test")], corpus, tok, abandon_after=abandon_after)
+    r = training_run.TrainingRun([training_run.Job(bcfg, tcfg(steps, **kw), "test")], corpus, tok, abandon_after=abandon_after)
     RUNS.append(r)
     return r
 
@@ -89,7 +89,7 @@ def test_invalid_config_is_explained_before_start():
 
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("app_pages/train.py").run()
-    at.number_input(key="train_original BERT (tiny)_tiny_D").set_value(30).run()  # 30 % 4 heads != 0
+    at.number_input(key="train_original BERT_tiny_D").set_value(30).run()  # 30 % 4 heads != 0
     _no_exception(at)
     assert any("divisible" in e.value for e in at.error)
     assert at.button(key="train_start").disabled
@@ -135,9 +135,7 @@ def test_attention_grid_shares_one_colour_scale():
     import numpy as np
 
     att = np.random.default_rng(0).random((2, 3, 4, 4)).astype(np.float32)
-    from explorer.figures_inspect import attention_grid_figure
-
-    from explorer.figures_inspect import grid_tile
+    from explorer.figures_inspect import attention_grid_figure, grid_tile
 
     fig = attention_grid_figure(att, ["[CLS]", "a", "a", "[SEP]"], clickable=False).to_plotly_json()
     heat = [t for t in fig["data"] if t["type"] == "heatmap"]
@@ -150,7 +148,6 @@ def test_attention_grid_shares_one_colour_scale():
 
 def test_pipeline_figure_reflects_config():
     from bertcore.config import BertConfig
-
     from explorer.figures_overview import pipeline_figure
 
     fig = pipeline_figure(BertConfig(num_hidden_layers=3)).to_plotly_json()
@@ -188,12 +185,12 @@ def test_cap_on_concurrent_trainings(small, monkeypatch):
     r1 = _run(small, steps=100000)
     r1.start()
     r2 = _run(small, steps=10)
-    with pytest.raises(state.ServerBusy, match="Server busy: 1 training running"):
+    with pytest.raises(training_run.ServerBusy, match="Server busy: 1 training running"):
         r2.start()
     assert not r2.running
     r1.stop()
     r1.join(5)
-    assert state.running_trainings() == 0
+    assert training_run.running_trainings() == 0
     r2.start()  # a slot is free again
     assert r2.join(60)
 
@@ -219,7 +216,7 @@ def test_safe_extract_rejects(tmp_path, files, match):
     from bertcore.errors import CheckpointError
 
     with pytest.raises(CheckpointError, match=match):
-        state.safe_extract_zip(_zip(files), tmp_path / "x")
+        uploads.safe_extract_zip(_zip(files), tmp_path / "x")
     assert not (tmp_path / "evil.json").exists() and not (tmp_path.parent / "evil.json").exists()
 
 
@@ -229,17 +226,17 @@ def test_safe_extract_rejects_bombs_and_garbage(tmp_path):
     bomb = _zip({"config.json": b"0" * 5_000_000})  # compresses to a few KB
     assert len(bomb) < 50_000
     with pytest.raises(CheckpointError, match="MB"):
-        state.safe_extract_zip(bomb, tmp_path / "b", max_total=1_000_000)
+        uploads.safe_extract_zip(bomb, tmp_path / "b", max_total=1_000_000)
     with pytest.raises(CheckpointError, match="not a readable zip"):
-        state.safe_extract_zip(b"not a zip at all", tmp_path / "c")
+        uploads.safe_extract_zip(b"not a zip at all", tmp_path / "c")
 
 
 def test_checkpoint_roundtrip_through_zip(trained_run, tmp_path):
     from bertcore.io.checkpoint import load_checkpoint
 
     bundle = trained_run.results[0]
-    data = state.checkpoint_zip_bytes(bundle)
-    root = state.safe_extract_zip(data, tmp_path / "ck")
+    data = uploads.checkpoint_zip_bytes(bundle)
+    root = uploads.safe_extract_zip(data, tmp_path / "ck")
     loaded = load_checkpoint(root)
     assert loaded.model.config.to_dict() == bundle.model.config.to_dict()
     assert len(loaded.history) == len(bundle.history)

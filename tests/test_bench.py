@@ -87,7 +87,7 @@ def test_loss_rows_path_equals_full_path():
     import torch
 
     from bertcore.config import BertConfig
-    from bertcore.model import BertForPreTraining
+    from bertcore.model.bert import BertForPreTraining
 
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(5, 120, (4, 20), generator=g)

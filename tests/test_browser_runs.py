@@ -29,7 +29,7 @@ STEPS = 400
 LOAD = 420_000  # ms: training in the browser shares 2 cores with chromium, the server and other work
 MAIN = '[data-testid="stMain"]'
 SIDEBAR = '[data-testid="stSidebar"]'
-NAME = "original BERT (tiny), seed 0"  # the Train page's run name for the default preset
+NAME = "original BERT, seed 0"  # the Train page's run name for the default preset
 LIVE = ".st-key-train_live iframe"  # the live panel (explorer.livechart): plotly.js in a component iframe
 
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bertcore.io.checkpoint import ModelBundle, load_checkpoint, save_checkpoint, untrained_bundle
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
-from bertcore.errors import CheckpointError
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+from bertcore.errors import CheckpointError
+from bertcore.io.checkpoint import ModelBundle, load_checkpoint, save_checkpoint, untrained_bundle
 from bertcore.model.bert import init_model
 from bertcore.training.trainer import Trainer
 
@@ -80,12 +80,12 @@ def test_roundtrip_trained_bundle_with_history_and_snapshots(tmp_path, corpus, w
     tc = TrainConfig(steps=6, batch_size=4, eval_every=3, eval_size=8, snapshot_every=3, max_seq_len=32)
     t = Trainer(tiny(word_tok.vocab_size), tc, corpus, tokenizer=word_tok)
     t.run()
-    b = ModelBundle(model=t.model, tokenizer=t.tokenizer, history=t.history, name="run", snapshots=t.snapshots,
+    b = ModelBundle(model=t.model, tokenizer=t.tokenizer, history=t.history.frame(), name="run", snapshots=t.snapshots,
                     probe_tokens=t.probe_tokens, notes=["n1"], train_config=tc.to_dict())
     save_checkpoint(b, tmp_path / "tr")
     b2 = load_checkpoint(tmp_path / "tr")
     assert_same(b, b2)
-    pd.testing.assert_frame_equal(b2.history, t.history, check_dtype=False)
+    pd.testing.assert_frame_equal(b2.history, t.history.frame(), check_dtype=False)
     assert [s.step for s in b2.snapshots] == [s.step for s in t.snapshots] == [0, 3, 6]
     for s1, s2 in zip(t.snapshots, b2.snapshots):
         assert (s1.attentions == s2.attentions).all()

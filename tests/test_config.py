@@ -1,8 +1,9 @@
 """bertcore.config: defaults, validation messages, overrides, presets."""
 import pytest
 
-from bertcore.config import PRESETS, BertConfig, TrainConfig, check_compatible, split_overrides
+from bertcore.config import BertConfig, TrainConfig, check_compatible, split_overrides
 from bertcore.errors import ConfigError
+from bertcore.presets import PRESETS
 
 
 def test_defaults_are_tiny_original_bert():
@@ -75,7 +76,7 @@ def test_json_roundtrip_and_unknown_keys(tmp_path):
 
 
 def test_presets_build_valid_configs():
-    assert "original BERT (tiny)" in PRESETS and len(PRESETS) >= 5
+    assert "original BERT" in PRESETS and len(PRESETS) >= 5
     for bert_kw, train_kw in PRESETS.values():
         BertConfig(**bert_kw)
         TrainConfig(**train_kw)

@@ -30,7 +30,7 @@ def trained(tmp_path_factory):
     tr.run()
     model = tr.model.eval()
     out = tmp_path_factory.mktemp("explain") / "model"
-    save_checkpoint(ModelBundle(model=model, tokenizer=tr.tokenizer, history=tr.history, name="t", source="test",
+    save_checkpoint(ModelBundle(model=model, tokenizer=tr.tokenizer, history=tr.history.frame(), name="t", source="test",
                                 train_config=tc.to_dict()), out)
     return model, tr.tokenizer, out, corpus
 

@@ -7,15 +7,13 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
-
-from bertcore.data.corpus import builtin_corpus, tutorial_corpus
-from bertcore.model import sinusoidal_table
-from bertcore.data.pretraining import MaskingRates, PretrainingData, build_pair, mask_tokens, masking_stats
-from bertcore.data.tokenization import WordTokenizer
-from explorer import figures_learn as F
 from conftest import plotly_array
 
-
+from bertcore.data.corpus import builtin_corpus, tutorial_corpus
+from bertcore.data.pretraining import MaskingRates, PretrainingData, build_pair, mask_tokens, masking_stats
+from bertcore.data.tokenization import WordTokenizer
+from bertcore.model.functional import sinusoidal_table
+from explorer import figures_learn as F
 
 arr = plotly_array
 
@@ -147,9 +145,9 @@ def test_convergence_figure_lines_and_configured(corpus_tok):
 
 
 def test_embedding_stack_figure_shows_inspect_pair_parts(corpus_tok):
-    from bertcore.config import BertConfig
     from bertcore.analysis.inference import inspect_pair
-    from bertcore.model import BertForPreTraining
+    from bertcore.config import BertConfig
+    from bertcore.model.bert import BertForPreTraining
 
     _, tok = corpus_tok
     torch.manual_seed(0)
@@ -176,7 +174,7 @@ def test_tutorial_corpus_histogram():
 def test_masking_figure_speaks_the_tokenizers_mask_and_segment_ids():
     """A seed vocabulary's figure says <mask> (escaped, so plotly shows it rather than reading a tag) and
     segments 1/2 in the decision row and the legend; the project's says [MASK] and 0/1."""
-    from bertcore.data.bert_pytorch import SeedWordTokenizer
+    from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
     from bertcore.data.corpus import tutorial_corpus
     from bertcore.data.pretraining import masking_rule
 

@@ -10,14 +10,14 @@ from bertcore.cli import main
 from bertcore.config import BertConfig
 from bertcore.data.tasks import Task, get_task, labelled_subset, load_task_csv, task_names
 from bertcore.errors import BertcoreError, CorpusError, InputError
+from bertcore.finetune.models import classify, load_classifier, scratch_twin, start_model
+from bertcore.finetune.route import save_finetune_run
+from bertcore.finetune.tuner import FinetuneConfig, FineTuner, _encode_examples
 from bertcore.io.checkpoint import builtin_tokenizer
 from bertcore.io.hf_interop import export_hf_classifier, packaged_minilm_dir
-from bertcore.model.classification import BertForSequenceClassification
-from bertcore.training.finetune import (FinetuneConfig, FineTuner, _encode_examples, classify, load_classifier,
-                                        scratch_twin, start_model)
-from bertcore.training.finetune_route import save_finetune_run
-from bertcore.training import runs
 from bertcore.model.bert import init_model
+from bertcore.model.classification import BertForSequenceClassification
+from bertcore.training import runs
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)
@@ -265,9 +265,9 @@ def test_cli_bad_csv_and_bad_source(tmp_path, capsys):
 
 # ------------------------------------------------------------------ side-by-side comparison (the page's runner)
 def test_comparison_runs_both_models_on_the_same_batches(tmp_path):
-    from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, PretrainingComparison, summary_line
+    from bertcore.finetune.comparison import PRETRAINED, SCRATCH, PretrainingComparison, summary_line
     from explorer.figures_finetune import live_charts, probabilities_figure
-    from explorer.livechart import rows_from_histories as live_rows
+    from explorer.livechart import pair_rows
 
     task = _small_task(get_task("same_topic"))
     tok = builtin_tokenizer()
@@ -278,15 +278,18 @@ def test_comparison_runs_both_models_on_the_same_batches(tmp_path):
     assert run.join(120)
     s = run.snapshot()
     assert s.status == "finished" and s.step == 6 and s.message is None
+    hists = {k: s.histories[k].frame() for k in (PRETRAINED, SCRATCH)}
     for label in (PRETRAINED, SCRATCH):
-        assert list(s.histories[label].dropna().step) == [3, 6]
-    assert s.histories[PRETRAINED].loss.iloc[0] != s.histories[SCRATCH].loss.iloc[0]  # different weights
+        assert list(hists[label].dropna().step) == [3, 6]
+    assert hists[PRETRAINED].loss.iloc[0] != hists[SCRATCH].loss.iloc[0]  # different weights
     assert run.tuners[PRETRAINED].examples == run.tuners[SCRATCH].examples
-    train, evals = live_rows({k: s.histories[k] for k in (PRETRAINED, SCRATCH)})  # the live chart's rows
+    rows = pair_rows({k: s.histories[k] for k in (PRETRAINED, SCRATCH)})  # the live chart's rows
+    train, evals = rows.train(0), rows.evals(0)
     assert [r[0] for r in train] == list(range(1, 7)) and [r[0] for r in evals] == [3, 6]
+    assert rows.train(4) == train[4:] and rows.evals(1) == evals[1:]  # what a later poll sends
     for i, k in enumerate((PRETRAINED, SCRATCH)):
-        assert [r[1 + i] for r in train] == pytest.approx(list(s.histories[k].loss))
-        assert [r[1 + i] for r in evals] == pytest.approx(list(s.histories[k].eval_accuracy.dropna()))
+        assert [r[1 + i] for r in train] == pytest.approx(list(hists[k].loss))
+        assert [r[1 + i] for r in evals] == pytest.approx(list(hists[k].eval_accuracy.dropna()))
     acc_chart = live_charts([PRETRAINED, SCRATCH])[0]
     assert [(t["series"], t["col"], t["name"]) for t in acc_chart["traces"]] == [
         ("evals", 1, "from pretrained weights"), ("evals", 2, "from random init weights")]
@@ -299,7 +302,7 @@ def test_comparison_runs_both_models_on_the_same_batches(tmp_path):
 
 
 def test_comparison_stops_and_keeps_evaluated_weights(tmp_path):
-    from bertcore.training.finetune_compare import PRETRAINED, PretrainingComparison
+    from bertcore.finetune.comparison import PRETRAINED, PretrainingComparison
 
     task = _small_task(get_task("coherence"))
     tok = builtin_tokenizer()
@@ -316,7 +319,7 @@ def test_comparison_stops_and_keeps_evaluated_weights(tmp_path):
 
 
 def test_comparison_abandons_when_nobody_polls(tmp_path):
-    from bertcore.training.finetune_compare import PretrainingComparison
+    from bertcore.finetune.comparison import PretrainingComparison
 
     task = _small_task(get_task("coherence"))
     tok = builtin_tokenizer()

@@ -11,13 +11,16 @@ from bertcore.cli import main
 from bertcore.config import BertConfig
 from bertcore.data.tasks import Task, get_task
 from bertcore.errors import InputError
+from bertcore.finetune import route as fr
+from bertcore.finetune import sweep as fsw
+from bertcore.finetune.models import scratch_twin
+from bertcore.finetune.tuner import FinetuneConfig, FineTuner
 from bertcore.io.checkpoint import builtin_tokenizer
-from bertcore.model.classification import BertForSequenceClassification
-from bertcore.training import finetune_route as fr
-from bertcore.training import finetune_sweep as fsw
-from bertcore.training import runs, service
-from bertcore.training.finetune import FinetuneConfig, FineTuner, scratch_twin
 from bertcore.model.bert import init_model
+from bertcore.model.classification import BertForSequenceClassification
+from bertcore.training import runs, service
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.drive import StopSignal, open_run_dir
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)
@@ -36,19 +39,22 @@ def _pretrained(seed=5):
 def test_finetune_goes_through_the_service_with_hooks_and_run_json(tmp_path):
     task = _task()
     pre, tok = _pretrained()
+    seen = {"start": 0, "steps": [], "evals": [], "checkpoints": [], "end": []}
+
+    def on_checkpoint(ev):
+        on_disk = json.loads((ev.run_dir / runs.RUN_FILE).read_text())  # run.json is written before the event
+        seen["checkpoints"].append((ev.meta["status"], ev.meta["steps_done"], on_disk["status"], on_disk["pid"]))
+
+    listen = Callbacks(start=lambda ev: seen.__setitem__("start", seen["start"] + 1),
+                       step=lambda ev: seen["steps"].append(ev.row["step"]),
+                       eval=lambda ev: seen["evals"].append(ev.row["step"]), checkpoint=on_checkpoint,
+                       end=lambda ev: seen["end"].append(ev.meta["status"]))
     tuner = FineTuner(BertForSequenceClassification.from_pretraining(pre, 2, task.labels, 0), tok, task,
-                      FinetuneConfig(steps=6, batch_size=8, labels=16, eval_every=2))
-    seen = {"start": 0, "steps": [], "checkpoints": []}
-
-    def on_checkpoint(d, meta):
-        on_disk = json.loads((d / runs.RUN_FILE).read_text())  # run.json is written before the hook
-        seen["checkpoints"].append((meta["status"], meta["steps_done"], on_disk["status"], on_disk["pid"]))
-
-    hooks = service.Hooks(on_start=lambda tr, d: seen.__setitem__("start", seen["start"] + 1),
-                          on_step=lambda tr, row: seen["steps"].append(row["step"]), on_checkpoint=on_checkpoint)
-    res = fr.finetune(tuner, parent=tmp_path, source="test", hooks=hooks)
+                      FinetuneConfig(steps=6, batch_size=8, labels=16, eval_every=2), callbacks=listen)
+    res = fr.finetune(tuner, parent=tmp_path, source="test")
     assert res.status == "finished" and res.reason is None and res.run_dir.parent == tmp_path
-    assert seen["start"] == 1 and seen["steps"] == [1, 2, 3, 4, 5, 6]
+    assert seen["start"] == 1 and seen["steps"] == [1, 2, 3, 4, 5, 6] and seen["evals"] == [2, 4, 6]
+    assert seen["end"] == ["finished"]
     # step 0, the evaluations at steps 2 and 4 (6 is the end), then the final write
     assert [c[:3] for c in seen["checkpoints"]] == [("running", 0, "running"), ("running", 2, "running"),
                                                     ("running", 4, "running"), ("finished", 6, "finished")]
@@ -65,11 +71,11 @@ def test_finetune_goes_through_the_service_with_hooks_and_run_json(tmp_path):
 def test_stop_signal_stops_a_finetune_with_its_weights(tmp_path):
     task = _task()
     pre, tok = _pretrained()
+    stop = StopSignal()
+    listen = Callbacks(step=lambda ev: stop.request("enough") if ev.row["step"] == 4 else None)
     tuner = FineTuner(BertForSequenceClassification.from_pretraining(pre, 2, task.labels, 0), tok, task,
-                      FinetuneConfig(steps=1000, batch_size=8, labels=16, eval_every=0))
-    stop = service.StopSignal()
-    hooks = service.Hooks(on_step=lambda tr, row: stop.request("enough") if row["step"] == 4 else None)
-    res = fr.finetune(tuner, tmp_path / "ft", stop=stop, hooks=hooks)
+                      FinetuneConfig(steps=1000, batch_size=8, labels=16, eval_every=0), callbacks=listen)
+    res = fr.finetune(tuner, tmp_path / "ft", stop=stop)
     assert res.status == "stopped" and res.reason == "enough at step 4"
     info = runs.read_run(tmp_path / "ft")
     assert info.status == "stopped" and info.steps_done == 4 and info.loadable and not info.resumable
@@ -80,7 +86,7 @@ def test_open_run_dir_refuses_a_file(tmp_path):
     f = tmp_path / "f"
     f.write_text("x")
     with pytest.raises(InputError, match="is a file"):
-        service.open_run_dir(f, None, "x")
+        open_run_dir(f, None, "x")
 
 
 def test_pair_equals_two_separate_finetunes():
@@ -95,7 +101,7 @@ def test_pair_equals_two_separate_finetunes():
     alone = {fr.PRETRAINED: alone_pre, fr.SCRATCH: scratch_twin(alone_pre, cfg.seed)}
     for label, m in alone.items():
         h = FineTuner(m, tok, task, cfg).run()
-        assert h.equals(pair.tuners[label].history), label
+        assert h.equals(pair.tuners[label].history.frame()), label
     assert pair.tuners[fr.PRETRAINED].examples == pair.tuners[fr.SCRATCH].examples
 
 
@@ -119,7 +125,7 @@ def test_label_sweep_points_are_the_comparisons_final_accuracies():
         pair = fr.PairTuner(pre, tok, task, cfg.replace(labels=p["labels"], eval_every=0))
         pair.run()
         assert p["pretrained"] == pair.accuracy(fr.PRETRAINED) and p["random_init"] == pair.accuracy(fr.SCRATCH)
-        assert len(pair.tuners[fr.PRETRAINED].history.eval_accuracy.dropna()) == 1
+        assert len(pair.tuners[fr.PRETRAINED].history.frame().eval_accuracy.dropna()) == 1
         assert 0 <= p["pretrained"] <= 1 and 0 <= p["random_init"] <= 1
     assert got == fsw.label_sweep(pre, tok, task, cfg, [8, 0])  # seeded
     import threading

@@ -10,12 +10,13 @@ import pytest
 from bertcore.config import BertConfig
 from bertcore.data.tasks import Task, get_task
 from bertcore.errors import InputError
+from bertcore.finetune import store as fs
+from bertcore.finetune.comparison import PRETRAINED, SCRATCH, PretrainingComparison
+from bertcore.finetune.models import classify
+from bertcore.finetune.tuner import FinetuneConfig
 from bertcore.io.checkpoint import builtin_tokenizer
-from bertcore.training import finetune_store as fs
-from bertcore.training import runs
-from bertcore.training.finetune import FinetuneConfig, classify
-from bertcore.training.finetune_compare import PRETRAINED, SCRATCH, PretrainingComparison
 from bertcore.model.bert import init_model
+from bertcore.training import runs
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)
@@ -52,8 +53,7 @@ def test_finished_comparison_is_saved_and_reloads_equal(tmp_path):
         sub = runs.read_run(d / f)
         assert sub.status == "finished" and sub.loadable and sub.kind == "finetune" and sub.steps_done == 6
     for label in (PRETRAINED, SCRATCH):
-        pd.testing.assert_frame_equal(saved.histories[label].reset_index(drop=True),
-                                      s.histories[label].reset_index(drop=True), check_dtype=False)
+        pd.testing.assert_frame_equal(saved.histories[label].frame(), s.histories[label].frame(), check_dtype=False)
         assert saved.accuracy(label) == pytest.approx(s.final_accuracy(label))
         key = "eval_accuracy_" + fs.FOLDERS[label].replace("-", "_")
         assert meta["metrics"][key] == pytest.approx(s.final_accuracy(label))
@@ -82,7 +82,7 @@ def test_history_is_on_disk_while_it_trains(tmp_path):
         live = fs.read_comparison(d)  # the service marks it active in this process: running
         assert live.status == "running" and not live.has_models
         assert json.loads((d / runs.RUN_FILE).read_text())["pid"] == os.getpid()
-        assert len(live.histories[PRETRAINED].eval_accuracy.dropna()) >= 2
+        assert live.histories[PRETRAINED].n_evals >= 2
         with pytest.raises(InputError, match="no saved weights"):
             fs.load_models(live)
         with pytest.raises(InputError, match="still training"):

@@ -3,13 +3,13 @@ import pytest
 import torch
 import transformers
 
-from bertcore.io.checkpoint import ModelBundle
-from bertcore.config import BertConfig
-from bertcore.errors import CheckpointError, ConfigError
-from bertcore.io.hf_interop import export_hf, import_hf, packaged_minilm_dir
 from bertcore.analysis.inference import fill_mask, inspect_pair, nsp_probability
-from bertcore.model import BertForPreTraining
+from bertcore.config import BertConfig
 from bertcore.data.tokenization import WordTokenizer
+from bertcore.errors import CheckpointError, ConfigError
+from bertcore.io.checkpoint import ModelBundle
+from bertcore.io.hf_interop import export_hf, import_hf, packaged_minilm_dir
+from bertcore.model.bert import BertForPreTraining
 
 WORDS = ("the dog dogs cat cats runs run eats eat a an big small red blue happy sad park food ball "
          "house garden river walks walk sleeps sleep quickly slowly . , ! ?").split()
@@ -123,7 +123,7 @@ def test_export_loads_in_transformers_with_identical_logits(tmp_path, pe):
                                         ("blog BertModel", "attention_padding_mask=false"),
                                         ("Annotated Transformer", "embedding_scale"), ("d2l", "mlm_head=mlp")])
 def test_export_refuses_variants_hf_cannot_hold(tmp_path, name, match):
-    from bertcore.config import PRESETS
+    from bertcore.presets import PRESETS
 
     tok = WordTokenizer.build(["the dog runs"])
     m = BertForPreTraining(BertConfig(**{**PRESETS[name][0], "vocab_size": tok.vocab_size, **SIZES}))

@@ -7,7 +7,8 @@ import torch
 import transformers
 
 from bertcore.config import BertConfig, estimate
-from bertcore.model import BertForPreTraining, count_parameters, sinusoidal_table
+from bertcore.model.bert import BertForPreTraining, count_parameters
+from bertcore.model.functional import sinusoidal_table
 
 SMALL = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
              intermediate_size=64, max_position_embeddings=40)

@@ -14,25 +14,25 @@ PAGE = "app_pages/finetune.py"
 @pytest.fixture(scope="module")
 def small_model():
     from bertcore.io.checkpoint import untrained_bundle
-    from explorer.state import ActiveModel
+    from explorer.workspace import ActiveModel
 
     b = untrained_bundle(seed=1, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
     return ActiveModel(b, "small test model", "uploaded", True)
 
 
 def state_models_key() -> str:
-    from explorer import state
+    from explorer import workspace
 
-    return state._K_MODELS
+    return workspace.MODELS_KEY
 
 
 def _open(ws: str, model=None) -> AppTest:
-    from explorer import state
+    from explorer import workspace
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params["ws"] = ws
     if model is not None:
-        at.session_state[state._K_MODELS] = {"session:small": model}
+        at.session_state[workspace.MODELS_KEY] = {"session:small": model}
     at.switch_page(PAGE).run()
     return at
 
@@ -70,7 +70,7 @@ def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
     again = _open(ws)  # a reload: a new session with the same ?ws= finds the comparison in this process
     assert not again.exception and "Pretraining (small test model)" in _text(again)
     args = _curves(again)  # the whole curves go to the new session's chart, the accuracy chart first
-    hist = {k: v for k, v in s.histories.items()}
+    hist = {k: v.frame() for k, v in s.histories.items()}
     assert args["train_start"] == 0 and [r[0] for r in args["train"]] == list(range(1, 11))
     assert [r[1] for r in args["train"]] == pytest.approx(hist["pretrained"].loss.tolist())
     assert [r[2] for r in args["evals"]] == pytest.approx(hist["random init"].eval_accuracy.dropna().tolist())
@@ -95,7 +95,7 @@ def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
     # the label sweep runs in the background from the saved comparison and is kept in its folder
     import time
 
-    from bertcore.training.finetune_sweep import read_sweep
+    from bertcore.finetune.sweep import read_sweep
     from explorer import finetunes
 
     fresh.session_state[state_models_key()] = {"session:small": small_model}  # the starting model, as picked

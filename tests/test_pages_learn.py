@@ -12,11 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import plotly_array
 from streamlit.testing.v1 import AppTest
 
-from bertcore.model import sinusoidal_table
-from conftest import plotly_array
-
+from bertcore.model.functional import sinusoidal_table
 
 BAD_TEXTS = {
     "empty": "",

@@ -18,6 +18,8 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs, service
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.drive import StopSignal
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--set", "hidden_size=32", "--set", "num_attention_heads=2", "--set", "intermediate_size=64",
@@ -39,20 +41,20 @@ def spec(corpus, steps=30, name="r", **kw):
 
 
 def stop_at(k):
-    stop = service.StopSignal()
+    stop = StopSignal()
+    return stop, Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == k else None)
 
-    def on_step(tr, row):
-        if tr.step_count == k:
-            stop.request()
 
-    return stop, service.Hooks(on_step=on_step)
+def listening(run_spec, callbacks):
+    run_spec.callbacks = callbacks
+    return run_spec
 
 
 @pytest.mark.parametrize("k", [7, 10])  # between two evaluations, and right on one
 def test_stopped_and_resumed_equals_uninterrupted(corpus, tmp_path, k):
     full = service.train(spec(corpus), tmp_path / "full")
     stop, hooks = stop_at(k)
-    part = service.train(spec(corpus), tmp_path / "part", stop=stop, hooks=hooks)
+    part = service.train(listening(spec(corpus), hooks), tmp_path / "part", stop=stop)
     assert part.status == "stopped" and part.trainer.step_count == k
     info = runs.read_run(tmp_path / "part")
     assert (info.status, info.steps_done, info.total_steps, info.resumable) == ("stopped", k, 30, True)
@@ -60,7 +62,7 @@ def test_stopped_and_resumed_equals_uninterrupted(corpus, tmp_path, k):
     del part  # the resume reads everything from disk
     res = service.resume(tmp_path / "part")
     assert res.status == "finished"
-    h1, h2 = full.trainer.history, res.trainer.history
+    h1, h2 = full.trainer.history.frame(), res.trainer.history.frame()
     assert list(h1.step) == list(h2.step) == list(range(1, 31))
     for c in ("mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr"):
         np.testing.assert_allclose(h2[c].to_numpy(), h1[c].to_numpy(), atol=1e-5, rtol=0, err_msg=c)
@@ -94,11 +96,11 @@ def test_resume_refuses_finished_failed_and_damaged(corpus, tmp_path):
 def test_checkpoint_written_while_training(corpus, tmp_path):
     seen = []
 
-    def on_checkpoint(d, meta):
-        hist = load_checkpoint(d).history
-        seen.append((meta["steps_done"], meta["status"], 0 if hist is None else len(hist)))
+    def on_checkpoint(ev):
+        hist = load_checkpoint(ev.run_dir).history
+        seen.append((ev.meta["steps_done"], ev.meta["status"], 0 if hist is None else len(hist)))
 
-    service.train(spec(corpus, steps=12), tmp_path / "r", hooks=service.Hooks(on_checkpoint=on_checkpoint))
+    service.train(listening(spec(corpus, steps=12), Callbacks(checkpoint=on_checkpoint)), tmp_path / "r")
     # step 0, each evaluation (5, 10) while running, then the end: never every step
     assert [(s, st) for s, st, _ in seen] == [(0, "running"), (5, "running"), (10, "running"), (12, "finished")]
     assert [n for *_, n in seen] == [0, 5, 10, 12]
@@ -120,7 +122,7 @@ def test_a_crash_mid_write_leaves_the_previous_checkpoint_loadable(corpus, tmp_p
     monkeypatch.setattr(ck.os, "replace", flaky)
     stop, hooks = stop_at(100)
     try:
-        service.train(spec(corpus, steps=30), tmp_path / "r", stop=stop, hooks=hooks)
+        service.train(listening(spec(corpus, steps=30), hooks), tmp_path / "r", stop=stop)
     except KeyboardInterrupt:
         pass
     monkeypatch.setattr(ck.os, "replace", real)
@@ -174,7 +176,7 @@ def test_cli_resume_finishes_a_stopped_run(corpus, tmp_path, capsys):
     from bertcore.cli import main
 
     stop, hooks = stop_at(4)
-    service.train(spec(corpus, steps=12), tmp_path / "r", stop=stop, hooks=hooks)
+    service.train(listening(spec(corpus, steps=12), hooks), tmp_path / "r", stop=stop)
     assert main(["train", "--resume", str(tmp_path / "r"), "--quiet"]) == 0
     assert "saved checkpoint" in capsys.readouterr().out
     info = runs.read_run(tmp_path / "r")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 import math
 import os
 import pickle
@@ -23,16 +22,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.errors import BertcoreError, CheckpointError
 from bertcore.data.tokenization import WordTokenizer
+from bertcore.errors import BertcoreError, CheckpointError, ConfigError
+from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.model.bert import init_model
+from bertcore.training import service
+from bertcore.training.history import number
 from explorer import training_run, uploads
-from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -297,7 +298,7 @@ def _check_build(page, bk, tk, vocab=40):
     bcfg, tcfg, est, problem = page.build_configs(bk, tk)  # never raises
     if problem is None:
         assert bcfg is not None and tcfg is not None
-        assert est["memory_bytes"] <= training_run.max_model_mb() * 2**20
+        assert est["memory_bytes"] <= service.max_model_mb() * 2**20
         assert est["params"] > 0
     else:
         assert isinstance(problem, str) and len(problem) > 20 and "Traceback" not in problem
@@ -355,15 +356,18 @@ def test_model_budget_is_configurable(monkeypatch):
     mb = estimate(BertConfig(**{**bk, "vocab_size": 40}), TrainConfig(**{**TrainConfig().to_dict(), **tk}))
     assert mb["memory_bytes"] > 0
     monkeypatch.setenv("BERTCORE_MAX_MODEL_MB", "1")
-    assert training_run.max_model_mb() == 1.0
+    assert service.max_model_mb() == 1.0
     if mb["memory_bytes"] > 2**20:
         assert "BERTCORE_MAX_MODEL_MB" in _check_build(page, bk, tk)
     big = {**bk, "hidden_size": 1024, "num_attention_heads": 16, "intermediate_size": 4096, "num_hidden_layers": 8}
     assert "budget of 1 MB" in _check_build(page, big, tk)
-    for garbage, expect in [("lots", 1024.0), ("-5", 1.0), ("", 1024.0), ("nan", None)]:
+    for value, expect in [("-5", 1.0), ("", 1024.0), (" 64 ", 64.0)]:  # clamped, default, read
+        monkeypatch.setenv("BERTCORE_MAX_MODEL_MB", value)
+        assert service.max_model_mb() == expect, value
+    for garbage in ("lots", "nan", "inf"):  # a clear error naming the variable, never a silent default
         monkeypatch.setenv("BERTCORE_MAX_MODEL_MB", garbage)
-        got = training_run.max_model_mb()
-        assert (expect is None or got == expect) and got >= 1.0, (garbage, got)
+        with pytest.raises(ConfigError, match=f"BERTCORE_MAX_MODEL_MB='{garbage}' is not a number"):
+            service.max_model_mb()
 
 
 # ------------------------------------------------------------------ training runs: NaN, many users
@@ -416,13 +420,13 @@ def test_two_concurrent_runs_match_their_solo_histories(small):
     for seed in (1, 2):
         r = _run(small, steps=15, seed=seed).start()
         _poll_until_done(r)
-        solo[seed] = r.snapshot().histories[0][cols]
+        solo[seed] = r.snapshot().histories[0].frame()[cols]
     a, b = _run(small, steps=15, seed=1), _run(small, steps=15, seed=2)
     a.start()
     b.start()
     _poll_until_done(a, b)
     for seed, r in ((1, a), (2, b)):
-        h = r.snapshot().histories[0][cols]
+        h = r.snapshot().histories[0].frame()[cols]
         assert h.equals(solo[seed]), (seed, h.compare(solo[seed]))
     assert not solo[1].equals(solo[2])
     assert a.results[0].model is not b.results[0].model
@@ -470,15 +474,15 @@ def test_abandoned_run_stops_and_threads_return_to_baseline(small, monkeypatch):
 
 
 def test_shared_untrained_model_is_never_mutated(small):
-    from explorer import state
+    from explorer import workspace
 
-    shared = state.shared_untrained_bundle()
+    shared = workspace.shared_untrained_bundle()
     before = {k: v.clone() for k, v in shared.model.state_dict().items()}
-    _, tok = state.shared_corpus_and_tokenizer()
+    _, tok = workspace.shared_corpus_and_tokenizer()
     corpus, _, _, tcfg = small
     jobs = [training_run.Job(shared.model.config, tcfg(5, batch_size=4, max_seq_len=16, eval_every=0,
                                                        snapshot_every=0), "default")]
-    r = training_run.TrainingRun(jobs, state.shared_corpus_and_tokenizer()[0], tok)
+    r = training_run.TrainingRun(jobs, workspace.shared_corpus_and_tokenizer()[0], tok)
     RUNS.append(r)
     r.start()
     _poll_until_done(r)
@@ -589,6 +593,6 @@ def test_fmt_seconds_and_snapshot_of_an_idle_run(small):
     assert s.status == "idle" and s.progress == 0.0 and s.eta is None and len(s.histories[0]) == 0
     empty = training_run.TrainingRun([], None).snapshot()
     assert empty.total_steps == 0 and empty.progress == 0.0
-    assert json.dumps(training_run._clean_row({"a": 1, "b": "x", "c": True, "d": None})) == '{"a": 1.0}'
+    assert [number(v) for v in (1, "x", None, float("nan"), float("inf"), "2.5")] == [1.0, None, None, None, None, 2.5]
     with pytest.raises(BertcoreError):
         uploads.safe_extract_zip(b"", Path(tempfile.gettempdir()) / "never-created-bertx")

@@ -10,7 +10,7 @@ import pytest
 
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
-from bertcore.errors import InputError
+from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs, service
 
@@ -149,7 +149,8 @@ def test_workspace_caps_name_what_to_delete(monkeypatch):
     with pytest.raises(runs.RunLimitError, match="BERTCORE_MAX_WORKSPACE_MB"):
         runs.check_capacity(ws)
     monkeypatch.setenv("BERTCORE_MAX_WORKSPACE_MB", "garbage")
-    assert runs.max_workspace_mb() == 500
+    with pytest.raises(ConfigError, match="BERTCORE_MAX_WORKSPACE_MB='garbage' is not a number; set it to"):
+        runs.max_workspace_mb()
 
 
 def test_uploaded_corpus_is_stored_for_resume():

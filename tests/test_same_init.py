@@ -2,10 +2,11 @@
 import pytest
 import torch
 
-from bertcore.config import PRESETS, BertConfig, TrainConfig
+from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
-from bertcore.training.same_init import same_init
 from bertcore.model.bert import init_model
+from bertcore.presets import PRESETS
+from bertcore.training.same_init import same_init
 from bertcore.training.trainer import Trainer
 
 
@@ -41,7 +42,7 @@ def test_pre_vs_post_ln_shares_all_but_the_extra_layernorm():
 
 def test_whole_presets_can_be_compared():
     small = dict(vocab_size=450, hidden_size=32, num_attention_heads=2, intermediate_size=64)
-    a = init_model(BertConfig(**{**PRESETS["original BERT (tiny)"][0], **small}), 3)
+    a = init_model(BertConfig(**{**PRESETS["original BERT"][0], **small}), 3)
     b = init_model(BertConfig(**{**PRESETS["BERT-pytorch (codertimo)"][0], **small}), 3)
     r = same_init(a, b)
     assert r.copied and r.own  # encoder weights shared; heads and positions differ
@@ -70,5 +71,5 @@ def test_trainer_starts_from_the_prepared_model(switch):
     assert t1.model is ref and t2.model is other
     t1.run()
     t2.run()
-    same = t1.history["mlm_loss"].tolist() == t2.history["mlm_loss"].tolist()
+    same = t1.history.frame()["mlm_loss"].tolist() == t2.history.frame()["mlm_loss"].tolist()
     assert same == (switch["hidden_act"] == "gelu")

@@ -12,10 +12,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertcore.config import PRESETS, BertConfig, estimate, preset
+from bertcore.config import BertConfig, estimate
 from bertcore.errors import ConfigError
+from bertcore.model.bert import BertForPreTraining, count_parameters
 from bertcore.model.formulas import formulas
-from bertcore.model import BertForPreTraining, count_parameters
+from bertcore.presets import PRESETS, preset
 
 V, T = 50, 16
 DIMS = dict(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48)
@@ -200,16 +201,16 @@ def test_d2l_preset_equals_d2l_bertmodel():
 
 
 def _configs(size):
-    return {n: BertConfig(vocab_size=30522 if size == "seed" else 300, **preset(n, size)[0]) for n in PRESETS}
+    return {n: BertConfig(vocab_size=30522 if size == "paper" else 300, **preset(n, size)[0]) for n in PRESETS}
 
 
-@pytest.mark.parametrize("size", ["tiny", "seed"])
+@pytest.mark.parametrize("size", ["tiny", "paper"])
 def test_presets_are_pairwise_different_and_seed_sizes_are_the_seeds(size):
     cfgs = _configs(size)
     dicts = [c.to_dict() for c in cfgs.values()]
     assert all(dicts[i] != dicts[j] for i in range(5) for j in range(i + 1, 5))
-    if size == "seed":
-        assert 109e6 < estimate(cfgs["original BERT (tiny)"])["params"] < 111e6  # BERT-base: 110M
+    if size == "paper":
+        assert 109e6 < estimate(cfgs["original BERT"])["params"] < 111e6  # BERT-base: 110M
         a = cfgs["Annotated Transformer"]
         assert (a.hidden_size, a.num_hidden_layers, a.num_attention_heads, a.intermediate_size) == (512, 6, 8, 2048)
         d = cfgs["d2l"]
@@ -222,9 +223,9 @@ def test_inits_follow_the_seeds():
     pytorch: nn.Embedding N(0, 1), nn.Linear U(+-1/sqrt(fan_in));
     xavier_uniform: every matrix within +-sqrt(6 / (fan_in + fan_out)) with that uniform's std."""
     models = {n: BertForPreTraining(c) for n, c in _configs("tiny").items()}
-    w = models["original BERT (tiny)"].bert.encoder.layer[0].intermediate.dense.weight  # hidden 64
+    w = models["original BERT"].bert.encoder.layer[0].intermediate.dense.weight  # hidden 64
     assert abs(w.std().item() - 1 / math.sqrt(64)) < 0.004
-    assert _configs("seed")["original BERT (tiny)"].initializer_range == 0.02  # BERT-base: BERT's own value
+    assert _configs("paper")["original BERT"].initializer_range == 0.02  # BERT-base: BERT's own value
     e = models["d2l"].bert.embeddings.word_embeddings.weight[1:]
     assert abs(e.std().item() - 1.0) < 0.05
     lin = models["BERT-pytorch (codertimo)"].bert.encoder.layer[0].intermediate.dense.weight  # (256, 64)
@@ -324,7 +325,7 @@ def test_formulas_differ_exactly_where_the_preset_models_differ():
             for b in names[i + 1:]:
                 same_model = fields(cfgs[a]) == fields(cfgs[b])
                 assert (rendered[a][key] == rendered[b][key]) == same_model, (key, a, b)
-    bert, cod, ann = rendered["original BERT (tiny)"], rendered["BERT-pytorch (codertimo)"], \
+    bert, cod, ann = rendered["original BERT"], rendered["BERT-pytorch (codertimo)"], \
         rendered["Annotated Transformer"]
     assert r"\sqrt{\sigma^2 + \epsilon}" in bert["layer_norm"] and r"10^{-12}" in bert["layer_norm"]
     assert r"{s + \epsilon}" in cod["layer_norm"] and r"\tfrac{1}{d-1}" in cod["layer_norm"]
@@ -338,7 +339,7 @@ def test_formulas_differ_exactly_where_the_preset_models_differ():
 
 def test_seed003_worked_example_ids():
     """The ids printed in seed 003: vocabulary, masked input, target, segment labels, padding to 20, mask (x > 0)."""
-    from bertcore.data.bert_pytorch import seed003_example
+    from bertcore.data.bert_pytorch_vocab import seed003_example
 
     e = seed003_example()
     assert e["vocab"] == {"<pad>": 0, "<unk>": 1, "<eos>": 2, "<sos>": 3, "<mask>": 4, "the": 5, "I": 6, "Welcome": 7,
@@ -352,7 +353,7 @@ def test_seed003_worked_example_ids():
 
 def test_codertimo_model_looks_up_the_seed_segment_labels():
     """0/1 token types + padding mask in, the seed's 1/2/0 segment labels looked up (data helper and model agree)."""
-    from bertcore.data.bert_pytorch import seed003_example
+    from bertcore.data.bert_pytorch_vocab import seed003_example
     from bertcore.data.pretraining import segment_labels
 
     e = seed003_example()
@@ -371,7 +372,7 @@ def test_codertimo_model_looks_up_the_seed_segment_labels():
 
 def test_fixed_padding_and_expected_selection_rate_on_the_tutorial_corpus():
     from bertcore.data.corpus import tutorial_corpus
-    from bertcore.data.pretraining import (PretrainingData, expected_selection_rate, masking_rule, masking_stats)
+    from bertcore.data.pretraining import PretrainingData, expected_selection_rate, masking_rule, masking_stats
     from bertcore.data.tokenization import WordTokenizer
 
     corpus = tutorial_corpus()
@@ -412,7 +413,7 @@ def test_pad_to_pads_every_training_batch_like_bert_pytorch():
     from bertcore.data.tokenization import WordTokenizer
     from bertcore.training.trainer import Trainer
 
-    assert preset("BERT-pytorch (codertimo)", "seed")[1]["pad_to"] == 20
+    assert preset("BERT-pytorch (codertimo)", "paper")[1]["pad_to"] == 20
     corpus = builtin_corpus(seed=0, n_pairs=200)
     tok = WordTokenizer.build(corpus.texts())
     bcfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_attention_heads=2, intermediate_size=32,
@@ -426,7 +427,7 @@ def test_pad_to_pads_every_training_batch_like_bert_pytorch():
         b = t.data.sample_batch(4, torch.Generator().manual_seed(0))
         widths[pad_to] = b["input_ids"].shape[1]
         t.run()
-        assert t.history["mlm_loss"].notna().all()
+        assert t.history.frame()["mlm_loss"].notna().all()
     assert widths[40] == 40 and widths[0] <= 24
     with pytest.raises(ConfigError, match="pad_to=10 is shorter than max_seq_len=24"):
         TrainConfig(max_seq_len=24, pad_to=10)

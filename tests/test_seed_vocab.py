@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from bertcore.data.bert_pytorch import SPECIALS, SeedWordTokenizer, seed003_example, seed_vocab
+from bertcore.data.bert_pytorch_vocab import SPECIALS, SeedWordTokenizer, seed003_example, seed_vocab
 from bertcore.data.corpus import builtin_corpus, tutorial_corpus
 from bertcore.data.tokenization import load_tokenizer
 
@@ -96,23 +96,23 @@ def test_canonical_special_and_display_helpers_read_the_seeds_specials():
 
 # ----------------------------------------------------------------------------- training on it
 def _spec(tokenizer=None, steps=4, **train):
-    from bertcore.config import BertConfig, TrainConfig, preset
-    from bertcore.presets import preset_tokenizer
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.presets import preset, preset_tokenizer
     from bertcore.training.service import RunSpec
 
-    b, t = preset(CODERTIMO, "seed")
+    b, t = preset(CODERTIMO, "paper")
     t = {**t, "steps": steps, "batch_size": 4, "warmup_steps": 1, "eval_every": 2, "eval_size": 8,
          "snapshot_every": 0, **train}
     return RunSpec(BertConfig(**{**b, **SMALL}), TrainConfig(**t), corpus="tutorial",
-                   tokenizer=tokenizer or preset_tokenizer(CODERTIMO, "seed"), preset=CODERTIMO)
+                   tokenizer=tokenizer or preset_tokenizer(CODERTIMO, "paper"), preset=CODERTIMO)
 
 
 def test_codertimo_seed_batches_read_sos_a_eos_b_eos_padded_to_20():
     from bertcore.presets import preset_tokenizer
     from bertcore.training.service import prepare
 
-    assert preset_tokenizer(CODERTIMO, "seed") == "seed_word"
-    assert preset_tokenizer(CODERTIMO, "tiny") == preset_tokenizer("original BERT (tiny)", "seed") == "word"
+    assert preset_tokenizer(CODERTIMO, "paper") == "seed_word"
+    assert preset_tokenizer(CODERTIMO, "tiny") == preset_tokenizer("original BERT", "paper") == "word"
     trainer, _, _ = prepare(_spec())
     tok = trainer.tokenizer
     assert tok.kind == "seed_word" and tok.vocab == _seed_order(tutorial_corpus().pairs)
@@ -152,11 +152,11 @@ def test_unknown_tokenizer_kind_is_refused_clearly(tmp_path):
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    """`bertcore train --preset codertimo --size seed` on the tutorial corpus (sizes made small), 3 steps."""
+    """`bertcore train --preset codertimo --size paper` on the tutorial corpus (sizes made small), 3 steps."""
     out = tmp_path_factory.mktemp("seedrun") / "run"
     sets = [a for k, v in {**SMALL, "batch_size": 4, "eval_every": 3, "snapshot_every": 0}.items()
             for a in ("--set", f"{k}={v}")]
-    r = _cli("train", "--preset", CODERTIMO, "--size", "seed", "--corpus", "tutorial", "--steps", "3", "--quiet",
+    r = _cli("train", "--preset", CODERTIMO, "--size", "paper", "--corpus", "tutorial", "--steps", "3", "--quiet",
              "--out", str(out), *sets)
     assert r.returncode == 0, r.stderr
     return out
@@ -198,7 +198,7 @@ def test_export_hf_refuses_the_seed_vocabulary(tmp_path):
     from bertcore.errors import ConfigError
     from bertcore.io.checkpoint import ModelBundle
     from bertcore.io.hf_interop import export_hf
-    from bertcore.model import BertForPreTraining
+    from bertcore.model.bert import BertForPreTraining
 
     tok = SeedWordTokenizer.build(tutorial_corpus().texts())
     model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, **SMALL))  # an HF-exportable architecture
@@ -209,22 +209,21 @@ def test_export_hf_refuses_the_seed_vocabulary(tmp_path):
 
 def test_resume_of_a_seed_vocabulary_run(tmp_path):
     from bertcore.training import service
+    from bertcore.training.callbacks import Callbacks
+    from bertcore.training.drive import StopSignal
 
-    stop = service.StopSignal()
-
-    def on_step(tr, row):
-        if tr.step_count >= 2:
-            stop.request("test stop")
-
-    first = service.train(_spec(), tmp_path / "run", stop=stop, hooks=service.Hooks(on_step=on_step))
+    stop = StopSignal()
+    spec = _spec()
+    spec.callbacks = Callbacks(step=lambda ev: stop.request("test stop") if ev.trainer.step_count >= 2 else None)
+    first = service.train(spec, tmp_path / "run", stop=stop)
     assert first.status == "stopped" and first.trainer.step_count == 2
     resumed = service.resume(tmp_path / "run")
     assert resumed.status == "finished" and resumed.trainer.step_count == 4
     tok = resumed.trainer.tokenizer
     assert type(tok) is SeedWordTokenizer and tok.vocab == first.trainer.tokenizer.vocab
     whole = service.train(_spec(), tmp_path / "whole")  # the same run without the stop
-    np.testing.assert_allclose(resumed.trainer.history["mlm_loss"].to_numpy(),
-                               whole.trainer.history["mlm_loss"].to_numpy(), rtol=1e-5)
+    np.testing.assert_allclose(resumed.trainer.history.frame()["mlm_loss"].to_numpy(),
+                               whole.trainer.history.frame()["mlm_loss"].to_numpy(), rtol=1e-5)
 
 
 # ----------------------------------------------------------------------------- the Train page
@@ -236,12 +235,12 @@ def test_train_page_offers_the_seed_vocabulary_and_says_which_the_preset_uses():
     assert at.radio(key="train_tok_kind").options == ["word-level", "WordPiece", "seed vocabulary"]
     at.radio(key="train_corpus").set_value("tutorial two-liner").run()
     at.selectbox(key="train_preset").set_value(CODERTIMO).run()
-    at.radio(key="train_size").set_value("seed").run()
+    at.radio(key="train_size").set_value("paper").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.radio(key="train_tok_kind").value == "seed_word"
     captions = " ".join(c.value for c in at.caption)
-    assert f"**{CODERTIMO}** at size **seed** trains with the **seed vocabulary** vocabulary by default" in captions
-    assert "vocabulary: at seed size the seed's own (tokenizer seed_word" in captions  # PRESET_NOTES
+    assert f"**{CODERTIMO}** at size **paper** trains with the **seed vocabulary** vocabulary by default" in captions
+    assert "vocabulary: at paper size the seed's own (tokenizer seed_word" in captions  # PRESET_NOTES
     assert "Welcome [MASK] the" in [t.value for t in at.text_input]  # the live probe uses the seed's words
     at.radio(key="train_size").set_value("tiny").run()
     assert at.radio(key="train_tok_kind").value == "word"
@@ -254,12 +253,12 @@ def seed_model():
     """A codertimo model (small sizes) trained a few steps on the tutorial corpus with the seed vocabulary."""
     from bertcore.io.checkpoint import ModelBundle
     from bertcore.training.service import prepare
-    from explorer.state import ActiveModel
+    from explorer.workspace import ActiveModel
 
     trainer, _, _ = prepare(_spec(steps=3))
     trainer.run()
     trainer.model.eval()
-    bundle = ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history, name="seed",
+    bundle = ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history.frame(), name="seed",
                          source="test")
     return ActiveModel(bundle, "seed vocabulary model", "trained", True)
 
@@ -267,11 +266,11 @@ def seed_model():
 def _open(page: str, am):
     from streamlit.testing.v1 import AppTest
 
-    from explorer import state
+    from explorer import workspace
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.session_state[state._K_MODELS] = {am.label: am}
-    at.session_state[state._K_ACTIVE] = am.label
+    at.session_state[workspace.MODELS_KEY] = {am.label: am}
+    at.session_state[workspace.ACTIVE_KEY] = am.label
     at.switch_page(page).run()
     return at
 
@@ -321,7 +320,7 @@ def test_attention_and_embeddings_pages_treat_sos_eos_as_cls_sep(seed_model):
 
 
 def test_probe_accepts_the_seeds_mask_spelling():
-    from bertcore.analysis.probe import Probe, check_probe
+    from bertcore.analysis.live_probe import Probe, check_probe
     from bertcore.errors import InputError
 
     tok = SeedWordTokenizer.build(tutorial_corpus().texts())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bertcore.data.bert_pytorch import SeedWordTokenizer, seed003_example, seed_vocab
+from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer, seed003_example, seed_vocab
 from bertcore.data.corpus import tutorial_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,10 +19,11 @@ SMALL = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, interme
 
 
 def _spec(corpus="tutorial", steps=3):
-    from bertcore.config import BertConfig, TrainConfig, preset
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.presets import preset
     from bertcore.training.service import RunSpec
 
-    b, t = preset(CODERTIMO, "seed")
+    b, t = preset(CODERTIMO, "paper")
     t = {**t, "steps": steps, "batch_size": 4, "warmup_steps": 1, "eval_every": steps, "eval_size": 8,
          "snapshot_every": 0}
     return RunSpec(BertConfig(**{**b, **SMALL}), TrainConfig(**t), corpus=corpus, tokenizer="seed_word",
@@ -39,7 +40,7 @@ def seed_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def seed_model(seed_run):
-    from explorer.state import ActiveModel
+    from explorer.workspace import ActiveModel
 
     return ActiveModel(seed_run.bundle, "seed vocabulary model", "trained", True)
 
@@ -47,12 +48,12 @@ def seed_model(seed_run):
 def _open(page: str, am=None):
     from streamlit.testing.v1 import AppTest
 
-    from explorer import state
+    from explorer import workspace
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     if am is not None:
-        at.session_state[state._K_MODELS] = {am.label: am}
-        at.session_state[state._K_ACTIVE] = am.label
+        at.session_state[workspace.MODELS_KEY] = {am.label: am}
+        at.session_state[workspace.ACTIVE_KEY] = am.label
     at.run()
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -183,10 +184,11 @@ def test_known_examples_keep_the_defaults_for_other_vocabularies():
 def test_a_seed_word_run_fine_tunes_and_classifies(seed_run, tmp_path, monkeypatch):
     import math
 
-    import bertcore.data.tokenization as tokenization
+    import bertcore.finetune.models as tokenization  # where load_classifier looks its tokenizer loader up
     from bertcore.data.tasks import Task, get_task
-    from bertcore.training.finetune import FinetuneConfig, FineTuner, classify, load_classifier, start_model
-    from bertcore.training.finetune_route import save_finetune_run
+    from bertcore.finetune.models import classify, load_classifier, start_model
+    from bertcore.finetune.route import save_finetune_run
+    from bertcore.finetune.tuner import FinetuneConfig, FineTuner
 
     full = get_task("same_topic")
     task = Task(full.name, full.description, full.labels, full.pair, full.train, full.held_out[:16])
@@ -196,7 +198,7 @@ def test_a_seed_word_run_fine_tunes_and_classifies(seed_run, tmp_path, monkeypat
     batch = tuner.train_data
     assert batch["input_ids"][0, 0] == tok.cls_id == 3  # <sos> A <eos> B <eos>, the seed's ids
     tuner.run()
-    assert tuner.step_count == 3 and math.isfinite(tuner.history["loss"].iloc[-1])
+    assert tuner.step_count == 3 and math.isfinite(tuner.history.frame()["loss"].iloc[-1])
     d = save_finetune_run(tmp_path / "ft", tuner, "test")
     kinds = []
     real = tokenization.load_tokenizer

@@ -16,6 +16,8 @@ from bertcore.data.shards import META, ShardReader, prepare
 from bertcore.data.tokenization import SPECIAL_TOKENS
 from bertcore.errors import CorpusError, InputError
 from bertcore.training import service
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.drive import StopSignal
 
 ROOT = Path(__file__).resolve().parents[1]
 N_DOCS = 40
@@ -151,18 +153,13 @@ def test_resume_continues_exactly_and_refuses_a_mismatch(data, tmp_path, capfd):
     tc = TrainConfig(steps=12, batch_size=8, max_seq_len=40, eval_every=4, eval_size=16, snapshot_every=0, lr=3e-3,
                      warmup_steps=2, seed=4)
     full = service.train(service.RunSpec(tiny(), tc, data=str(data), name="full"), tmp_path / "full")
-    stop = service.StopSignal()
-
-    def stop_at_5(tr, row):
-        if tr.step_count == 5:
-            stop.request("test")
-
-    part = service.train(service.RunSpec(tiny(), tc, data=str(data)), tmp_path / "part", stop=stop,
-                         hooks=service.Hooks(on_step=stop_at_5))
+    stop = StopSignal()
+    listen = Callbacks(step=lambda ev: stop.request("test") if ev.trainer.step_count == 5 else None)
+    part = service.train(service.RunSpec(tiny(), tc, data=str(data), callbacks=listen), tmp_path / "part", stop=stop)
     assert part.status == "stopped" and part.trainer.step_count == 5
     done = service.resume(tmp_path / "part")
     assert done.status == "finished"
-    assert np.allclose(done.trainer.history.mlm_loss, full.trainer.history.mlm_loss, atol=1e-5)
+    assert np.allclose(done.trainer.history.frame().mlm_loss, full.trainer.history.frame().mlm_loss, atol=1e-5)
     # the finished run opens like any checkpoint
     out = subprocess.run([sys.executable, "-m", "bertcore", "fill-mask", str(tmp_path / "full"), "d3 s1 [MASK] ."],
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=ROOT)

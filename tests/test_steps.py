@@ -9,6 +9,8 @@ from bertcore.errors import ConfigError, InputError
 from bertcore.io.steps import list_steps, load_step, save_step, step_path, thin
 from bertcore.model.bert import init_model
 from bertcore.training import service
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.drive import StopSignal
 
 
 def _spec(steps=20, eval_every=5):
@@ -57,9 +59,10 @@ def test_cap_from_env_bad_value_is_a_clear_error(tmp_path, monkeypatch):
 
 
 def test_resume_drops_steps_after_the_checkpoint(tmp_path):
-    stop = service.StopSignal()
-    hooks = service.Hooks(on_step=lambda tr, row: stop.request() if tr.step_count >= 12 else None)
-    r = service.train(_spec(), tmp_path / "run", stop=stop, hooks=hooks)
+    stop = StopSignal()
+    spec = _spec()
+    spec.callbacks = Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count >= 12 else None)
+    r = service.train(spec, tmp_path / "run", stop=stop)
     assert r.status == "stopped" and list_steps(r.run_dir)[-1] == 12
     r2 = service.resume(r.run_dir)
     assert r2.status == "finished" and list_steps(r.run_dir) == [0, 5, 10, 12, 15, 20]

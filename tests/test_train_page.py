@@ -6,9 +6,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
-from explorer import state
+
+from explorer import training_run
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -23,7 +23,7 @@ def trained_run():
     tok = WordTokenizer.build(corpus.texts())
     bcfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_attention_heads=2, intermediate_size=64)
     tcfg = TrainConfig(steps=30, batch_size=8, eval_every=10, eval_size=32, snapshot_every=10, max_seq_len=32)
-    r = state.TrainingRun([state.Job(bcfg, tcfg, "test")], corpus, tok)
+    r = training_run.TrainingRun([training_run.Job(bcfg, tcfg, "test")], corpus, tok)
     RUNS.append(r)
     r.start()
     while r.running:
@@ -47,7 +47,7 @@ def test_live_panel_carries_history_probe_and_baseline(trained_run):
     at.switch_page("app_pages/train.py").run()
     assert not at.exception, [e.value for e in at.exception]
     s = trained_run.snapshot()
-    hist = s.histories[0]
+    hist = s.histories[0].frame()
     args = live_args(at)
     assert args["train_start"] == 0 and len(args["train"]) == 30
     assert [r[1] for r in args["train"]] == pytest.approx(hist["mlm_loss"].tolist())
@@ -124,7 +124,7 @@ def test_d2l_preset_says_what_its_seed_does_and_keeps_its_switches():
     captions = " ".join(c.value for c in at.caption)
     assert "pos_embedding.data" in captions and "embedding_dropout=false" in captions
     assert "train_position_embeddings=False" in captions and "embedding_dropout=False" in captions
-    at.selectbox(key="train_preset").set_value("original BERT (tiny)").run()
+    at.selectbox(key="train_preset").set_value("original BERT").run()
     captions = " ".join(c.value for c in at.caption)
     assert "pos_embedding.data" not in captions and "train_position_embeddings=True" in captions
     assert not at.exception

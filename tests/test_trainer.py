@@ -10,7 +10,9 @@ import torch
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.io.checkpoint import AttentionSnapshot
-from bertcore.training.trainer import HISTORY_COLUMNS, Trainer
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.history import PRETRAINING_COLUMNS
+from bertcore.training.trainer import Trainer
 
 LOSS_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr",
              "eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc"]
@@ -37,12 +39,12 @@ def test_same_seed_same_history_and_different_seed_differs(corpus):
     a.run()
     b = Trainer(tiny(), tc(), corpus)
     b.run()
-    pd.testing.assert_frame_equal(a.history[LOSS_COLS], b.history[LOSS_COLS])
+    pd.testing.assert_frame_equal(a.history.frame()[LOSS_COLS], b.history.frame()[LOSS_COLS])
     for pa, pb in zip(a.model.parameters(), b.model.parameters()):
         assert torch.equal(pa, pb)
     c = Trainer(tiny(), tc(seed=1), corpus)
     c.run()
-    assert not np.allclose(a.history["mlm_loss"], c.history["mlm_loss"])
+    assert not np.allclose(a.history.frame()["mlm_loss"], c.history.frame()["mlm_loss"])
 
 
 def test_concurrent_trainers_match_solo_runs(corpus):
@@ -51,7 +53,7 @@ def test_concurrent_trainers_match_solo_runs(corpus):
     for seed in (3, 4):
         t = Trainer(tiny(), tc(seed=seed), corpus)
         t.run()
-        solo[seed] = t.history[LOSS_COLS]
+        solo[seed] = t.history.frame()[LOSS_COLS]
     torch.manual_seed(123)
     before = torch.get_rng_state()
     trainers = {seed: Trainer(tiny(), tc(seed=seed), corpus) for seed in (3, 4)}
@@ -61,17 +63,18 @@ def test_concurrent_trainers_match_solo_runs(corpus):
     for th in threads:
         th.join()
     for seed, t in trainers.items():
-        pd.testing.assert_frame_equal(t.history[LOSS_COLS], solo[seed])
+        pd.testing.assert_frame_equal(t.history.frame()[LOSS_COLS], solo[seed])
     assert torch.equal(torch.get_rng_state(), before), "the trainer must not consume the global torch RNG"
 
 
 def test_history_columns_eval_rows_and_snapshots(corpus):
-    t = Trainer(tiny(), tc(steps=25), corpus)
-    rows = []
-    t.run(callback=lambda tr, row: rows.append(row))
-    h = t.history
-    assert list(h.columns) == HISTORY_COLUMNS
-    assert h["step"].tolist() == list(range(1, 26)) and len(rows) == 25
+    rows, evals = [], []
+    t = Trainer(tiny(), tc(steps=25), corpus,
+                callbacks=Callbacks(step=lambda ev: rows.append(ev.row), eval=lambda ev: evals.append(ev.row["step"])))
+    t.run()
+    h = t.history.frame()
+    assert list(h.columns) == list(PRETRAINING_COLUMNS)
+    assert h["step"].tolist() == list(range(1, 26)) and len(rows) == 25 and evals == [10, 20, 25]
     assert t.done and t.error is None and t.step_count == 25
     evaluated = h.dropna(subset=["eval_mlm_loss"])["step"].tolist()
     assert evaluated == [10, 20, 25]  # every eval_every steps and at the final step
@@ -93,7 +96,7 @@ def test_history_columns_eval_rows_and_snapshots(corpus):
         assert s.attentions.shape == (L, H, T, T) and s.attentions.dtype == np.float32
         np.testing.assert_allclose(s.attentions.sum(-1), 1.0, atol=1e-5)
     assert not np.allclose(t.snapshots[0].attentions, t.snapshots[-1].attentions)
-    assert t.history is t.history  # cached between steps
+    assert t.history.frame() is t.history.frame()  # cached between steps
     assert t.model.training  # evaluation/snapshots restore train mode
 
 
@@ -106,7 +109,7 @@ def test_vocab_size_set_from_tokenizer(corpus):
 def test_learning_reduces_loss(corpus):
     t = Trainer(tiny(hidden_dropout_prob=0.0), tc(steps=40, lr=3e-3, batch_size=16, eval_every=0), corpus)
     t.run()
-    h = t.history
+    h = t.history.frame()
     assert h.mlm_loss.iloc[-5:].mean() < h.mlm_loss.iloc[:5].mean() - 0.3
 
 
@@ -115,13 +118,10 @@ def test_stop_and_run_n(corpus):
     t.run(n=3)
     assert t.step_count == 3 and not t.done
 
-    def cb(tr, row):
-        if tr.step_count >= 7:
-            tr.stop()
-
-    t.run(callback=cb)
+    t.callbacks.on("step", lambda ev: ev.trainer.stop() if ev.trainer.step_count >= 7 else None)
+    t.run()
     assert t.step_count == 7 and t.done and t.stopped and t.error is None
-    assert not math.isnan(t.history.eval_mlm_loss.iloc[-1])  # final evaluation on stop
+    assert not math.isnan(t.history.frame().eval_mlm_loss.iloc[-1])  # final evaluation on stop
     t.run()
     assert t.step_count == 7
 
@@ -156,9 +156,9 @@ def test_nan_loss_stops_and_keeps_last_good_weights(corpus):
     assert "NaN at step 6" in t.error and "lower lr" in t.error and "last good weights" in t.error
     for k, v in t.model.state_dict().items():
         assert torch.equal(v, good[k]), k
-    assert len(t.history) == 6 and math.isnan(t.history.mlm_acc.iloc[-1])
+    assert len(t.history.frame()) == 6 and math.isnan(t.history.frame().mlm_acc.iloc[-1])
     t.step()  # stepping a finished trainer is a no-op
-    assert t.step_count == 5 and len(t.history) == 6
+    assert t.step_count == 5 and len(t.history.frame()) == 6
 
 
 def test_huge_lr_stops_with_message_and_finite_weights(corpus):

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import torch
 
+from bertcore.analysis.inference import encode_pair
+from bertcore.config import TrainConfig
+from bertcore.data.pretraining import MaskingRates, PretrainingData
 from bertcore.errors import InputError
 
 DEFAULT_EXAMPLES = 256
@@ -28,9 +31,6 @@ def held_out_batches(tokenizer, corpus, train_config: dict | None = None, n_exam
     With the ``train_config`` a checkpoint was trained with (and the same corpus), these are held-out pairs the
     model never trained on; without it the TrainConfig defaults are used.
     """
-    from bertcore.config import TrainConfig
-    from bertcore.data.pretraining import MaskingRates, PretrainingData
-
     if isinstance(n_examples, bool) or not isinstance(n_examples, int) or not 1 <= n_examples <= 100_000:
         raise InputError(f"n_examples={n_examples!r} must be a whole number in [1, 100000]")
     tc = TrainConfig.from_dict(dict(train_config)) if train_config else TrainConfig()
@@ -144,8 +144,6 @@ def predict_with_heads(model, tokenizer, a: str, b: str | None = None, head_mask
     Returns ``{tokens, masks: [{position, candidates: [(token, prob)]}], p_is_next (None without B or NSP head)}``;
     with ``head_mask=None`` the numbers equal ``fill_mask`` and ``nsp_probability``.
     """
-    from bertcore.analysis.inference import encode_pair
-
     limit = int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
     ids, types, _ = encode_pair(tokenizer, a, b, limit)
     was_training = model.training

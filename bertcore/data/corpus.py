@@ -36,17 +36,17 @@ Everything is drawn from ``random.Random(seed)``: the same seed gives the same c
 from __future__ import annotations
 
 import functools
-
-import os
 import random
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bertcore.errors import CorpusError
+from bertcore.data.tokenization import basic_tokenize
+from bertcore.errors import ConfigError, CorpusError
+from bertcore.settings import env_number
 
-MAX_CORPUS_BYTES = int(os.environ.get("BERTCORE_MAX_CORPUS_BYTES", 5 * 1024 * 1024))
-"""Largest user corpus accepted (bytes; default 5 MB). Override with env ``BERTCORE_MAX_CORPUS_BYTES``."""
+MAX_CORPUS_BYTES = 5 * 1024 * 1024
+"""Largest user corpus accepted by default (bytes); ``max_corpus_bytes()`` reads env ``BERTCORE_MAX_CORPUS_BYTES``."""
 
 
 @dataclass
@@ -332,18 +332,16 @@ def tutorial_corpus() -> Corpus:
 _SENT_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 
 
-def _max_bytes() -> int:
-    raw = os.environ.get("BERTCORE_MAX_CORPUS_BYTES")
-    if raw is None:
-        return MAX_CORPUS_BYTES
+def max_corpus_bytes() -> int:
+    """Largest user corpus accepted, in bytes: env BERTCORE_MAX_CORPUS_BYTES (default ``MAX_CORPUS_BYTES``)."""
     try:
-        return int(raw)
-    except ValueError:
-        raise CorpusError(f"BERTCORE_MAX_CORPUS_BYTES={raw!r} must be a whole number of bytes") from None
+        return int(env_number("BERTCORE_MAX_CORPUS_BYTES", MAX_CORPUS_BYTES, minimum=1, integer=True))
+    except ConfigError as e:
+        raise CorpusError(str(e)) from None
 
 
-def _decode(data: bytes, name: str) -> str:
-    limit = _max_bytes()
+def decode_text_file(data: bytes, name: str) -> str:
+    limit = max_corpus_bytes()
     if len(data) > limit:
         raise CorpusError(f"{name} is {len(data):,} bytes, over the {limit:,}-byte limit; use a smaller file "
                           f"or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
@@ -385,8 +383,8 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
         name = name or p.name
         try:
             size = p.stat().st_size
-            if size > _max_bytes():
-                raise CorpusError(f"{p} is {size:,} bytes, over the {_max_bytes():,}-byte limit; use a smaller file "
+            if size > max_corpus_bytes():
+                raise CorpusError(f"{p} is {size:,} bytes, over the {max_corpus_bytes():,}-byte limit; use a smaller file "
                                   "or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
             data = p.read_bytes()
         except FileNotFoundError:
@@ -395,7 +393,7 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
             raise CorpusError(f"{p} is a directory; pass a text file") from None
         except OSError as e:
             raise CorpusError(f"cannot read {p}: {e}") from None
-    text = _decode(data, name)
+    text = decode_text_file(data, name)
     lines = text.split("\n")
     nonempty = [ln for ln in lines if ln.strip()]
     if mode == "auto":
@@ -446,8 +444,6 @@ def suggested_vocab_size(corpus: Corpus) -> int:
     """The WordPiece vocabulary size offered for a user corpus: a quarter of its distinct words, rounded to
     100 and kept in [500, 4000]. Small enough that a tiny model's MLM softmax stays cheap, large enough that
     frequent words stay whole (the rest become ##pieces)."""
-    from bertcore.data.tokenization import basic_tokenize
-
     words = {w for s in corpus.sentences()[:200_000] for w in basic_tokenize(s)}
     return int(min(4000, max(500, round(len(words) / 4 / 100) * 100)))
 

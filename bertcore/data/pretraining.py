@@ -85,10 +85,10 @@ def build_pair(tokenizer, a_ids, b_ids, max_len: int) -> tuple[list[int], list[i
     """``[CLS] A [SEP] B [SEP]`` (or ``[CLS] A [SEP]`` when ``b_ids`` is None) with segment ids (BERT §3.2 input),
     truncated longest-first to ``max_len`` tokens. The one pair encoder: the training data, inference
     (``bertcore.analysis.inference.encode_pair``) and every page build their inputs with it."""
-    return _build(tokenizer.cls_id, tokenizer.sep_id, a_ids, b_ids, max_len)
+    return build_ids(tokenizer.cls_id, tokenizer.sep_id, a_ids, b_ids, max_len)
 
 
-def _build(cls_id: int, sep_id: int, a_ids, b_ids, max_len: int) -> tuple[list[int], list[int]]:
+def build_ids(cls_id: int, sep_id: int, a_ids, b_ids, max_len: int) -> tuple[list[int], list[int]]:
     n_special = 2 if b_ids is None else 3
     budget = max_len - n_special
     if budget < 0:
@@ -168,7 +168,7 @@ def _select_prob(n: int, p: float) -> float:
 _TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
+def token_tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
     """(is_special bool[V], pool of non-special ids) cached per tokenizer."""
     t = _TABLES.get(tokenizer)
     if t is None or t[0].numel() != tokenizer.vocab_size:
@@ -231,7 +231,7 @@ def mask_tokens(input_ids, tokenizer, rates: MaskingRates | None = None, generat
     rates = rates or MaskingRates()
     generator = generator if generator is not None else torch.Generator().manual_seed(0)
     ids = torch.as_tensor(list(input_ids), dtype=torch.long).reshape(1, -1)
-    special, pool = _tables(tokenizer)
+    special, pool = token_tables(tokenizer)
     if ids.numel() and (int(ids.max()) >= special.numel() or int(ids.min()) < 0):
         raise InputError(f"token id outside the vocabulary (size {special.numel()}); encode with the same tokenizer")
     masked, labels, actions = _mask_batch(ids, ~special[ids], rates, generator, pool, tokenizer.mask_id)
@@ -292,7 +292,7 @@ class PretrainingData:
         everything = torch.arange(n)
         self._neg_pool = {s: (p if self.b_group[p].unique().numel() >= 2 else everything) for s, p in self.splits.items()}
         self._neg_fallback: dict[tuple[str, int, int], torch.Tensor] = {}
-        self._special, self._pool = _tables(tokenizer)
+        self._special, self._pool = token_tables(tokenizer)
         self._cls, self._sep, self._pad, self._mask = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id
 
     def __len__(self) -> int:
@@ -331,10 +331,10 @@ class PretrainingData:
         negs = self._negatives(idx, split, generator)
         rows, types = [], []
         for i, pos, j in zip(idx, coins, negs):
-            r, t = _build(self._cls, self._sep, self.a_ids[i], self.b_ids[i if pos else j], self.max_seq_len)
+            r, t = build_ids(self._cls, self._sep, self.a_ids[i], self.b_ids[i if pos else j], self.max_seq_len)
             rows.append(r)
             types.append(t)
-        out = _pad(rows, types, self._pad, self.fixed_length)
+        out = pad_batch(rows, types, self._pad, self.fixed_length)
         ids = out["input_ids"]
         masked, labels, acts = _mask_batch(ids, ~self._special[ids], self.rates, generator, self._pool, self._mask)
         out["input_ids"], out["mlm_labels"] = masked, labels
@@ -373,7 +373,7 @@ class PretrainingData:
         split = "held_out" if pair_index in set(self.splits["held_out"].tolist()) and not self.eval_on_train else "train"
         pos = bool(torch.rand(1, generator=generator) < self.nsp_positive_prob)
         j = pair_index if pos else self._negatives([pair_index], split, generator)[0]
-        ids, types = _build(self._cls, self._sep, self.a_ids[pair_index], self.b_ids[j], self.max_seq_len)
+        ids, types = build_ids(self._cls, self._sep, self.a_ids[pair_index], self.b_ids[j], self.max_seq_len)
         masked, labels, dec = mask_tokens(ids, self.tokenizer, self.rates, generator, with_decisions)
         return Example(masked, types, labels, 0 if pos else 1, dec, self.tokenizer.convert_ids_to_tokens(masked))
 
@@ -391,7 +391,7 @@ class PretrainingData:
         return float(counts.max()) / total if total else 0.0
 
 
-def _pad(rows: list[list[int]], types: list[list[int]], pad_id: int, width: int | None = None) -> dict:
+def pad_batch(rows: list[list[int]], types: list[list[int]], pad_id: int, width: int | None = None) -> dict:
     """Pad to the longest row (dynamic padding) or to ``width`` (fixed padding, BERT-pytorch's seq_len)."""
     width = max(len(r) for r in rows) if width is None else width
     ids = torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.long)
@@ -405,7 +405,7 @@ def collate(examples: list[Example], pad_id: int = 0) -> dict:
     """Stack Examples into padded tensors (dynamic padding to the longest example)."""
     if not examples:
         raise InputError("cannot collate an empty list of examples")
-    out = _pad([e.input_ids for e in examples], [e.token_type_ids for e in examples], pad_id)
+    out = pad_batch([e.input_ids for e in examples], [e.token_type_ids for e in examples], pad_id)
     width = out["input_ids"].shape[1]
     out["mlm_labels"] = torch.tensor([e.mlm_labels + [IGNORE] * (width - len(e.mlm_labels)) for e in examples])
     out["nsp_labels"] = torch.tensor([e.nsp_label for e in examples], dtype=torch.long)

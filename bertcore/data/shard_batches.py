@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from bertcore.data.pretraining import MaskingRates, _build, _pad, _tables, apply_masking
+from bertcore.data.pretraining import MaskingRates, apply_masking, build_ids, pad_batch, token_tables
 from bertcore.errors import ConfigError, CorpusError
 
 _M64 = (1 << 64) - 1
@@ -88,7 +88,7 @@ class ShardData:
         self.eval_on_train = self.splits[_HELD_OUT].n_starts == 0
         if self.eval_on_train:
             self.splits[_HELD_OUT] = self.splits[_TRAIN]
-        self._special, self._pool = _tables(tokenizer)
+        self._special, self._pool = token_tables(tokenizer)
 
     @property
     def global_batch_size(self) -> int:
@@ -131,13 +131,13 @@ class ShardData:
             n2 = int(starts[d2 + 1] - starts[d2])
             s2 = int(starts[d2]) + min(int(u[4] * n2), n2 - 1)
             b = [t for sent in self._take(s2, int(starts[d2 + 1]), budget - len(a), 1) for t in sent]
-        ids, types = _build(self.tokenizer.cls_id, self.tokenizer.sep_id, a, b, self.max_seq_len)
+        ids, types = build_ids(self.tokenizer.cls_id, self.tokenizer.sep_id, a, b, self.max_seq_len)
         return ids, types, 0 if is_next else 1, draws, rand_ids
 
     def batch(self, split: int, step: int, indices) -> dict:
         """A padded, masked batch of the given examples (same dict as PretrainingData.sample_batch)."""
         exs = [self.example(split, step, i) for i in indices]
-        out = _pad([e[0] for e in exs], [e[1] for e in exs], self.tokenizer.pad_id)
+        out = pad_batch([e[0] for e in exs], [e[1] for e in exs], self.tokenizer.pad_id)
         ids = out["input_ids"]
         w = ids.shape[1]
         draws = torch.stack([e[3][:, :w] for e in exs], dim=1)  # [3, B, w]
@@ -178,5 +178,5 @@ class ShardData:
         """The first two sentences of the first held-out document that has two: the attention probe pair."""
         sp = self.splits[_HELD_OUT]
         s = int(self.reader.doc_start[int(sp.starters[0])])
-        return _build(self.tokenizer.cls_id, self.tokenizer.sep_id, self.reader.sentence(s),
+        return build_ids(self.tokenizer.cls_id, self.tokenizer.sep_id, self.reader.sentence(s),
                       self.reader.sentence(s + 1), self.max_seq_len)

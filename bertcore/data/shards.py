@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+from tqdm import tqdm
 
 from bertcore.data.corpus import split_sentences
+from bertcore.data.tokenization import WordPieceTokenizer, load_tokenizer
 from bertcore.errors import CorpusError, InputError
 
 FORMAT = "bertcore-shards-1"
@@ -110,8 +112,6 @@ def _atomic_npy(path: Path, arr: np.ndarray) -> None:
 
 
 def _tokenizer_for(out: Path, files: list[Path], vocab: str | None, vocab_size: int, meta: dict | None, bar):
-    from bertcore.data.tokenization import WordPieceTokenizer, load_tokenizer
-
     if meta is not None:  # resuming: the vocabulary was saved before the first shard
         return load_tokenizer(out, kind="wordpiece")
     if vocab is not None:
@@ -133,8 +133,6 @@ def prepare(corpus: str | Path, out: str | Path, vocab: str | None = None, vocab
     Resumable and idempotent: a finished ``out`` for the same files is left as it is; a half-written one
     continues after its last complete shard. ``out`` holding shards of other files or settings is refused.
     """
-    from tqdm import tqdm
-
     files = corpus_files(corpus)
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
@@ -311,8 +309,6 @@ class ShardReader:
         return int(np.searchsorted(self.doc_start, s, side="right")) - 1
 
     def tokenizer(self):
-        from bertcore.data.tokenization import load_tokenizer
-
         tok = load_tokenizer(self.directory, kind="wordpiece")
         if tok.vocab_size != self.meta["vocab_size"]:
             raise InputError(f"the vocabulary in {self.directory} has {tok.vocab_size} tokens but the shards were "

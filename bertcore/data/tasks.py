@@ -32,6 +32,8 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertcore.data import corpus as C
+from bertcore.data.corpus import builtin_corpus, decode_text_file, max_corpus_bytes
 from bertcore.errors import CorpusError, InputError
 
 HELD_OUT_SIZE = 600
@@ -68,8 +70,6 @@ class _Lexicon:
     """Topic words of the built-in grammar, from bertcore.data.corpus's public lexicon."""
 
     def __init__(self):
-        from bertcore.data import corpus as C
-
         # topic words that keep their slot when swapped: n-gram -> (topic, category, number)
         self.slot_words: dict[tuple[str, ...], tuple[str, str, str]] = {}
         for topic, lex in C.TOPICS.items():
@@ -159,8 +159,6 @@ def _balanced_split(examples: list[TaskExample], rng: random.Random) -> tuple[li
 
 def coherence_task(seed: int = 0) -> Task:
     """Does every word fit one scene, or was one swapped in from another topic? (see the module docstring)."""
-    from bertcore.data.corpus import builtin_corpus
-
     lex = _Lexicon()
     rng = random.Random(seed)
     sents = [s for p in builtin_corpus(seed=3000 + seed, n_pairs=POOL_SIZE).pairs for s in p
@@ -182,8 +180,6 @@ def coherence_task(seed: int = 0) -> Task:
 
 def same_topic_task(seed: int = 0) -> Task:
     """Two sentences from different pairs: same topic or not? (see the module docstring)."""
-    from bertcore.data.corpus import builtin_corpus
-
     lex = _Lexicon()
     rng = random.Random(seed)
     by_topic: dict[str, list[str]] = {}
@@ -219,8 +215,6 @@ def load_task_csv(path_or_bytes, name: str | None = None, seed: int = 0, held_ou
     strings; classes are sorted by name. A seeded, class-stratified ``held_out_frac`` is held out.
     Raises ``InputError`` (or ``CorpusError`` for encoding/size problems) saying what to fix.
     """
-    from bertcore.data.corpus import _decode, _max_bytes
-
     if isinstance(path_or_bytes, (bytes, bytearray)):
         data, name = bytes(path_or_bytes), name or "uploaded CSV"
     else:
@@ -228,13 +222,13 @@ def load_task_csv(path_or_bytes, name: str | None = None, seed: int = 0, held_ou
         name = name or p.name
         if not p.is_file():
             raise InputError(f"task file {p} not found; give a CSV file or a built-in task ({', '.join(task_names())})")
-        if p.stat().st_size > _max_bytes():
-            raise CorpusError(f"{p} is {p.stat().st_size:,} bytes, over the {_max_bytes():,}-byte limit; use a "
+        if p.stat().st_size > max_corpus_bytes():
+            raise CorpusError(f"{p} is {p.stat().st_size:,} bytes, over the {max_corpus_bytes():,}-byte limit; use a "
                               "smaller file or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
         data = p.read_bytes()
     if not data.strip():
         raise InputError(f"{name} is empty; give a CSV with a header line text,label (or text_a,text_b,label)")
-    text = _decode(data, name)
+    text = decode_text_file(data, name)
     try:
         rows = list(csv.reader(io.StringIO(text)))
     except csv.Error as e:

@@ -1,4 +1,4 @@
-"""Tokenizers: a word-level vocabulary, a WordPiece option, and (in bertcore.data.bert_pytorch) the seed
+"""Tokenizers: a word-level vocabulary, a WordPiece option, and (in bertcore.data.bert_pytorch_vocab) the seed
 vocabulary of BERT-pytorch; ``TOKENIZER_KINDS`` names them, ``load_tokenizer`` reopens any of them.
 
 The first two split text exactly like BERT's ``BasicTokenizer`` (Devlin et al. 2019, §3 "Input/Output
@@ -17,7 +17,6 @@ as the role it plays (``[CLS]``/``[SEP]``/``[MASK]``...), for code that recognis
 from __future__ import annotations
 
 import functools
-
 import json
 import re
 import unicodedata
@@ -25,7 +24,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from bertcore.data.bert_pytorch import ROLE_TOKENS as _SEED_ROLE_TOKENS
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers.models import WordPiece
+
+from bertcore.data.bert_pytorch_vocab import ROLE_TOKENS as _SEED_ROLE_TOKENS
+from bertcore.data.bert_pytorch_vocab import SPECIALS as SEED_SPECIALS
+from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
 from bertcore.data.tokenizer_base import CACHE_MAX_CHARS, SPECIAL_TOKENS, TokenizerBase, read_vocab_file
 from bertcore.errors import TokenizerError
 
@@ -215,9 +219,6 @@ class WordTokenizer(TokenizerBase):
 
 # ---------------------------------------------------------------- WordPiece
 def _new_wordpiece_tokenizer(vocab: dict[str, int] | None, lowercase: bool):
-    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
-    from tokenizers.models import WordPiece
-
     model = WordPiece(vocab, unk_token=UNK, max_input_chars_per_word=100) if vocab else WordPiece(unk_token=UNK)
     tk = Tokenizer(model)
     tk.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
@@ -228,8 +229,6 @@ def _new_wordpiece_tokenizer(vocab: dict[str, int] | None, lowercase: bool):
 
 
 def _finish(tk) -> None:
-    from tokenizers import processors
-
     tk.add_special_tokens(SPECIAL_TOKENS)
     cls_id, sep_id = tk.token_to_id(CLS), tk.token_to_id(SEP)
     tk.post_processor = processors.TemplateProcessing(
@@ -257,8 +256,6 @@ class WordPieceTokenizer(TokenizerBase):
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 1000, min_frequency: int = 2) -> "WordPieceTokenizer":
         """Train a WordPiece vocabulary on ``texts`` (specials get ids 0..4)."""
-        from tokenizers import trainers
-
         if not isinstance(vocab_size, int) or vocab_size < len(SPECIAL_TOKENS) + 1:
             raise TokenizerError(f"vocab_size={vocab_size!r} is too small; use at least {len(SPECIAL_TOKENS) + 1}")
         if not isinstance(min_frequency, int) or min_frequency < 0:
@@ -295,8 +292,6 @@ class WordPieceTokenizer(TokenizerBase):
 
     @classmethod
     def from_file(cls, path: str | Path) -> "WordPieceTokenizer":
-        from tokenizers import Tokenizer
-
         try:
             tk = Tokenizer.from_file(str(path))
         except Exception as e:  # tokenizers raises a bare Exception on bad JSON
@@ -348,8 +343,6 @@ def load_tokenizer(directory: str | Path, kind: str | None = None):
     """Load a tokenizer saved by ``save``. The kind is ``kind``, else the ``tokenizer_kind`` key of config.json /
     tokenizer_config.json, else guessed: tokenizer.json -> WordPiece; a vocab.txt with ``##`` pieces ->
     WordPiece, one starting with the seed's ``<pad> <unk> <eos> <sos> <mask>`` -> seed_word; else word-level."""
-    from bertcore.data.bert_pytorch import SPECIALS as SEED_SPECIALS, SeedWordTokenizer
-
     d = Path(directory)
     if not d.is_dir():
         raise TokenizerError(f"tokenizer directory {d} does not exist; pass the folder holding vocab.txt")

@@ -25,9 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
+from safetensors.torch import load_file, save
 
+from bertcore import __version__
 from bertcore.config import BertConfig
+from bertcore.data.corpus import builtin_corpus
+from bertcore.data.tokenization import WordTokenizer, load_tokenizer
 from bertcore.errors import BertcoreError, CheckpointError
 from bertcore.model.bert import init_model
 
@@ -92,8 +97,6 @@ def atomic_write(path: str | Path, data: bytes | str) -> None:
 
 def atomic_save_safetensors(tensors: dict[str, torch.Tensor], path: str | Path, metadata: dict | None = None) -> None:
     """``safetensors.torch.save`` written through ``atomic_write``."""
-    from safetensors.torch import save
-
     atomic_write(path, save(tensors, metadata=metadata))
 
 
@@ -103,8 +106,6 @@ def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
     Every file is replaced atomically, so a checkpoint rewritten while a run trains (or killed mid-save)
     stays loadable: each file is either its previous or its new version. Files from an earlier save that
     this bundle does not have (e.g. history.csv) are removed after the new files are in place."""
-    from bertcore import __version__
-
     d = Path(directory).expanduser()
     if d.exists() and not d.is_dir():
         raise CheckpointError(f"{d} exists and is not a directory; choose another output folder")
@@ -154,8 +155,6 @@ def read_json_object(path: Path, what: str = "") -> dict:
 
 
 def load_safetensors(path: Path, what: str) -> dict[str, torch.Tensor]:
-    from safetensors.torch import load_file
-
     try:
         return load_file(str(path))
     except Exception as e:  # noqa: BLE001 - SafetensorError, OSError, header errors: all mean "damaged file"
@@ -206,7 +205,6 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
     except (BertcoreError, TypeError) as e:
         raise CheckpointError(f"config.json is invalid: {e}") from None
 
-    from bertcore.data.tokenization import load_tokenizer
 
     try:
         tokenizer = load_tokenizer(d, kind=extra.get("tokenizer_kind"))
@@ -244,8 +242,6 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
 
     history = None
     if (d / "history.csv").is_file():
-        import pandas as pd
-
         try:
             history = pd.read_csv(d / "history.csv")
         except Exception as e:  # noqa: BLE001 - any parse error of a user file
@@ -272,9 +268,6 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
 @functools.lru_cache(maxsize=1)
 def builtin_tokenizer():
     """The word-level tokenizer of ``builtin_corpus(seed=0)`` (built once per process; treat as read-only)."""
-    from bertcore.data.corpus import builtin_corpus
-    from bertcore.data.tokenization import WordTokenizer
-
     return WordTokenizer.build(builtin_corpus(seed=0).texts())
 
 

@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
 from bertcore.config import BertConfig
+from bertcore.data.tokenization import WordPieceTokenizer
 from bertcore.errors import CheckpointError, ConfigError
-from bertcore.io.checkpoint import read_json_object
-from bertcore.model import BertForPreTraining
+from bertcore.io.checkpoint import ModelBundle, read_json_object
+from bertcore.model.bert import BertForPreTraining
 
 _ACT_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -62,8 +65,6 @@ def export_hf(bundle, out_dir: str | Path) -> Path:
     else:
         arch = "BertModel"
         sd = {k[len("bert."):]: v for k, v in sd.items() if k.startswith("bert.")}
-    from safetensors.torch import save_file
-
     save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
 
     hf_cfg = _hf_config(cfg, arch)
@@ -94,7 +95,7 @@ def _check_exportable(cfg: BertConfig, mlm: bool) -> None:
         problems.append(f"segment_ids={cfg.segment_ids}, type_vocab_size={cfg.type_vocab_size} (HF BERT: 0/1 types)")
     if problems:
         raise ConfigError("cannot export to HF BERT: " + "; ".join(problems)
-                          + ". Train with the 'original BERT (tiny)' settings to export.")
+                          + ". Train with the 'original BERT' settings to export.")
 
 
 def _check_tokenizer_exportable(tok) -> None:
@@ -141,8 +142,6 @@ def export_hf_classifier(model, tokenizer, out_dir: str | Path) -> Path:
     _check_tokenizer_exportable(tokenizer)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    from safetensors.torch import save_file
-
     save_file(_hf_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
     hf_cfg = _hf_config(cfg, "BertForSequenceClassification")
     hf_cfg.update(id2label={str(i): lab for i, lab in enumerate(model.labels)},
@@ -172,9 +171,6 @@ def _hf_config_to_ours(hf: dict) -> BertConfig:
 
 
 def _load_hf_weights(d: Path) -> dict[str, torch.Tensor]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     single, index = d / "model.safetensors", d / "model.safetensors.index.json"
     try:
         if single.is_file():
@@ -215,9 +211,6 @@ def _normalise_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def import_hf(hf_dir: str | Path, name: str | None = None):
     """Load a transformers BERT directory (BertForPreTraining, BertForMaskedLM or BertModel) as a ModelBundle."""
-    from bertcore.io.checkpoint import ModelBundle
-    from bertcore.data.tokenization import WordPieceTokenizer
-
     d = Path(hf_dir).expanduser()
     if not d.is_dir():
         raise CheckpointError(f"{d} is not a directory; give the folder that holds config.json and model.safetensors")

@@ -19,8 +19,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import torch
-
 from bertcore.errors import CheckpointError, InputError
 from bertcore.io.checkpoint import (
     ModelBundle,

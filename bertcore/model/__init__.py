@@ -1,5 +1,3 @@
-"""The BERT network (Devlin et al. 2019, §3): embeddings, encoder and the MLM/NSP pre-training heads."""
-from bertcore.model.bert import BertForPreTraining, PreTrainingOutput, count_parameters
-from bertcore.model.functional import sinusoidal_table
-
-__all__ = ["BertForPreTraining", "PreTrainingOutput", "count_parameters", "sinusoidal_table"]
+"""The BERT network (Devlin et al. 2019, §3): embeddings and encoder (``layers``), the pre-training model with
+its MLM/NSP heads (``bert``), the sequence classifier (``classification``), shared functions (``functional``)
+and the formulas a config stands for (``formulas``)."""

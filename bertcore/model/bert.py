@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcore.config import BertConfig
-from bertcore.model.functional import _activation, sinusoidal_table  # noqa: F401 (sinusoidal_table re-exported)
+from bertcore.model.functional import activation
 from bertcore.model.layers import BertEmbeddings, BertEncoder, Dropout, UnbiasedStdLayerNorm, layer_norm
 
 
@@ -49,7 +49,7 @@ class BertPredictionHeadTransform(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.act = _activation(config.hidden_act)
+        self.act = activation(config.hidden_act)
         self.LayerNorm = layer_norm(config)
 
     def forward(self, h: Tensor) -> Tensor:

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from bertcore.config import BertConfig
 from bertcore.model.bert import BertModel
-from bertcore.model.functional import _dropout
+from bertcore.model.functional import dropout
 
 
 @dataclass
@@ -117,7 +117,7 @@ class BertForSequenceClassification(nn.Module):
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None, attention_mask: Tensor | None = None,
                 labels: Tensor | None = None) -> ClassifierOutput:
         h = self.pooled(input_ids, token_type_ids, attention_mask)
-        h = _dropout(h, self.config.hidden_dropout_prob, self.training, self.dropout_generator)
+        h = dropout(h, self.config.hidden_dropout_prob, self.training, self.dropout_generator)
         logits = self.classifier(h)  # (B, num_labels)
         loss = F.cross_entropy(logits, labels) if labels is not None else None
         return ClassifierOutput(loss, logits)

@@ -1,7 +1,7 @@
 """The model's equations as LaTeX, rendered from a BertConfig, so a page shows the formulas of the model it trains.
 
 ``formulas(config)`` is pure: the same config gives the same strings, and two configs that compute differently
-give different strings for the part where they differ (tests/test_formulas.py checks it for every preset).
+give different strings for the part where they differ (tests/test_seed_presets.py checks it for every preset).
 References: embeddings BERT §3 Fig. 2, Vaswani §3.4-3.5; attention Vaswani §3.2.1; sublayer connections Vaswani
 §3.1 (post-norm) and Xiong et al. 2020 (pre-norm); LayerNorm Ba et al. 2016; MLM BERT §3.1; NSP BERT §3.2.
 """

@@ -2,7 +2,6 @@
 drawn from a private generator, and the activations of BertConfig.hidden_act."""
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -22,7 +21,7 @@ def sinusoidal_table(n_positions: int, d_model: int) -> Tensor:
     return table.float()
 
 
-def _dropout(x: Tensor, p: float, training: bool, gen: torch.Generator | None) -> Tensor:
+def dropout(x: Tensor, p: float, training: bool, gen: torch.Generator | None) -> Tensor:
     """Dropout that can draw its mask from a private generator.
 
     Two trainers in two threads share torch's global RNG; a private generator keeps each one's
@@ -55,7 +54,7 @@ def _keep_mask(x: Tensor, p: float, gen: torch.Generator) -> Tensor:
     return keep.to(x.dtype).mul_(65536.0 / (65536 - k))
 
 
-def _activation(name: str):
+def activation(name: str):
     if name == "gelu":
         return F.gelu  # exact: x * Phi(x), with the erf (BERT)
     if name == "gelu_tanh":

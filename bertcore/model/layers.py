@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcore.config import BertConfig
-from bertcore.model.functional import _activation, _dropout, layer_norm_unbiased_std, sinusoidal_table
+from bertcore.model.functional import activation, dropout, layer_norm_unbiased_std, sinusoidal_table
 
 Rows = tuple[Tensor, Tensor]  # (slots (B, M) long, valid (B, M) bool)
 
@@ -46,7 +46,7 @@ class Dropout(nn.Module):
         self.generator: torch.Generator | None = None
 
     def forward(self, x: Tensor) -> Tensor:
-        return _dropout(x, self.p, self.training, self.generator)
+        return dropout(x, self.p, self.training, self.generator)
 
 
 class UnbiasedStdLayerNorm(nn.Module):
@@ -233,7 +233,7 @@ class BertIntermediate(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.act = _activation(config.hidden_act)
+        self.act = activation(config.hidden_act)
         self.dropout = Dropout(config.hidden_dropout_prob) if config.ffn_dropout else None
 
     def forward(self, x: Tensor) -> Tensor:

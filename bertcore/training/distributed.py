@@ -25,6 +25,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from bertcore.errors import ConfigError
 
@@ -73,21 +77,10 @@ def all_reduce_sum(t: torch.Tensor, runtime) -> torch.Tensor:
     return t
 
 
-def all_agree(ok: bool, runtime) -> bool:
-    """True when ``ok`` is True in every process (one all-reduce; every process gets the same answer)."""
-    if not runtime.distributed:
-        return ok
-    t = torch.tensor([0.0 if ok else 1.0], device=runtime.torch_device)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=runtime.group)
-    return float(t.item()) == 0.0
-
-
 def wrap(model: torch.nn.Module, runtime) -> torch.nn.Module:
     """The module the training step calls: DDP around ``model`` when there are several processes."""
     if not runtime.distributed:
         return model
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     dev = runtime.torch_device
     return DDP(model, device_ids=[dev.index] if dev.type == "cuda" else None, process_group=runtime.group)
 
@@ -110,8 +103,6 @@ def _worker(rank: int, fn, nproc: int, port: int, out_dir: str, threads: int, ar
 def spawn_local(fn, nproc: int, args: tuple = (), threads: int = 1) -> list:
     """Run ``fn(rank, world_size, *args)`` in ``nproc`` fresh processes on 127.0.0.1 (a free port); return the
     JSON-able results in rank order. A process that raises stops the others and re-raises here."""
-    import torch.multiprocessing as mp
-
     with tempfile.TemporaryDirectory() as out:
         mp.spawn(_worker, args=(fn, nproc, free_port(), out, threads, args), nprocs=nproc, join=True)
         return [json.loads(Path(out, f"rank{r}.json").read_text(encoding="utf-8")) for r in range(nproc)]
@@ -121,9 +112,6 @@ def launch(nproc: int, argv: list[str]) -> int:
     """``python -m bertcore ARGV`` in ``nproc`` processes on this machine (torchrun's launcher, in process).
 
     Returns 0, or 2 after one ``error:`` line when a process failed (its own ``error:`` line is above)."""
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
     cfg = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=nproc, run_id=f"bertcore-{os.getpid()}",
                        rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{free_port()}", max_restarts=0,
                        monitor_interval=0.2)

@@ -2,20 +2,20 @@
 
 ``drive`` runs anything Trainer-shaped (pretraining's ``Trainer``, fine-tuning's ``FineTuner`` and ``PairTuner``)
 to its end, a ``StopSignal``, a NaN stop or Ctrl-C; it keeps run.json's status lifecycle (running with this
-pid, then finished / stopped / failed with a reason), calls the ``Hooks`` and rewrites the run directory at
-every held-out evaluation. A ``Route`` says what one kind of training keeps in its folder (pretraining's is
-``bertcore.training.service.PRETRAINING``, fine-tuning's ``bertcore.training.finetune_route.FINETUNE``);
+pid, then finished / stopped / failed with a reason), rewrites the run directory at every held-out evaluation
+and fires ``start``, ``checkpoint`` and ``end`` on the trainer's callbacks (``bertcore.training.callbacks``; the
+step loop fires ``step`` and ``eval``). A ``Route`` says what one kind of training keeps in its folder
+(pretraining's is ``bertcore.training.service.PRETRAINING``, fine-tuning's ``bertcore.finetune.route.FINETUNE``);
 ``open_run_dir`` is the one place a run directory is created. Layout of the folder: ``bertcore.training.runs``.
 """
 from __future__ import annotations
 
-import math
 import os
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bertcore.errors import InputError
 from bertcore.training import runs
@@ -33,13 +33,6 @@ class StopSignal(threading.Event):
 
 
 @dataclass
-class Hooks:
-    on_start: Callable[[Any, Path], None] | None = None  # (trainer, run_dir), once the trainer is built
-    on_step: Callable[[Any, dict], None] | None = None  # (trainer, history row), after every step
-    on_checkpoint: Callable[[Path, dict], None] | None = None  # (run_dir, run.json), after every write
-
-
-@dataclass
 class RunResult:
     run_dir: Path
     status: str  # finished | stopped | failed
@@ -49,63 +42,57 @@ class RunResult:
     interrupted: bool = False  # Ctrl-C
 
 
-def now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 @dataclass
 class Route:
-    """What one kind of training keeps in its run directory; ``drive`` does the rest (status, run.json, hooks).
+    """What one kind of training keeps in its run directory; ``drive`` does the rest (status, run.json, callbacks).
 
     ``save(trainer, run_dir, meta)`` writes every file but run.json, atomically (meta["status"] is "running" while
     it trains, the final status at the end); ``metrics(trainer)`` is run.json's "metrics"; a history row whose
     ``eval_key`` is finite is a held-out evaluation, after which the directory is rewritten; ``bundle(trainer,
-    meta)`` is RunResult.bundle. Fine-tuning's route is ``bertcore.training.finetune_route.FINETUNE``."""
+    meta)`` is RunResult.bundle. Fine-tuning's route is ``bertcore.finetune.route.FINETUNE``."""
 
     save: Callable[[Any, Path, dict], None]
     metrics: Callable[[Any], dict]
-    eval_key: str
     bundle: Callable[[Any, dict], Any]
 
 
-def write_run_dir(trainer, run_dir: Path, meta: dict, hooks: Hooks, route: Route) -> dict:
-    """Rewrite the run directory for the trainer's current step (every file atomically, run.json last)."""
+def write_run_dir(trainer, run_dir: Path, meta: dict, route: Route) -> dict:
+    """Rewrite the run directory for the trainer's current step (every file atomically, run.json last), then
+    fire ``checkpoint``."""
     route.save(trainer, run_dir, meta)
-    meta.update(steps_done=int(trainer.step_count), metrics=route.metrics(trainer) or None, updated=now())
+    meta.update(steps_done=int(trainer.step_count), metrics=route.metrics(trainer) or None, updated=runs.now())
     runs.write_run_json(run_dir, meta)
-    if hooks.on_checkpoint is not None:
-        hooks.on_checkpoint(run_dir, dict(meta))
+    trainer.callbacks.fire("checkpoint", trainer, run_dir=run_dir, meta=dict(meta))
     return meta
 
 
-def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: Hooks,
-          route: Route) -> RunResult:
+def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route: Route) -> RunResult:
     """Run ``trainer`` to its end (or a stop / NaN / Ctrl-C), keeping ``run_dir`` current; the final status.
 
     Every route goes through here: run.json says running (with this pid) from step 0, then finished / stopped /
-    failed with a reason; ``trainer`` is anything Trainer-shaped (``run(callback)``, ``stop``, ``finalize``,
-    ``step_count``, ``config.steps``, ``error``, ``model``)."""
+    failed with a reason; ``trainer`` is anything Trainer-shaped (``run()``, ``callbacks``, ``stop``,
+    ``finalize``, ``step_count``, ``config.steps``, ``error``, ``model``)."""
     stop = stop if stop is not None else StopSignal()
     runs.mark_active(run_dir, True)
     interrupted = False
     try:
         meta.update(status="running", reason=None, pid=os.getpid())
-        write_run_dir(trainer, run_dir, meta, hooks, route)
-        if hooks.on_start is not None:
-            hooks.on_start(trainer, run_dir)
+        write_run_dir(trainer, run_dir, meta, route)
+        trainer.callbacks.fire("start", trainer, run_dir=run_dir)
 
-        def step_hook(tr, row):
-            if hooks.on_step is not None:
-                hooks.on_step(tr, row)
+        def after_step(ev) -> None:  # registered after the caller's, so every listener has seen the row
             if stop.is_set():
-                tr.stop()
-            elif not tr.done and math.isfinite(row.get(route.eval_key, math.nan)):
-                write_run_dir(tr, run_dir, meta, hooks, route)
+                ev.trainer.stop()
 
+        def after_eval(ev) -> None:
+            if not stop.is_set() and not ev.trainer.done:
+                write_run_dir(ev.trainer, run_dir, meta, route)
+
+        trainer.callbacks.on("step", after_step).on("eval", after_eval)
         try:
             if stop.is_set():
                 trainer.stop()
-            trainer.run(callback=step_hook)
+            trainer.run()
         except KeyboardInterrupt:
             interrupted = True
             stop.request("interrupted (Ctrl-C)")
@@ -116,7 +103,7 @@ def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: Ho
         except Exception as e:  # noqa: BLE001 - recorded in run.json, then re-raised for the caller
             meta.update(status="failed", reason=f"training failed: {type(e).__name__}: {e}")
             try:
-                write_run_dir(trainer, run_dir, meta, hooks, route)
+                write_run_dir(trainer, run_dir, meta, route)
             finally:
                 runs.mark_active(run_dir, False)
             raise
@@ -129,21 +116,18 @@ def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, hooks: Ho
             reason = f"{stop.reason or 'stopped'} at step {trainer.step_count}"
         meta.update(status=status, reason=reason)
         trainer.model.eval()
-        write_run_dir(trainer, run_dir, meta, hooks, route)
+        write_run_dir(trainer, run_dir, meta, route)
     finally:
         runs.mark_active(run_dir, False)
+    trainer.callbacks.fire("end", trainer, run_dir=run_dir, meta=dict(meta))
     return RunResult(run_dir, meta["status"], meta["reason"], trainer, route.bundle(trainer, meta), interrupted)
 
 
-def drive_quietly(trainer, stop: StopSignal | None, hooks: Hooks) -> RunResult:
+def drive_quietly(trainer, stop: StopSignal | None) -> RunResult:
     """``drive`` for the processes of a distributed run other than rank 0: train, write nothing."""
-    def step_hook(tr, row):
-        if hooks.on_step is not None:
-            hooks.on_step(tr, row)
-        if stop is not None and stop.is_set():
-            tr.stop()
-
-    trainer.run(callback=step_hook)
+    if stop is not None:
+        trainer.callbacks.on("step", lambda ev: ev.trainer.stop() if stop.is_set() else None)
+    trainer.run()
     return RunResult(Path(), "finished" if trainer.step_count >= trainer.config.steps else "stopped", trainer.error,
                      trainer, None)
 

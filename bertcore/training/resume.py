@@ -17,9 +17,10 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 
 from bertcore.errors import CheckpointError
-from bertcore.io.checkpoint import unique_state_dict, atomic_save_safetensors
+from bertcore.io.checkpoint import atomic_save_safetensors, unique_state_dict
 
 RESUME_FILE = "resume.safetensors"
 FORMAT = "bertcore-resume-1"
@@ -54,8 +55,6 @@ def save_trainer_state(trainer, path: str | Path) -> None:
 
 def read_resume_step(path: str | Path) -> int | None:
     """The step a resume file was written after, or None when it is missing or unreadable."""
-    from safetensors import safe_open
-
     try:
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
@@ -68,8 +67,6 @@ def load_trainer_state(trainer, path: str | Path) -> int:
     """Restore weights, AdamW state, LR schedule and both RNG states into ``trainer``; returns the step.
 
     ``trainer`` must have been built with the same model config, train config, corpus and tokenizer."""
-    from safetensors import safe_open
-
     path = Path(path)
     try:
         with safe_open(str(path), framework="pt") as f:

@@ -15,7 +15,7 @@ The root of all runs is env ``BERTCORE_RUNS_DIR``, else ``$XDG_DATA_HOME/bertcor
     <root>/runs/<run id>/                 CLI runs without --out
     <root>/workspaces/<ws id>/workspace.json   the workspace's active model
     <root>/workspaces/<ws id>/<run id>/   the runs of one browser workspace
-    <root>/workspaces/<ws id>/finetunes/<id>/   its fine-tune comparisons (bertcore.training.finetune_store)
+    <root>/workspaces/<ws id>/finetunes/<id>/   its fine-tune comparisons (bertcore.finetune.store)
 
 Workspace ids are ``secrets.token_urlsafe(16)`` strings and are checked against ``WORKSPACE_ID_RE`` before
 they become a path, so no id can name a folder outside the root. Reading never raises: a damaged or
@@ -37,6 +37,8 @@ from pathlib import Path
 
 from bertcore.errors import BertcoreError, InputError
 from bertcore.io.checkpoint import atomic_write
+from bertcore.settings import env_number
+from bertcore.training.resume import RESUME_FILE, read_resume_step
 
 RUN_FILE = "run.json"
 WORKSPACE_FILE = "workspace.json"
@@ -44,9 +46,9 @@ STATUSES = ("running", "finished", "stopped", "failed")
 WORKSPACE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 MAX_NAME_LEN = 80
-FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (finetune_store)
+FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (bertcore.finetune.store)
 # run.json "kind" -> the files a finished run of that kind has (default: a pretraining or fine-tune checkpoint);
-# a comparison keeps its two models in sub-folders (bertcore.training.finetune_route), listed by finetune_store
+# a comparison keeps its two models in sub-folders (bertcore.finetune.route), listed by bertcore.finetune.store
 KIND_FILES = {"finetune-comparison": ()}
 
 
@@ -114,6 +116,22 @@ def new_run_dir(parent: str | Path, name: str = "") -> Path:
 
 
 # ----------------------------------------------------------------------------- run.json
+def now() -> str:
+    """The time run.json records (created, updated): UTC, ISO 8601 to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def run_meta(name: str, *, kind: str = "pretraining", status: str = "running", total_steps: int = 0,
+             steps_done: int = 0, seed: int | None = None, preset: str | None = None, corpus: str = "",
+             source: str = "", reason: str | None = None, **extra) -> dict:
+    """A new run.json (format 1): the one place its common fields and its creation time are set; ``extra`` adds
+    a kind's own fields (a fine-tune's task, a pretraining's corpus_spec ...)."""
+    name = " ".join(str(name).split())[:MAX_NAME_LEN]
+    return {"format": 1, "kind": kind, "name": name, "created": now(), "status": status, "reason": reason,
+            "steps_done": int(steps_done), "total_steps": int(total_steps), "seed": seed, "preset": preset,
+            "corpus": corpus, "source": source, "metrics": None, **extra}
+
+
 _ACTIVE_LOCK = threading.Lock()
 _ACTIVE: set[str] = set()  # run dirs training in this process
 
@@ -125,7 +143,7 @@ def mark_active(run_dir: str | Path, active: bool) -> None:
         (_ACTIVE.add if active else _ACTIVE.discard)(key)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -254,7 +272,7 @@ def read_run(run_dir: str | Path) -> RunInfo:
         mine = pid == os.getpid()
         with _ACTIVE_LOCK:
             active_here = str(d.resolve()) in _ACTIVE
-        if not (active_here or (not mine and isinstance(pid, int) and _pid_alive(pid))):
+        if not (active_here or (not mine and isinstance(pid, int) and pid_alive(pid))):
             info.status = "stopped"
             info.reason = f"interrupted at step {info.steps_done} (the training process ended)"
     needed = KIND_FILES.get(info.kind, ("config.json", "model.safetensors"))
@@ -263,8 +281,6 @@ def read_run(run_dir: str | Path) -> RunInfo:
         info.damaged = f"{' and '.join(missing)} missing (the run was cut off before its first checkpoint)"
         info.status = "damaged"
         return info
-    from bertcore.training.resume import RESUME_FILE, read_resume_step
-
     info.resumable = (info.status == "stopped" and info.steps_done < info.total_steps
                       and read_resume_step(d / RESUME_FILE) is not None)
     return info
@@ -345,22 +361,14 @@ def write_workspace(ws: str, **changes) -> dict:
     return data
 
 
-def _env_number(name: str, default: float) -> float:
-    try:
-        v = float(os.environ.get(name, default))
-    except ValueError:
-        return float(default)
-    return v if v == v and v > 0 else float(default)
-
-
 def max_runs_per_workspace() -> int:
     """Runs one workspace may keep (env BERTCORE_MAX_RUNS_PER_WORKSPACE, default 20)."""
-    return int(_env_number("BERTCORE_MAX_RUNS_PER_WORKSPACE", 20))
+    return env_number("BERTCORE_MAX_RUNS_PER_WORKSPACE", 20, minimum=1, integer=True)
 
 
 def max_workspace_mb() -> float:
     """Disk one workspace may use in MB (env BERTCORE_MAX_WORKSPACE_MB, default 500)."""
-    return _env_number("BERTCORE_MAX_WORKSPACE_MB", 500)
+    return env_number("BERTCORE_MAX_WORKSPACE_MB", 500, minimum=0.001)
 
 
 def check_capacity(parent: str | Path, new_runs: int = 1) -> None:

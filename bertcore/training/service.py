@@ -1,62 +1,61 @@
 """The one training route: a ``RunSpec`` goes in, a run directory comes out (BERT §3.1 MLM + §3.2 NSP pretraining).
 
 Every front end trains through ``train`` (and ``resume``): ``python -m bertcore train``, the app's Train page,
-Compare designs and the "Train the default model" buttons. Each caller only drives it: it passes hooks
-(``on_start``, ``on_step``, ``on_checkpoint``) and a ``StopSignal``; the service builds config → memory
-budget → corpus and tokenizer → ``Trainer``, and keeps the run directory current (layout in
-``bertcore.training.runs``): the checkpoint, history.csv, attention snapshots, the resume state and
-run.json are rewritten atomically at every held-out evaluation and when training ends, never every step.
-The loop that does it for every kind of training (``drive``, ``Route``, ``Hooks``, ``StopSignal``,
-``open_run_dir``) is ``bertcore.training.drive``; its names are re-exported here.
+Compare designs and the "Train the default model" buttons. Each caller only drives it: it passes its
+``Callbacks`` (``bertcore.training.callbacks``: start, step, eval, checkpoint, end) and a ``StopSignal``; the
+service builds config → memory budget → corpus and tokenizer → ``Trainer``, and keeps the run directory current
+(layout in ``bertcore.training.runs``): the checkpoint, history.csv, attention snapshots, the weights of every
+evaluation (``bertcore.io.steps``), the resume state and run.json are rewritten atomically at every held-out
+evaluation and when training ends, never every step. The loop that does it for every kind of training
+(``drive``, ``Route``, ``StopSignal``, ``open_run_dir``) is ``bertcore.training.drive``.
 """
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bertcore.analysis.live_probe import read_probe_csv, write_probe_csv
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
+from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
+from bertcore.data.corpus import get_corpus, load_corpus_file, suggested_vocab_size
+from bertcore.data.pretraining import MaskingRates
+from bertcore.data.shard_batches import ShardData
+from bertcore.data.shards import ShardReader
+from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer
 from bertcore.errors import ConfigError, InputError
+from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
 from bertcore.io.steps import save_step, truncate_after
+from bertcore.settings import env_number
 from bertcore.training import runs
-from bertcore.training.drive import (  # noqa: F401 - re-exported: callers drive training through the service
-    Hooks,
-    Route,
-    RunResult,
-    StopSignal,
-    drive,
-    drive_quietly,
-    now,
-    open_run_dir,
-)
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.device import Runtime
+from bertcore.training.drive import Route, RunResult, StopSignal, drive, drive_quietly, open_run_dir
+from bertcore.training.history import History
 from bertcore.training.resume import RESUME_FILE, load_trainer_state, save_trainer_state
+from bertcore.training.trainer import Trainer
 
 REBUILDABLE_CORPORA = ("builtin", "tutorial")  # specs get_corpus rebuilds exactly (also "builtin:SEED")
 CORPUS_FILE = "corpus.tsv"
+PROBE_FILE = "probe.csv"  # the live probe's rows (bertcore.analysis.live_probe)
 DOCUMENTS_FILE = "corpus_documents.txt"  # the document id of each corpus.tsv line, when the corpus has them
-EVAL_KEYS = ("eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc")
 
 
 def max_model_mb() -> float:
-    """Training-memory budget per run in MB: env BERTCORE_MAX_MODEL_MB (default 1024; garbage reads as 1024)."""
-    try:
-        return max(1.0, float(os.environ.get("BERTCORE_MAX_MODEL_MB", "1024")))
-    except ValueError:
-        return 1024.0
+    """Training-memory budget per run in MB: env BERTCORE_MAX_MODEL_MB (default 1024, at least 1)."""
+    return env_number("BERTCORE_MAX_MODEL_MB", 1024, minimum=1.0)
 
 
-def check_budget(model_config: BertConfig, train_config: TrainConfig) -> dict:
-    """``estimate(...)`` of a valid pair of configs; ConfigError when it is over ``max_model_mb()``."""
-    check_compatible(model_config, train_config)
-    est = estimate(model_config, train_config)
+def check_budget(model_config: BertConfig, train_config: TrainConfig, est: dict | None = None) -> dict:
+    """``estimate(...)`` of a pair of configs (``est`` when already computed); ConfigError when it is over
+    ``max_model_mb()``. The one place the memory-budget rule is written (the Train page shows it before Start)."""
+    est = est if est is not None else estimate(model_config, train_config)
     budget = max_model_mb()
     if est["memory_bytes"] > budget * 2**20:
         raise ConfigError(f"this configuration needs about {est['memory_bytes'] / 2**20:,.0f} MB to train "
-                          f"({est['params']:,} parameters), over the {budget:,.0f} MB budget; use a smaller "
-                          "hidden_size, num_hidden_layers, batch_size or max_seq_len, or raise the budget with env "
-                          "BERTCORE_MAX_MODEL_MB")
+                          f"({est['params']:,} parameters), over the server's budget of {budget:,.0f} MB "
+                          "(BERTCORE_MAX_MODEL_MB); use fewer layers, a smaller hidden/FFN size, a smaller batch or a "
+                          "shorter max length, or raise the budget")
     return est
 
 
@@ -65,7 +64,7 @@ class RunSpec:
     """What to train. ``corpus`` is a ``get_corpus`` spec ("builtin", "builtin:7", "tutorial", a file) or a
     ``Corpus``; give ``corpus_spec`` with a Corpus object that a spec rebuilds (else its pairs are stored in
     the run as corpus.tsv so it can be resumed). ``tokenizer``: "word", "wordpiece", "seed_word" (BERT-pytorch's
-    vocabulary, bertcore.data.bert_pytorch) or a tokenizer object.
+    vocabulary, bertcore.data.bert_pytorch_vocab) or a tokenizer object.
     ``init_from``: a checkpoint directory whose weights and tokenizer start the run (fine-tuning)."""
 
     model_config: BertConfig
@@ -80,8 +79,9 @@ class RunSpec:
     source: str = "bertcore train"
     data: str | Path | None = None  # a folder made by `bertcore prepare`: train from its shards, not `corpus`
     runtime: Any = None  # bertcore.training.device.Runtime: device, bf16, grad_accum, DDP rank (default: CPU)
-    probe: Any = "default"  # the live probe (bertcore.analysis.probe.Probe), "default" from the corpus, or None
+    probe: Any = "default"  # the live probe (bertcore.analysis.live_probe.Probe), "default" from the corpus, or None
     model: Any = None  # a prepared initial model (Compare designs: same initial weights), trained in place
+    callbacks: Callbacks | None = None  # who listens (the trainer keeps its own copy)
 
 
 def _is_rebuildable(spec: str) -> bool:
@@ -89,8 +89,6 @@ def _is_rebuildable(spec: str) -> bool:
 
 
 def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None):
-    from bertcore.data.corpus import get_corpus, load_corpus_file
-
     if spec == f"run:{CORPUS_FILE}":
         if run_dir is None or not (run_dir / CORPUS_FILE).is_file():
             raise InputError(f"the run's {CORPUS_FILE} is missing; this run cannot be resumed")
@@ -119,70 +117,42 @@ def run_corpus(run_dir: str | Path):
 
 
 def _tokenizer(spec: RunSpec, corpus):
-    from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer
-
     if spec.tokenizer == "word" or spec.tokenizer is None:
         return WordTokenizer.build(corpus.texts())
     if spec.tokenizer == "wordpiece":
-        from bertcore.data.corpus import suggested_vocab_size
-
         size = spec.tokenizer_vocab_size or suggested_vocab_size(corpus)  # None: picked as the app picks it
         return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(size))
     if spec.tokenizer == "seed_word":
-        from bertcore.data.bert_pytorch import SeedWordTokenizer
-
         return SeedWordTokenizer.build(corpus.texts())
     if isinstance(spec.tokenizer, str):
         raise ConfigError(f"tokenizer {spec.tokenizer!r} is unknown; use one of {', '.join(map(repr, TOKENIZER_KINDS))}")
     return spec.tokenizer
 
 
-def _last_eval(trainer) -> dict:
-    for row in reversed(trainer._rows):
-        v = row.get("eval_mlm_loss")
-        if v is not None and math.isfinite(v):
-            return {"step": int(row["step"]), **{k: (float(row[k]) if math.isfinite(row.get(k, math.nan)) else None)
-                                                 for k in EVAL_KEYS}}
-    return {}
-
-
-def _bundle(trainer, meta: dict):
-    from bertcore.io.checkpoint import ModelBundle
-
-    return ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history,
+def _bundle(trainer, meta: dict) -> ModelBundle:
+    return ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history.frame(),
                        name=meta.get("name", ""), source=meta.get("source", ""), snapshots=list(trainer.snapshots),
                        probe_tokens=list(trainer.probe_tokens), train_config=trainer.config.to_dict())
 
 
 def _save_pretraining(trainer, run_dir: Path, meta: dict) -> None:
-    """The pretraining route's files (all but run.json): checkpoint, probe.csv and the resume state."""
-    from bertcore.io.checkpoint import atomic_write, save_checkpoint
-
+    """The pretraining route's files (all but run.json): checkpoint, the weights of this step (replay),
+    probe.csv and the resume state."""
     save_checkpoint(_bundle(trainer, meta), run_dir)
-    if getattr(trainer, "save_steps", True):  # replay: the weights of every evaluation (bertcore.io.steps)
-        save_step(trainer.model, run_dir, trainer.step_count)
-    probe = getattr(trainer, "probe_history", None)
-    if probe:
-        import pandas as pd
-
-        atomic_write(run_dir / "probe.csv", pd.DataFrame(list(probe)).to_csv(index=False))
+    save_step(trainer.model, run_dir, trainer.step_count)
+    if trainer.probe_history:
+        write_probe_csv(trainer.probe_history, run_dir / PROBE_FILE)
     save_trainer_state(trainer, run_dir / RESUME_FILE)
 
 
-PRETRAINING = Route(_save_pretraining, _last_eval, "eval_mlm_loss", _bundle)
+PRETRAINING = Route(_save_pretraining, lambda trainer: trainer.history.last_eval(), _bundle)
 
 
 SHARDS_PREFIX = "shards:"  # corpus_spec of a run trained from prepared shards: "shards:/abs/DATA"
 
 
-def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=None):
+def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=None, callbacks=None) -> Trainer:
     """A Trainer over the shards in ``data_dir`` (bertcore.data.shards); this process's slice when distributed."""
-    from bertcore.data.pretraining import MaskingRates
-    from bertcore.data.shard_batches import ShardData
-    from bertcore.data.shards import ShardReader
-    from bertcore.training.device import Runtime
-    from bertcore.training.trainer import Trainer
-
     rt = runtime if runtime is not None else Runtime()
     reader = ShardReader.open(data_dir)
     tok = reader.tokenizer()
@@ -194,23 +164,21 @@ def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=N
     check_budget(bert, tc)
     data = ShardData(reader, tok, tc.max_seq_len, MaskingRates.from_train_config(tc), tc.nsp_positive_prob,
                      tc.held_out_frac, tc.seed, tc.batch_size, rt.grad_accum, rt.rank, rt.world_size)
-    return Trainer(bert, tc, data=data, runtime=rt, model=model)
+    return Trainer(bert, tc, data=data, runtime=rt, model=model, callbacks=callbacks)
 
 
 def prepare(spec: RunSpec):
-    """Validate ``spec`` and build (trainer, corpus spec to record, corpus). Raises BertcoreError on bad input."""
-    from bertcore.training.trainer import Trainer
-
+    """Validate ``spec`` and build (trainer, corpus spec to record, corpus). Raises BertcoreError on bad input:
+    the configs must agree before anything is loaded, and fit the budget once the vocabulary size is known."""
     bert, tc = spec.model_config, spec.train_config
     check_compatible(bert, tc)
     if spec.data is not None:
-        return _shard_trainer(spec.data, bert, tc, spec.runtime), SHARDS_PREFIX + str(Path(spec.data).resolve()), None
+        trainer = _shard_trainer(spec.data, bert, tc, spec.runtime, callbacks=spec.callbacks)
+        return trainer, SHARDS_PREFIX + str(Path(spec.data).resolve()), None
     corpus = _load_corpus(spec.corpus) if isinstance(spec.corpus, str) else spec.corpus
     corpus_spec = spec.corpus if isinstance(spec.corpus, str) else spec.corpus_spec
     model = None
     if spec.init_from is not None:
-        from bertcore.io.checkpoint import load_checkpoint
-
         init = load_checkpoint(spec.init_from)
         model, tokenizer, bert = init.model, init.tokenizer, init.model.config
         model.train()
@@ -220,46 +188,39 @@ def prepare(spec: RunSpec):
     check_budget(bert, tc)
     if model is None and spec.model is not None:
         model = spec.model
-    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, probe=spec.probe)
+    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, probe=spec.probe, callbacks=spec.callbacks)
     return trainer, corpus_spec, corpus
 
 
 def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Path | None = None,
-          stop: StopSignal | None = None, hooks: Hooks | None = None) -> RunResult:
+          stop: StopSignal | None = None) -> RunResult:
     """Train ``spec`` into ``run_dir`` (or a new folder below ``parent``, default ``runs.cli_runs_dir()``).
 
     Bad input raises BertcoreError before any folder is created. NaN/divergence ends with status "failed"
     and the last good weights saved; ``stop`` ends with "stopped" and a resumable checkpoint."""
-    hooks = hooks or Hooks()
     trainer, corpus_spec, corpus = prepare(spec)
     tc = spec.train_config
-    if not getattr(trainer.runtime, "is_main", True):  # a distributed run's other processes train, rank 0 writes
-        return drive_quietly(trainer, stop, hooks)
+    if not trainer.runtime.is_main:  # a distributed run's other processes train, rank 0 writes
+        return drive_quietly(trainer, stop)
     name = " ".join((spec.name or f"{spec.preset or 'custom'}, seed {tc.seed}").split())[:runs.MAX_NAME_LEN]
     d = open_run_dir(run_dir, parent, name)
     if corpus is not None and (corpus_spec is None or not _is_rebuildable(corpus_spec)):
-        from bertcore.io.checkpoint import atomic_write
-
         atomic_write(d / CORPUS_FILE, "".join(f"{a}\t{b}\n" for a, b in corpus.pairs))
         if getattr(corpus, "documents", None) is not None:  # NotNext comes from another document (BERT §A.1)
             atomic_write(d / DOCUMENTS_FILE, "".join(f"{int(k)}\n" for k in corpus.documents))
         corpus_spec = f"run:{CORPUS_FILE}"
-    meta = {"format": 1, "name": name, "created": now(), "status": "running", "reason": None, "steps_done": 0,
-            "total_steps": int(tc.steps), "seed": int(tc.seed), "preset": spec.preset,
-            "corpus": corpus.name if corpus is not None else f"shards {Path(spec.data).resolve().name}",
-            "corpus_spec": corpus_spec, "tokenizer": getattr(trainer.tokenizer, "kind", "word"),
-            "init_from": str(spec.init_from) if spec.init_from is not None else None, "source": spec.source,
-            "metrics": None}
-    return drive(trainer, d, meta, stop, hooks, PRETRAINING)
+    meta = runs.run_meta(name, total_steps=tc.steps, seed=int(tc.seed), preset=spec.preset,
+                         corpus=corpus.name if corpus is not None else f"shards {Path(spec.data).resolve().name}",
+                         source=spec.source, corpus_spec=corpus_spec,
+                         tokenizer=getattr(trainer.tokenizer, "kind", "word"),
+                         init_from=str(spec.init_from) if spec.init_from is not None else None)
+    return drive(trainer, d, meta, stop, PRETRAINING)
 
 
-def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks | None = None,
+def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Callbacks | None = None,
            runtime=None) -> RunResult:
     """Continue a stopped run from its last checkpoint: same weights, AdamW moments, LR schedule position,
     data order and masking/dropout RNG streams, so the losses match an uninterrupted run."""
-    from bertcore.io.checkpoint import load_checkpoint
-    from bertcore.training.trainer import Trainer
-
     d = Path(run_dir).expanduser()
     info = runs.read_run(d)
     if info.damaged:
@@ -280,43 +241,26 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, hooks: Hooks 
     model = bundle.model.train()
     spec_str = str(meta.get("corpus_spec") or "")
     if spec_str.startswith(SHARDS_PREFIX):
-        trainer = _shard_trainer(spec_str[len(SHARDS_PREFIX):], model.config, tc, runtime, model=model)
+        trainer = _shard_trainer(spec_str[len(SHARDS_PREFIX):], model.config, tc, runtime, model=model,
+                                 callbacks=callbacks)
     else:
         corpus = _load_corpus(spec_str, d, meta.get("corpus"))
-        trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model)
+        trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model, callbacks=callbacks)
     step = load_trainer_state(trainer, d / RESUME_FILE)
     truncate_after(d, step)
     _restore_records(trainer, bundle, d, step)
-    if not getattr(trainer.runtime, "is_main", True):
-        return drive_quietly(trainer, stop, hooks or Hooks())
-    return drive(trainer, d, meta, stop, hooks or Hooks(), PRETRAINING)
+    if not trainer.runtime.is_main:
+        return drive_quietly(trainer, stop)
+    return drive(trainer, d, meta, stop, PRETRAINING)
 
 
-def _restore_records(trainer, bundle, run_dir: Path, step: int) -> None:
-    """Put history rows, attention snapshots (and probe rows) up to ``step`` back into a resumed trainer."""
-    hist = bundle.history
-    rows = []
-    if hist is not None and len(hist):
-        for r in hist.to_dict("records"):
-            if int(r["step"]) <= step:
-                rows.append({k: (int(v) if k == "step" else _num(v)) for k, v in r.items()})
-    trainer._rows = rows
-    trainer._hist_cache = None
+def _restore_records(trainer: Trainer, bundle: ModelBundle, run_dir: Path, step: int) -> None:
+    """Put the history, attention snapshots and probe rows up to ``step`` back into a resumed trainer."""
+    trainer.history = History.read_frame(bundle.history)
+    trainer.history.truncate(step)
     snaps = [s for s in bundle.snapshots if s.step <= step]
     if snaps:
         trainer.snapshots = snaps
-    if hasattr(trainer, "probe_history") and (run_dir / "probe.csv").is_file():
-        import pandas as pd
-
-        try:
-            probe = pd.read_csv(run_dir / "probe.csv").to_dict("records")
-            trainer.probe_history = [r for r in probe if int(r.get("step", 0)) <= step]
-        except Exception:  # noqa: BLE001 - the probe is a display aid; a damaged file just restarts it
-            pass
-
-
-def _num(v) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
+    rows = read_probe_csv(run_dir / PROBE_FILE)
+    if rows:
+        trainer.probe_history = [r for r in rows if int(r.get("step", 0)) <= step]

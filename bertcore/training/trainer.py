@@ -1,7 +1,8 @@
 """Pretraining loop for BERT's two tasks (Devlin et al. 2019, §3.1 masked LM and §3.2 next sentence prediction).
 
-minGPT-style: a plain object with ``step()`` / ``run(n, callback)`` / ``stop()`` and no UI code, so the same
-trainer drives a notebook, the CLI (``python -m bertcore train``) and the app's background thread.
+minGPT-style: a plain object with ``step()`` / ``run(n)`` / ``stop()`` and no UI code, so the same trainer drives
+a notebook, the CLI (``python -m bertcore train``) and the app's background thread; they listen through its
+``callbacks`` (``bertcore.training.callbacks``: step, eval, ...).
 
 * AdamW with decoupled weight decay (not on biases / LayerNorm), linear warmup then linear decay to 0
   (BERT §A.2), global gradient-norm clipping.
@@ -10,10 +11,11 @@ trainer drives a notebook, the CLI (``python -m bertcore train``) and the app's 
   touches the global torch RNG, so two trainers in two threads each match a solo run with the same seed.
 * NaN / inf: a non-finite loss or gradient is never applied. Training stops with ``error`` set and the
   weights stay the last good ones.
-* ``history`` is a DataFrame: one row per step, held-out metrics every ``eval_every`` steps and at the end.
+* ``history`` (``bertcore.training.history.History``): one row per step, held-out metrics every ``eval_every``
+  steps and at the end.
 * ``snapshots``: attention probabilities on a fixed probe pair every ``snapshot_every`` steps (and at step 0
   and at the end) for the app's attention-over-training view.
-* ``probe_history``: at step 0 and at every evaluation, the live probe (``bertcore.analysis.probe``): top-3
+* ``probe_history``: at step 0 and at every evaluation, the live probe (``bertcore.analysis.live_probe``): top-3
   fill-mask candidates for a sentence with [MASK] and P(IsNext) for a pair, one dict row per step.
 """
 from __future__ import annotations
@@ -22,32 +24,33 @@ import contextlib
 import math
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
+from bertcore.analysis.inference import encode_pair
+from bertcore.analysis.live_probe import default_probe, run_probe
 from bertcore.config import BertConfig, TrainConfig, check_compatible
+from bertcore.data.pretraining import MaskingRates, PretrainingData
+from bertcore.data.tokenization import WordTokenizer
+from bertcore.errors import ConfigError
 from bertcore.io.checkpoint import AttentionSnapshot
 from bertcore.model.bert import init_model
-
-HISTORY_COLUMNS = [
-    "step", "mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s",
-    "eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc",
-]
+from bertcore.training import distributed
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.device import Runtime, to_device
+from bertcore.training.history import History
+from bertcore.training.loop import Stoppable, run_steps
 
 # A finite loss above DIVERGENCE_FACTOR x the untrained loss stops training (lr far too high); the weights
 # roll back to the copy taken every GOOD_COPY_EVERY steps.
 DIVERGENCE_FACTOR = 4.0
 GOOD_COPY_EVERY = 10
 
-# torch.set_num_threads is process-wide: restore the baseline when the last running trainer finishes.
-_THREADS_LOCK = threading.Lock()
-_THREADS_STATE = {"active": 0, "baseline": None}
 
 
-def _lr_lambda(warmup: int, total: int):
+def lr_schedule(warmup: int, total: int):
     def f(s: int) -> float:  # s = index of the update being applied (0-based)
         if warmup > 0 and s < warmup:
             return (s + 1) / warmup
@@ -56,7 +59,7 @@ def _lr_lambda(warmup: int, total: int):
     return f
 
 
-class Trainer:
+class Trainer(Stoppable):
     """Pretrains ``BertForPreTraining`` on MLM (§3.1) + NSP (§3.2) over a corpus of sentence pairs.
 
     ``tokenizer=None`` builds a word-level vocabulary from the corpus and sets ``vocab_size`` from it.
@@ -67,26 +70,20 @@ class Trainer:
     shards: it has ``tokenizer``, ``step_batches(step) -> [micro-batch, ...]``, ``fixed_eval_batches``,
     ``unigram_baseline`` and ``probe_ids``. ``runtime`` (bertcore.training.device.Runtime) sets the device,
     bf16 autocast, gradient accumulation, torch.compile and the process group of a distributed run.
+    ``callbacks``: who listens (``bertcore.training.callbacks.Callbacks``; the trainer keeps its own copy).
     """
 
     def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus=None, tokenizer=None, model=None,
-                 data=None, runtime=None, probe="default"):
-        from bertcore.data.pretraining import MaskingRates, PretrainingData
-        from bertcore.training.device import Runtime
-
+                 data=None, runtime=None, probe="default", callbacks: Callbacks | None = None):
         if data is not None:
             tokenizer = data.tokenizer
         elif tokenizer is None:
-            from bertcore.data.tokenization import WordTokenizer
-
             tokenizer = WordTokenizer.build(corpus.texts())
         if model is not None:
             model_config = model.config
         elif model_config.vocab_size != tokenizer.vocab_size:
             model_config = model_config.replace(vocab_size=tokenizer.vocab_size)
         if model_config.vocab_size != tokenizer.vocab_size:
-            from bertcore.errors import ConfigError
-
             raise ConfigError(
                 f"the model has vocab_size={model_config.vocab_size} but the tokenizer has {tokenizer.vocab_size} "
                 "tokens; train with the tokenizer the model was built for"
@@ -94,7 +91,7 @@ class Trainer:
         check_compatible(model_config, train_config)
         self.model_config, self.config, self.tokenizer, self.corpus = model_config, train_config, tokenizer, corpus
         tc = train_config
-        rates = MaskingRates(tc.mlm_probability, tc.mask_token_frac, tc.random_token_frac)
+        rates = MaskingRates.from_train_config(tc)
         if data is None:
             data = PretrainingData(corpus, tokenizer, tc.max_seq_len, rates, tc.nsp_positive_prob,
                                    tc.held_out_frac, tc.seed, fixed_length=tc.pad_to or None)
@@ -118,20 +115,17 @@ class Trainer:
         self._params = decay + no_decay
         groups = [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
         self.optimizer = torch.optim.AdamW(groups, lr=tc.lr, fused=True)  # one fused kernel on CPU: ~3% faster
-        from bertcore.training import distributed
-
         self._forward = distributed.wrap(self.model, rt)  # DDP when several processes, else the model itself
         if rt.compile:
             self._forward = torch.compile(self._forward)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _lr_lambda(tc.warmup_steps, tc.steps))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_schedule(tc.warmup_steps, tc.steps))
 
         self.step_count = 0
         self.done = False
         self.error: str | None = None
         self._stop = threading.Event()
-        self._rows: list[dict] = []
-        self._hist_cache: pd.DataFrame | None = None
-        self._hist_len = -1
+        self.history = History.pretraining()
+        self.callbacks = callbacks.copy() if callbacks is not None else Callbacks()
         self._eval_batches = None
         self._good, self._good_step = None, 0
         # An untrained model predicts ~uniformly: loss ~ ln(V) + ln(2). Far above that, training has diverged.
@@ -143,10 +137,8 @@ class Trainer:
         self.probe_tokens: list[str] = list(tokenizer.convert_ids_to_tokens(self._probe[0][0].tolist()))
         if tc.snapshot_every:
             self._snapshot()
-        # The live probe: "default" takes one from the corpus, None switches it off (bertcore.analysis.probe).
+        # The live probe: "default" takes one from the corpus, None switches it off (bertcore.analysis.live_probe).
         # Shard training (no in-memory corpus), other devices and ranks other than 0 run without it.
-        from bertcore.analysis.probe import default_probe
-
         if probe == "default":
             probe = default_probe(corpus, tokenizer) if corpus is not None else None
         self.probe = probe if self.runtime.is_main and self.device.type == "cpu" else None
@@ -154,30 +146,10 @@ class Trainer:
         self._run_probe()
 
     # ------------------------------------------------------------------ public API
-    @property
-    def history(self) -> pd.DataFrame:
-        """One row per step (NaN in the eval_* columns where not evaluated). Cached until the next step."""
-        rows = list(self._rows)
-        if self._hist_cache is None or self._hist_len != len(rows):
-            df = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
-            df["step"] = df["step"].astype("int64")
-            for c in HISTORY_COLUMNS[1:]:
-                df[c] = df[c].astype("float64")
-            self._hist_cache, self._hist_len = df, len(rows)
-        return self._hist_cache
-
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
-
-    def stop(self) -> None:
-        """Ask ``run`` to return after the current step (thread-safe)."""
-        self._stop.set()
-
     def step(self) -> dict:
         """One optimizer step on a fresh batch; returns the history row (also appended to ``history``)."""
         if self.done:
-            return dict(self._rows[-1]) if self._rows else {}
+            return self.history.last()
         tc, model = self.config, self.model
         t0 = time.perf_counter()
         if not model.training:
@@ -209,7 +181,7 @@ class Trainer:
             self.done = True
             row = {"step": step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss, "mlm_acc": float("nan"),
                    "nsp_acc": float("nan"), "lr": lr, "tokens_per_s": float("nan")}
-            self._append(row)
+            row = self.history.append(row)
             self._final_snapshot()
             return row
         if self.step_count % GOOD_COPY_EVERY == 0:
@@ -226,28 +198,26 @@ class Trainer:
             row.update(self.evaluate())
         if tc.snapshot_every and step % tc.snapshot_every == 0 and self.runtime.is_main:
             self._snapshot()
-        self._append(row)
+        row = self.history.append(row)
         if final:
             self.done = True
             self._final_snapshot()
         return row
 
-    def run(self, n: int | None = None, callback=None) -> pd.DataFrame:
-        """Run ``n`` more steps (default: until ``train_config.steps``), or until ``stop()`` or a NaN.
-
-        ``callback(trainer, row)`` is called after every step. Uses ``train_config.num_threads`` torch threads
-        while running. When stopped early, a final held-out evaluation and attention snapshot are added.
-        """
-        return run_steps(self, n, callback)
+    def run(self, n: int | None = None) -> pd.DataFrame:
+        """Run ``n`` more steps (default: until ``train_config.steps``), or until ``stop()`` or a NaN; the history
+        as a DataFrame. Uses ``train_config.num_threads`` torch threads while running. When stopped early, a
+        final held-out evaluation and attention snapshot are added."""
+        return run_steps(self, n)
 
     def finalize(self) -> None:
         """Mark training finished: evaluate the current weights (if not yet) and take a last snapshot."""
         if self.done:
             return
         self.done = True
-        if self._rows and math.isnan(self._rows[-1].get("eval_mlm_loss", float("nan"))) and not self.error:
-            self._rows[-1] = {**self._rows[-1], **self.evaluate()}
-            self._hist_cache = None
+        last = self.history.last()
+        if last and math.isnan(last["eval_mlm_loss"]) and not self.error:
+            self.history.update_last(self.evaluate())
         self._final_snapshot()
 
     @torch.no_grad()
@@ -264,8 +234,6 @@ class Trainer:
             for b in self._eval_batches:
                 if len(b["nsp_labels"]) == 0:
                     continue
-                from bertcore.training.device import to_device
-
                 b = to_device(b, self.device)
                 with self.runtime.autocast():
                     out = model(b["input_ids"], token_type_ids=b["token_type_ids"],
@@ -301,9 +269,6 @@ class Trainer:
         mean over every masked token of the global batch plus the NSP mean over its examples (BERT §3.1, §3.2),
         however the batch is split over processes and accumulation steps.
         """
-        from bertcore.training import distributed
-        from bertcore.training.device import to_device
-
         rt, dev = self.runtime, self.device
         sizes = torch.tensor([[float((b["mlm_labels"] != -100).sum()), float(len(b["nsp_labels"]))] for b in batches])
         totals = distributed.all_reduce_sum(sizes.sum(0).to(dev), rt).cpu()
@@ -360,22 +325,14 @@ class Trainer:
         """Ask the probe at the current step (one row per step: a second evaluation replaces the first)."""
         if self.probe is None:
             return
-        from bertcore.analysis.probe import run_probe
-
         row = run_probe(self.model, self.tokenizer, self.probe, self.step_count)
         if self.probe_history and self.probe_history[-1]["step"] == row["step"]:
             self.probe_history[-1] = row
         else:
             self.probe_history.append(row)
 
-    def _append(self, row: dict) -> None:
-        self._rows.append(row)
-        self._hist_cache = None
-
     def _make_probe(self):
         """The first held-out pair with its true B (falls back to the first corpus pair)."""
-        from bertcore.analysis.inference import encode_pair
-
         if hasattr(self.data, "probe_ids"):
             ids, types = self.data.probe_ids()
             return torch.tensor([ids]), torch.tensor([types])
@@ -402,35 +359,3 @@ class Trainer:
         if self.config.snapshot_every and (not self.snapshots or self.snapshots[-1].step != self.step_count):
             self._snapshot()
 
-
-def run_steps(trainer, n: int | None = None, callback=None) -> pd.DataFrame:
-    """The loop every trainer shares (pretraining and fine-tuning): ``n`` more steps (default: until
-    ``config.steps``), or until ``stop()`` or ``done``; ``finalize()`` when stopped early; torch threads set to
-    ``config.num_threads`` while it runs. Returns ``trainer.history``."""
-    target = trainer.config.steps if n is None else min(trainer.config.steps, trainer.step_count + int(n))
-    _acquire_threads(trainer.config.num_threads)
-    try:
-        while not trainer.done and trainer.step_count < target and not trainer._stop.is_set():
-            row = trainer.step()
-            if callback is not None:
-                callback(trainer, row)
-        if trainer._stop.is_set() and not trainer.done:
-            trainer.finalize()
-    finally:
-        _release_threads()
-    return trainer.history
-
-
-def _acquire_threads(n: int) -> None:
-    with _THREADS_LOCK:
-        if _THREADS_STATE["active"] == 0:
-            _THREADS_STATE["baseline"] = torch.get_num_threads()
-        _THREADS_STATE["active"] += 1
-        torch.set_num_threads(int(n))
-
-
-def _release_threads() -> None:
-    with _THREADS_LOCK:
-        _THREADS_STATE["active"] -= 1
-        if _THREADS_STATE["active"] == 0 and _THREADS_STATE["baseline"]:
-            torch.set_num_threads(_THREADS_STATE["baseline"])

@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import html
-import math
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import plotly
 import streamlit as st
 import streamlit.components.v1 as components
+
+from bertcore.training.history import History, number
 
 FRONTEND = Path(__file__).parent / "frontend"
 TRAIN_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc"]
@@ -30,8 +34,6 @@ EVAL_COLS = ["eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc"]
 
 
 def _plotly_js() -> Path:
-    import plotly
-
     return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 
 
@@ -55,53 +57,48 @@ def _served_dir() -> Path:
 _component = components.declare_component("livechart", path=str(_served_dir()))
 
 
-def _num(v):
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+@dataclass
+class LiveRows:
+    """What a live panel draws, read from ``since`` on: ``train(since)`` and ``evals(since)`` return rows
+    ``[step, value, ...]`` (None for a missing value) from row index ``since``, so a poll converts only the rows the
+    browser lacks."""
+
+    train: Callable[[int], list]
+    evals: Callable[[int], list]
 
 
-def rows_from_history(hist) -> tuple[list, list]:
-    """(train rows [step, mlm_loss, nsp_loss, mlm_acc, nsp_acc], eval rows [step, eval_...]) with None for NaN."""
-    if hist is None or not len(hist):
-        return [], []
-    hist = hist.reindex(columns=["step", *TRAIN_COLS, *EVAL_COLS])  # a live history may lack the eval columns
-    steps = hist["step"].astype(int).tolist()
-    train = [[s] + [_num(v) for v in vals] for s, *vals in zip(steps, *(hist[c].tolist() for c in TRAIN_COLS))]
-    ev = hist.dropna(subset=["eval_mlm_acc"])
-    evals = [[int(s)] + [_num(v) for v in vals]
-             for s, *vals in zip(ev["step"].tolist(), *(ev[c].tolist() for c in EVAL_COLS))]
-    return train, evals
+def history_rows(history: History | None) -> LiveRows:
+    """The Train page's series of a pretraining History: train rows [step, mlm_loss, nsp_loss, mlm_acc, nsp_acc],
+    eval rows [step, eval_mlm_loss, eval_nsp_loss, eval_mlm_acc, eval_nsp_acc]."""
+    if history is None:
+        return LiveRows(lambda n: [], lambda n: [])
+    return LiveRows(lambda n: history.series(TRAIN_COLS, n), lambda n: history.series(EVAL_COLS, n, evals_only=True))
 
 
-def rows_from_histories(histories) -> tuple[list, list]:
-    """A fine-tune comparison's histories (Fine-tune page) as rows: train rows ``[step, loss of
-    each model]`` at every step and eval rows ``[step, held-out accuracy of each model]`` where both were
-    evaluated, models in ``histories`` order, None for a missing value. Both models step in lock-step, so row i of
-    one history is the same step as row i of the other."""
-    hs = [h for h in histories.values() if h is not None]
-    if len(hs) != len(histories) or not hs:
-        return [], []
-    n = min(len(h) for h in hs)
-    cols = [(h["step"].tolist()[:n], h["loss"].tolist()[:n], h["eval_accuracy"].tolist()[:n]) for h in hs]
-    train, evals = [], []
-    for i in range(n):
-        step = int(cols[0][0][i])
-        train.append([step] + [_num(c[1][i]) for c in cols])
-        acc = [_num(c[2][i]) for c in cols]
-        if all(a is not None for a in acc):
-            evals.append([step] + acc)
-    return train, evals
+def pair_rows(histories: dict) -> LiveRows:
+    """A fine-tune comparison's Histories (Fine-tune page), models in ``histories`` order: train rows ``[step, loss of
+    each model]`` at every step and eval rows ``[step, held-out accuracy of each model]`` where both were evaluated.
+    Both models step in lock-step, so row i of one history is the same step as row i of the other."""
+    hs = list(histories.values())
+    if not hs or any(h is None for h in hs):
+        return LiveRows(lambda n: [], lambda n: [])
+
+    def both(n: int) -> tuple[list, list]:
+        cols = [h.series(["loss", "eval_accuracy"]) for h in hs]
+        k = min(len(c) for c in cols)
+        train = [[cols[0][i][0]] + [c[i][1] for c in cols] for i in range(k)]
+        evals = [[cols[0][i][0]] + acc for i in range(k) if None not in (acc := [c[i][2] for c in cols])]
+        return train, evals
+
+    return LiveRows(lambda n: both(n)[0][n:], lambda n: both(n)[1][n:])
 
 
 def probe_rows(rows: list[dict]) -> list:
     """Probe history rows -> [step, [tok, p], [tok, p], [tok, p], p_is_next] for the frontend."""
     out = []
     for r in rows or []:
-        cands = [[str(r.get(f"top{k}", "")), _num(r.get(f"p{k}")) or 0.0] for k in (1, 2, 3)]
-        out.append([int(r["step"]), *cands, _num(r.get("p_is_next"))])
+        cands = [[str(r.get(f"top{k}", "")), number(r.get(f"p{k}")) or 0.0] for k in (1, 2, 3)]
+        out.append([int(r["step"]), *cands, number(r.get("p_is_next"))])
     return out
 
 
@@ -111,11 +108,19 @@ def probe_caption(probe) -> str:
     return (f"<b>{html.escape(probe.text)}</b><br>pair: “{html.escape(probe.a)}” → “{html.escape(probe.b)}”")
 
 
-def live_panel(run_id: str, steps: int, train: list, evals: list, probe: list, baseline: float | None,
+def _new_rows(read: Callable[[int], list], since: int) -> tuple[int, list]:
+    rows = read(since)
+    if not rows and since:  # the browser holds more rows than there are (a shorter history): resend from the end
+        since = min(since, len(read(0)))
+        rows = read(since)
+    return since, rows
+
+
+def live_panel(run_id: str, steps: int, rows: LiveRows, probe: list, baseline: float | None,
                probe_what: str = "", key: str = "livechart", chart_height: int = 330, charts: list | None = None) -> None:
     """Draw (or extend) the live panel for run ``run_id``: sends only rows the browser lacks.
 
-    Rows are ``[step, value, ...]``. ``charts`` (default: the Train page's loss and accuracy charts with the
+    ``rows`` gives the series (``history_rows`` / ``pair_rows``), read only from what the browser has on. ``charts`` (default: the Train page's loss and accuracy charts with the
     probe table) says what to draw: ``[{id, title, ytitle, yrange, baseline, baseline_text, traces: [{name,
     series: "train"|"evals", col, color, held}]}]``, each trace reading column ``col`` of its series; a panel
     with its own ``charts`` has no probe table. ``baseline`` is drawn on the charts whose ``baseline`` is true."""
@@ -127,13 +132,14 @@ def live_panel(run_id: str, steps: int, train: list, evals: list, probe: list, b
     if isinstance(ask, dict) and ask.get("run") == run_id and ask.get("nonce", 0) > sent["nonce"]:
         sent = {"run": run_id, "nonce": ask["nonce"],
                 **{k: max(0, int(ask.get(k, 0))) for k in ("train", "evals", "probe")}}
+    train_start, train = _new_rows(rows.train, sent["train"])
+    evals_start, evals = _new_rows(rows.evals, sent["evals"])
+    probe_start = min(sent["probe"], len(probe))
     args = dict(run=run_id, steps=int(steps), baseline=baseline, chart_height=int(chart_height),
-                probe_what=probe_what,
-                train_start=min(sent["train"], len(train)), train=train[sent["train"]:],
-                evals_start=min(sent["evals"], len(evals)), evals=evals[sent["evals"]:],
-                probe_start=min(sent["probe"], len(probe)), probe=probe[sent["probe"]:])
+                probe_what=probe_what, train_start=train_start, train=train, evals_start=evals_start, evals=evals,
+                probe_start=probe_start, probe=probe[probe_start:])
     if charts is not None:
         args.update(charts=charts, show_probe=False)
-    st.session_state[sent_key] = {"run": run_id, "train": len(train), "evals": len(evals), "probe": len(probe),
-                                  "nonce": sent["nonce"]}
+    st.session_state[sent_key] = {"run": run_id, "train": train_start + len(train), "evals": evals_start + len(evals),
+                                  "probe": len(probe), "nonce": sent["nonce"]}
     _component(key=key, default=None, **args)

@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+import torch
+
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS, TokenizerBase, read_vocab_file
 from bertcore.errors import InputError, TokenizerError
 
@@ -131,8 +133,6 @@ def random_word(sentence: str, vocab: dict[str, int], generator, p: float = 0.15
                 mask_frac: float = 0.8, random_frac: float = 0.1) -> tuple[list[int], list[int]]:
     """The seed's ``random_word`` with a seeded generator: each word is selected with probability p (no
     at-least-one rule); selected -> <mask> (80%), a random id from the whole vocabulary (10%) or kept (10%)."""
-    import torch
-
     ids, labels = [], []
     for w in sentence.split():
         orig = vocab.get(w, UNK)

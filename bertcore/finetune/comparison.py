@@ -2,11 +2,11 @@
 pretrained weights and once from random initial weights, on the same labelled examples, batch order, dropout
 masks and classifier init, and compare their held-out accuracy.
 
-``PretrainingComparison`` drives ``finetune_route.compare`` (the training service's fine-tuning route, a
+``PretrainingComparison`` drives ``bertcore.finetune.route.compare`` (the fine-tuning route, a
 ``PairTuner``: a step of each model in turn, so their held-out curves grow side by side) in one background
 thread, into a run directory ``out_dir``. It has no UI code: a UI polls ``snapshot()`` (also the heartbeat:
 nobody polling for ``abandon_after`` seconds means the tab was closed, and the thread stops itself through the
-service's ``StopSignal``).
+route's ``StopSignal``).
 """
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ import threading
 import time
 from dataclasses import dataclass
 
-import pandas as pd
+import torch
 
-from bertcore.training import service
-from bertcore.training.finetune import HISTORY_COLUMNS, FinetuneConfig
-from bertcore.training.finetune_route import PRETRAINED, SCRATCH, PairTuner, compare
+from bertcore.errors import BertcoreError
+from bertcore.finetune.route import PRETRAINED, SCRATCH, PairTuner, compare
+from bertcore.finetune.tuner import FinetuneConfig
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.drive import RunResult, StopSignal
+from bertcore.training.history import History
 
 ABANDONED = "stopped: nobody watched it (the tab was closed)"
 
@@ -30,7 +33,7 @@ class ComparisonSnapshot:
     step: int
     steps: int
     elapsed: float
-    histories: dict  # label -> DataFrame (HISTORY_COLUMNS)
+    histories: dict  # label -> History (bertcore.training.history), the tuners' own
     message: str | None
 
     @property
@@ -39,8 +42,7 @@ class ComparisonSnapshot:
 
     def final_accuracy(self, label: str) -> float | None:
         h = self.histories.get(label)
-        ev = h["eval_accuracy"].dropna() if h is not None and len(h) else None
-        return float(ev.iloc[-1]) if ev is not None and len(ev) else None
+        return h.last_eval().get("eval_accuracy") if h is not None else None
 
 
 def summary_line(acc_pre: float | None, acc_scratch: float | None, n_labels: int, source: str = "") -> str:
@@ -66,10 +68,10 @@ class PretrainingComparison:
         self.tuners: dict = {}
         self.models: dict = {}
         self.labels_used = 0
-        self.result: service.RunResult | None = None
+        self.result: RunResult | None = None
         self._lock = threading.Lock()
-        self._stop = service.StopSignal()
-        self._rows: dict[str, list[dict]] = {PRETRAINED: [], SCRATCH: []}
+        self._stop = StopSignal()
+        self.histories = {PRETRAINED: History.finetuning(), SCRATCH: History.finetuning()}
         self._status, self._message = "preparing", None
         self._thread: threading.Thread | None = None
         self._t0 = self._t1 = 0.0
@@ -102,37 +104,32 @@ class PretrainingComparison:
     def snapshot(self) -> ComparisonSnapshot:
         self.last_poll = time.monotonic()
         with self._lock:
-            hists = {k: pd.DataFrame(list(v), columns=HISTORY_COLUMNS) for k, v in self._rows.items()}
+            hists = dict(self.histories)
             status, message = self._status, self._message
-            step = min(len(v) for v in self._rows.values())
+        step = min(len(h) for h in hists.values())
         end = self._t1 or time.monotonic()
         return ComparisonSnapshot(status, self.running, step, self.config.steps, max(0.0, end - self._t0), hists,
                                   message)
 
     # -- the training thread (never touches a UI) --
-    def _on_start(self, pair: PairTuner, run_dir) -> None:
+    def _on_start(self, ev) -> None:
         with self._lock:
             self._status = "running"
 
-    def _on_step(self, pair: PairTuner, row: dict) -> None:
-        if row:
-            with self._lock:
-                for k in (PRETRAINED, SCRATCH):
-                    self._rows[k].append(dict(row[k]))
+    def _on_step(self, ev) -> None:
         if time.monotonic() - self.last_poll > self.abandon_after:
             self._stop.request(ABANDONED)
 
     def _run(self, on_exit) -> None:
         try:
-            import torch
-
             torch.set_num_threads(1)
-            pair = PairTuner(self.pretrained, self.tokenizer, self.task, self.config)
-            self.models, self.tuners, self.labels_used = pair.models, pair.tuners, pair.labels_used
-            self.result = compare(pair, self.out_dir, source=self.source, name=self.name, stop=self._stop,
-                                  hooks=service.Hooks(on_start=self._on_start, on_step=self._on_step))
+            pair = PairTuner(self.pretrained, self.tokenizer, self.task, self.config,
+                             callbacks=Callbacks(start=self._on_start, step=self._on_step))
             with self._lock:
-                self._rows = {k: t.history.to_dict("records") for k, t in pair.tuners.items()}  # + finalize's eval
+                self.models, self.tuners, self.labels_used = pair.models, pair.tuners, pair.labels_used
+                self.histories = pair.histories
+            self.result = compare(pair, self.out_dir, source=self.source, name=self.name, stop=self._stop)
+            with self._lock:
                 if self.result.status == "failed":
                     self._status, self._message = "error", f"fine-tuning failed: {self.result.reason}"
                 elif self.result.status == "stopped":
@@ -140,8 +137,6 @@ class PretrainingComparison:
                 else:
                     self._status = "finished"
         except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
-            from bertcore.errors import BertcoreError
-
             if isinstance(e, BertcoreError):
                 msg = str(e)
             elif isinstance(e, OSError):

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertcore.analysis.inference import fill_mask, nsp_probability
+from bertcore.data.tokenization import basic_tokenize
 from bertcore.errors import InputError
+from bertcore.io.checkpoint import atomic_write
 
 TOP_K = 3
 MAX_PROBE_CHARS = 500
@@ -72,8 +73,6 @@ def default_probe(corpus, tokenizer=None) -> Probe:
     first short sentence that the tokenizer keeps as one token. The pair is the corpus's first pair whose B
     differs from A, so P(IsNext) should rise towards 1 as NSP is learned.
     """
-    from bertcore.data.tokenization import basic_tokenize
-
     pairs = list(getattr(corpus, "pairs", []) or [])
     if not pairs:
         raise InputError("the corpus has no sentence pairs; load a corpus first")
@@ -109,8 +108,6 @@ def default_probe(corpus, tokenizer=None) -> Probe:
 
 def run_probe(model, tokenizer, probe: Probe, step: int, top_k: int = TOP_K) -> dict:
     """One probe row: the top-``top_k`` fill-mask candidates with probabilities and P(IsNext) of the pair."""
-    from bertcore.analysis.inference import fill_mask, nsp_probability
-
     row: dict = {"step": int(step), "text": probe.text}
     if getattr(model, "has_mlm_head", True):
         fm = fill_mask(model, tokenizer, probe.text, top_k=top_k)
@@ -137,17 +134,9 @@ def probe_csv_text(rows: list[dict]) -> str:
 
 
 def write_probe_csv(rows: list[dict], path: str | Path) -> Path:
-    """Write the probe history atomically (temp file + os.replace)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=".probe-", suffix=".csv", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(probe_csv_text(rows))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write the probe history atomically."""
+    atomic_write(path, probe_csv_text(rows))
+    return Path(path)
 
 
 def read_probe_csv(path: str | Path) -> list[dict]:

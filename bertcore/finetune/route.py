@@ -1,9 +1,9 @@
-"""Fine-tuning on the one training route (``bertcore.training.service``; BERT §4.1).
+"""Fine-tuning on the one training route (``bertcore.training.drive``; BERT §4.1).
 
-A fine-tune is driven exactly like a pretraining run: ``service.drive`` with the same hooks (``on_start``,
-``on_step``, ``on_checkpoint``), ``StopSignal``, run.json status lifecycle (running → finished / stopped /
-failed, with the pid while it trains), atomic writes and the same place a run directory is created
-(``service.open_run_dir``). Only what is kept in the folder differs, and that is this module's two routes:
+A fine-tune is driven exactly like a pretraining run: ``drive`` with the same callbacks (start, step, eval,
+checkpoint, end), ``StopSignal``, run.json status lifecycle (running → finished / stopped / failed, with the pid
+while it trains), atomic writes and the same place a run directory is created (``open_run_dir``). Only what is
+kept in the folder differs, and that is this module's two routes:
 
 * ``FINETUNE``: one ``FineTuner`` (CLI ``finetune``). A fine-tune run directory::
 
@@ -33,10 +33,16 @@ from pathlib import Path
 
 import torch
 
+from bertcore import __version__
 from bertcore.errors import InputError
-from bertcore.training import runs, service
-from bertcore.training.drive import now
-from bertcore.training.finetune import FinetuneConfig, FineTuner, scratch_twin
+from bertcore.finetune.models import scratch_twin
+from bertcore.finetune.tuner import FinetuneConfig, FineTuner
+from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write
+from bertcore.model.classification import BertForSequenceClassification
+from bertcore.training import runs
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.drive import Route, RunResult, StopSignal, drive, open_run_dir
+from bertcore.training.loop import Stoppable, run_steps
 
 PRETRAINED, SCRATCH = "pretrained", "random init"  # the two models of a comparison
 FOLDERS = {PRETRAINED: "pretrained", SCRATCH: "random-init"}
@@ -54,9 +60,6 @@ def _acc(x: float) -> float | None:
 def _save_model_files(d: Path, tuner: FineTuner, meta: dict) -> None:
     """A fine-tune folder's files but run.json: the description at step 0 and at the end, history.csv always,
     the weights once training has ended."""
-    from bertcore import __version__
-    from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write
-
     final = meta.get("status") != "running"
     m, tok, task, cfg = tuner.model, tuner.tokenizer, tuner.task, tuner.config
     d.mkdir(parents=True, exist_ok=True)
@@ -75,7 +78,7 @@ def _save_model_files(d: Path, tuner: FineTuner, meta: dict) -> None:
             tok.save(tmp)
             for f in Path(tmp).iterdir():
                 atomic_write(d / f.name, f.read_bytes())
-    atomic_write(d / "history.csv", tuner.history.to_csv(index=False))
+    atomic_write(d / "history.csv", tuner.history.to_csv())
     if final:
         atomic_save_safetensors({k: v.detach().contiguous().clone() for k, v in m.state_dict().items()},
                                 d / "model.safetensors", metadata={"format": "pt"})
@@ -88,23 +91,21 @@ def _single_metrics(tuner: FineTuner) -> dict:
 def finetune_meta(tuner: FineTuner, source: str, name: str = "") -> dict:
     """run.json of a new fine-tune run (``drive`` adds status, steps_done, metrics, pid, updated)."""
     task, cfg = tuner.task, tuner.config
-    name = " ".join((name or f"fine-tune {task.name}, {len(tuner.examples)} labels").split())[:runs.MAX_NAME_LEN]
-    return {"format": 1, "kind": "finetune", "name": name, "created": now(), "status": "running", "reason": None,
-            "steps_done": 0, "total_steps": int(cfg.steps), "seed": int(cfg.seed), "preset": None,
-            "corpus": f"task {task.name}", "task": task.name, "labels_used": len(tuner.examples), "source": source,
-            "mode": _mode(cfg), "metrics": None}
+    return runs.run_meta(name or f"fine-tune {task.name}, {len(tuner.examples)} labels", kind="finetune",
+                         total_steps=cfg.steps, seed=int(cfg.seed), corpus=f"task {task.name}", source=source,
+                         task=task.name, labels_used=len(tuner.examples), mode=_mode(cfg))
 
 
-FINETUNE = service.Route(lambda tr, d, meta: _save_model_files(d, tr, meta), _single_metrics, "eval_accuracy",
-                         lambda tr, meta: tr)
+FINETUNE = Route(lambda tr, d, meta: _save_model_files(d, tr, meta), _single_metrics, lambda tr, meta: tr)
 
 
 def finetune(tuner: FineTuner, run_dir=None, *, parent=None, source: str = "", name: str = "",
-             stop: service.StopSignal | None = None, hooks: service.Hooks | None = None) -> service.RunResult:
-    """Fine-tune ``tuner`` into ``run_dir`` (or a new folder below ``parent``, default the CLI runs folder)."""
+             stop: StopSignal | None = None) -> RunResult:
+    """Fine-tune ``tuner`` into ``run_dir`` (or a new folder below ``parent``, default the CLI runs folder); who
+    listens registers on ``tuner.callbacks``."""
     meta = finetune_meta(tuner, source, name)
-    d = service.open_run_dir(run_dir, parent, meta["name"])
-    return service.drive(tuner, d, meta, stop, hooks or service.Hooks(), FINETUNE)
+    d = open_run_dir(run_dir, parent, meta["name"])
+    return drive(tuner, d, meta, stop, FINETUNE)
 
 
 def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished", name: str = "") -> Path:
@@ -122,20 +123,18 @@ def write_finetune_dir(d, tuner: FineTuner, meta: dict) -> None:
     d = Path(d)
     _save_model_files(d, tuner, meta)
     runs.write_run_json(d, {**meta, "steps_done": int(tuner.step_count), "metrics": _single_metrics(tuner),
-                            "updated": now()})
+                            "updated": runs.now()})
 
 
 # ------------------------------------------------------------------ two models in lock-step
-class PairTuner:
+class PairTuner(Stoppable):
     """Trainer-shaped: the pretrained model and its random-init twin, one step of each per ``step()``.
 
     Both ``FineTuner`` s seed their labelled subset, batch order and dropout from ``config.seed`` and the
     classifier layer of both is drawn from the same seed, so the two see the same batches, dropout masks and
     classifier init: the gap in held-out accuracy is what the pretrained encoder brought."""
 
-    def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig):
-        from bertcore.model.classification import BertForSequenceClassification
-
+    def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig, callbacks: Callbacks | None = None):
         pre = BertForSequenceClassification.from_pretraining(pretrained, task.num_labels, task.labels, config.seed)
         self.models = {PRETRAINED: pre, SCRATCH: scratch_twin(pre, config.seed)}
         self.tuners = {k: FineTuner(m, tokenizer, task, config, label=k) for k, m in self.models.items()}
@@ -143,6 +142,9 @@ class PairTuner:
         self.tokenizer, self.task, self.config = tokenizer, task, config
         self.error: str | None = None
         self._stop = threading.Event()
+        self.callbacks = callbacks.copy() if callbacks is not None else Callbacks()
+        # the pair's own record: one row per lock-step, the pretrained model's held-out accuracy marks evaluations
+        self.history = self.tuners[PRETRAINED].history
 
     @property
     def labels_used(self) -> int:
@@ -157,14 +159,13 @@ class PairTuner:
         return self.error is not None or all(t.done for t in self.tuners.values())
 
     @property
-    def history(self) -> dict:
+    def histories(self) -> dict:
+        """Each model's History, by label."""
         return {k: t.history for k, t in self.tuners.items()}
 
     def accuracy(self, label: str) -> float | None:
         return _acc(self.tuners[label].eval_accuracy)
 
-    def stop(self) -> None:
-        self._stop.set()
 
     def step(self) -> dict:
         """One step of each model: {"step", "eval_accuracy" (the pretrained one's), PRETRAINED: row, SCRATCH: row}."""
@@ -181,22 +182,19 @@ class PairTuner:
             if not t.done:
                 t.finalize()  # evaluate the weights we keep
 
-    def run(self, n: int | None = None, callback=None):
-        from bertcore.training.trainer import run_steps
-
-        return run_steps(self, n, callback)
+    def run(self, n: int | None = None):
+        return run_steps(self, n)
 
 
 def comparison_meta(pair: PairTuner, source: str, name: str = "") -> dict:
     """run.json of a new comparison (``drive`` adds status, steps_done, metrics, pid, updated)."""
     task, cfg = pair.task, pair.config
-    name = name or f"{task.name}, {cfg.labels or 'all'} labels, from {source}"
-    return {"format": 1, "kind": "finetune-comparison", "name": " ".join(name.split())[:runs.MAX_NAME_LEN],
-            "created": now(), "status": "running", "reason": None, "steps_done": 0, "total_steps": int(cfg.steps),
-            "seed": int(cfg.seed), "preset": None, "corpus": f"task {task.name}", "task": task.name,
-            "task_description": task.description, "task_labels": list(task.labels), "pair": bool(task.pair),
-            "source": source, "labels_used": pair.labels_used, "steps": int(cfg.steps), "mode": _mode(cfg),
-            "finetune_config": cfg.to_dict(), "metrics": None}
+    return runs.run_meta(name or f"{task.name}, {cfg.labels or 'all'} labels, from {source}",
+                         kind="finetune-comparison", total_steps=cfg.steps, seed=int(cfg.seed),
+                         corpus=f"task {task.name}", source=source, task=task.name,
+                         task_description=task.description, task_labels=list(task.labels), pair=bool(task.pair),
+                         labels_used=pair.labels_used, steps=int(cfg.steps), mode=_mode(cfg),
+                         finetune_config=cfg.to_dict())
 
 
 def _save_pair(pair: PairTuner, d: Path, meta: dict) -> None:
@@ -215,13 +213,13 @@ def _pair_metrics(pair: PairTuner) -> dict:
     return {f"eval_accuracy_{FOLDERS[k].replace('-', '_')}": pair.accuracy(k) for k in pair.tuners}
 
 
-COMPARISON = service.Route(lambda tr, d, meta: _save_pair(tr, d, meta), _pair_metrics, "eval_accuracy",
-                           lambda tr, meta: tr)
+COMPARISON = Route(lambda tr, d, meta: _save_pair(tr, d, meta), _pair_metrics, lambda tr, meta: tr)
 
 
 def compare(pair: PairTuner, run_dir=None, *, parent=None, source: str = "", name: str = "",
-            stop: service.StopSignal | None = None, hooks: service.Hooks | None = None) -> service.RunResult:
-    """Fine-tune both models of ``pair`` into ``run_dir`` (or a new folder below ``parent``)."""
+            stop: StopSignal | None = None) -> RunResult:
+    """Fine-tune both models of ``pair`` into ``run_dir`` (or a new folder below ``parent``); who listens
+    registers on ``pair.callbacks``."""
     meta = comparison_meta(pair, source, name)
-    d = service.open_run_dir(run_dir, parent, pair.task.name)
-    return service.drive(pair, d, meta, stop, hooks or service.Hooks(), COMPARISON)
+    d = open_run_dir(run_dir, parent, pair.task.name)
+    return drive(pair, d, meta, stop, COMPARISON)

@@ -2,7 +2,7 @@
 pretrained weights and the same architecture from random initial weights (BERT §4-§5: pretraining matters most
 when labels are few; d2l §14.8).
 
-Every point is one ``PairTuner`` (``bertcore.training.finetune_route``): both models on the same labelled
+Every point is one ``PairTuner`` (``bertcore.finetune.route``): both models on the same labelled
 examples, batch order, dropout masks and classifier init, evaluated once at the end on the task's fixed held-out
 split. The labelled subsets are seeded prefixes (``data.tasks.labelled_subset``), so a larger point contains the
 smaller ones. ``LabelSweep`` runs a sweep in a background thread (no UI code) and keeps it in ``sweep.json``
@@ -16,10 +16,15 @@ import threading
 import time
 from pathlib import Path
 
-from bertcore.errors import InputError
-from bertcore.training.drive import now
-from bertcore.training.finetune import FinetuneConfig
-from bertcore.training.finetune_route import PRETRAINED, SCRATCH, PairTuner
+import torch
+
+from bertcore.errors import BertcoreError, InputError
+from bertcore.finetune.route import PRETRAINED, SCRATCH, PairTuner
+from bertcore.finetune.tuner import FinetuneConfig
+from bertcore.io.checkpoint import atomic_write
+from bertcore.training import runs
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.runs import pid_alive
 
 DEFAULT_POINTS = (16, 64, 256, 0)  # 0 = every labelled example of the task's pool
 SWEEP_STEPS = 60  # steps per point by default (each point fine-tunes two models)
@@ -56,8 +61,9 @@ def label_sweep(pretrained, tokenizer, task, config: FinetuneConfig, points=DEFA
     for n in points:
         if stop is not None and stop.is_set():
             break
-        pair = PairTuner(pretrained, tokenizer, task, config.replace(labels=int(n), eval_every=0))
-        pair.run(callback=(lambda tr, row: tr.stop() if stop.is_set() else None) if stop is not None else None)
+        listen = Callbacks(step=lambda ev: ev.trainer.stop() if stop.is_set() else None) if stop is not None else None
+        pair = PairTuner(pretrained, tokenizer, task, config.replace(labels=int(n), eval_every=0), callbacks=listen)
+        pair.run()
         if pair.error:
             raise InputError(f"the sweep at {n or 'all'} labels diverged ({pair.error}); lower the learning rate")
         if pair.step_count < config.steps:
@@ -80,16 +86,12 @@ def sweep_table(points: list[dict]) -> str:
 
 
 def write_sweep(d: str | Path, data: dict) -> None:
-    from bertcore.io.checkpoint import atomic_write
-
     atomic_write(Path(d) / SWEEP_FILE, json.dumps(data, indent=2, allow_nan=False) + "\n")
 
 
 def read_sweep(d: str | Path) -> dict | None:
     """sweep.json of folder ``d`` (None when there is none or it is damaged). A "running" sweep whose process is
     gone reads as "stopped" (interrupted); its finished points are kept."""
-    from bertcore.training.runs import _pid_alive
-
     try:
         data = json.loads((Path(d) / SWEEP_FILE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
@@ -98,7 +100,7 @@ def read_sweep(d: str | Path) -> dict | None:
         return None
     if data.get("status") == "running":
         pid = data.get("pid")
-        if not (pid == os.getpid() or (isinstance(pid, int) and _pid_alive(pid))):
+        if not (pid == os.getpid() or (isinstance(pid, int) and pid_alive(pid))):
             data.update(status="stopped", reason=f"interrupted after {len(data['points'])} points "
                                                  "(the process ended)")
     return data
@@ -150,7 +152,7 @@ class LabelSweep:
 
     def _save(self, **changes) -> None:
         with self._lock:
-            self._data.update(changes, updated=now())
+            self._data.update(changes, updated=runs.now())
             data = dict(self._data)
         try:
             write_sweep(self.out_dir, data)
@@ -168,12 +170,8 @@ class LabelSweep:
                     return
 
         threading.Thread(target=watch, name="bx-label-sweep-watch", daemon=True).start()
-        from bertcore.training import runs
-
         runs.mark_active(self.out_dir, True)  # the comparison cannot be deleted while it is swept
         try:
-            import torch
-
             torch.set_num_threads(1)
             self._save()
             got = label_sweep(self.pretrained, self.tokenizer, self.task, self.config, self.points, self._stop,
@@ -184,8 +182,6 @@ class LabelSweep:
                 self._save(points=got, status="stopped", reason=f"stopped after {len(got)} of {len(self.points)} "
                            "points")
         except Exception as e:  # noqa: BLE001 - shown as a message, never a traceback
-            from bertcore.errors import BertcoreError
-
             msg = str(e) if isinstance(e, BertcoreError) else f"the sweep failed: {type(e).__name__}: {e}"
             self._save(status="failed", reason=msg)
         finally:

@@ -1,4 +1,4 @@
-"""The live probe (bertcore.analysis.probe + Trainer.probe_history): BERT §3.1 fill-mask and §3.2 P(IsNext)
+"""The live probe (bertcore.analysis.live_probe + Trainer.probe_history): BERT §3.1 fill-mask and §3.2 P(IsNext)
 asked at every evaluation, equal to what inference gives on the checkpoint of that step."""
 import math
 
@@ -6,8 +6,15 @@ import pytest
 import torch
 
 from bertcore.analysis.inference import fill_mask, nsp_probability
-from bertcore.analysis.probe import (PROBE_COLUMNS, Probe, check_probe, default_probe, read_probe_csv, run_probe,
-                                     write_probe_csv)
+from bertcore.analysis.live_probe import (
+    PROBE_COLUMNS,
+    Probe,
+    check_probe,
+    default_probe,
+    read_probe_csv,
+    run_probe,
+    write_probe_csv,
+)
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus, tutorial_corpus
 from bertcore.data.tokenization import WordTokenizer
@@ -42,7 +49,8 @@ def test_probe_rows_equal_inference_on_the_checkpoint_of_that_step(corpus, tok, 
     tr = Trainer(small_cfg(), small_tc(), corpus, tokenizer=tok, probe=probe)
     saved = {}
 
-    def keep(trainer, row):  # a checkpoint whenever the probe was asked at this step
+    def keep(ev):  # a checkpoint whenever the probe was asked at this step
+        trainer = ev.trainer
         if trainer.probe_history and trainer.probe_history[-1]["step"] == trainer.step_count:
             d = tmp_path / f"step{trainer.step_count}"
             save_checkpoint(ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer), d)
@@ -51,7 +59,8 @@ def test_probe_rows_equal_inference_on_the_checkpoint_of_that_step(corpus, tok, 
     d0 = tmp_path / "step0"
     save_checkpoint(ModelBundle(model=tr.model, tokenizer=tr.tokenizer), d0)
     saved[0] = d0
-    tr.run(callback=keep)
+    tr.callbacks.on("step", keep)
+    tr.run()
     steps = [r["step"] for r in tr.probe_history]
     assert steps == [0, 8, 16, 24]
     assert sorted(saved) == steps
@@ -75,7 +84,7 @@ def test_probe_does_not_change_training(corpus, tok):
     b.run()
     assert a.probe_history == []
     assert len(b.probe_history) == 3
-    assert a.history["mlm_loss"].tolist() == b.history["mlm_loss"].tolist()
+    assert a.history.frame()["mlm_loss"].tolist() == b.history.frame()["mlm_loss"].tolist()
     for pa, pb in zip(a.model.parameters(), b.model.parameters()):
         assert torch.equal(pa, pb)
 

@@ -1,13 +1,13 @@
 """Saved "what pretraining buys" comparisons, read back for the Fine-tune page, so a reload, a closed tab or a
 server restart loses nothing. A comparison is a run directory written by the training service
-(``bertcore.training.finetune_route.compare``)::
+(``bertcore.finetune.route.compare``)::
 
     <dir>/run.json         kind "finetune-comparison", name, created, status (running / finished / stopped /
                            failed + reason), task, source, labels_used, steps, steps_done, seed, mode, metrics
                            (the held-out accuracy of both models), pid of the training process
     <dir>/pretrained/      a fine-tune run directory: from pretrained weights
     <dir>/random-init/     the same architecture from random initial weights
-    <dir>/sweep.json       the label sweep, when one was run (``bertcore.training.finetune_sweep``)
+    <dir>/sweep.json       the label sweep, when one was run (``bertcore.finetune.sweep``)
 
 Status is read by ``runs.read_run`` like any run's (a "running" comparison whose process is gone reads as
 "stopped", interrupted). Folders saved before comparisons were run directories hold ``comparison.json`` instead
@@ -17,26 +17,20 @@ No UI code here.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from bertcore.errors import InputError
+from bertcore.finetune.models import load_classifier
+from bertcore.finetune.route import FOLDERS
 from bertcore.training import runs
-from bertcore.training.finetune import HISTORY_COLUMNS
-from bertcore.training.finetune_route import FOLDERS, PRETRAINED, SCRATCH  # noqa: F401 - read from here too
+from bertcore.training.history import FINETUNE_COLUMNS, FINETUNE_EVAL_KEYS, History
 
 COMPARISON_FILE = "comparison.json"  # the metadata file of comparisons saved before they were run directories
 KIND = "finetune-comparison"
-
-
-def _acc(h: pd.DataFrame | None) -> float | None:
-    """The last held-out accuracy in a history, or None."""
-    if h is None or "eval_accuracy" not in h or not len(h):
-        return None
-    ev = pd.to_numeric(h["eval_accuracy"], errors="coerce").dropna()
-    return float(ev.iloc[-1]) if len(ev) else None
 
 
 @dataclass
@@ -46,7 +40,7 @@ class SavedComparison:
     path: Path
     id: str
     meta: dict = field(default_factory=dict)
-    histories: dict = field(default_factory=dict)  # label -> DataFrame (HISTORY_COLUMNS)
+    histories: dict = field(default_factory=dict)  # label -> History (bertcore.training.history)
     status: str = "damaged"
     reason: str | None = None
     damaged: str | None = None
@@ -70,21 +64,21 @@ class SavedComparison:
         return self.path / (runs.RUN_FILE if (self.path / runs.RUN_FILE).is_file() else COMPARISON_FILE)
 
     def accuracy(self, label: str) -> float | None:
-        return _acc(self.histories.get(label))
+        h = self.histories.get(label)
+        return h.last_eval().get("eval_accuracy") if h is not None else None
 
 
-def _read_history(p: Path) -> pd.DataFrame:
+def _read_history(p: Path) -> History:
+    """A fine-tune's history.csv as a History (empty when it is missing or cannot be read)."""
     try:
-        h = pd.read_csv(p)
+        frame = pd.read_csv(p)
     except (OSError, ValueError):
-        return pd.DataFrame(columns=HISTORY_COLUMNS)
-    return h.reindex(columns=HISTORY_COLUMNS)
+        frame = None
+    return History.read_frame(frame, FINETUNE_COLUMNS, FINETUNE_EVAL_KEYS)
 
 
 def _read_legacy(d: Path, s: "SavedComparison") -> "SavedComparison":
     """An old folder with comparison.json (same fields, no run.json)."""
-    import os
-
     try:
         meta = json.loads((d / COMPARISON_FILE).read_text(encoding="utf-8"))
         if not isinstance(meta, dict):
@@ -100,7 +94,7 @@ def _read_legacy(d: Path, s: "SavedComparison") -> "SavedComparison":
         s.status, s.damaged = "damaged", f"unknown status {s.status!r}"
     elif s.status == "running":
         pid = meta.get("pid")
-        if pid == os.getpid() or not (isinstance(pid, int) and runs._pid_alive(pid)):
+        if pid == os.getpid() or not (isinstance(pid, int) and runs.pid_alive(pid)):
             s.status = "stopped"
             s.reason = f"interrupted at step {meta.get('steps_done', 0)} (the training process ended)"
     return s
@@ -138,8 +132,6 @@ def list_comparisons(parent: str | Path) -> list[SavedComparison]:
 
 def load_models(saved: SavedComparison):
     """({label: classifier}, tokenizer) of a finished or stopped comparison (JSON + safetensors only)."""
-    from bertcore.training.finetune import load_classifier
-
     if not saved.has_models:
         raise InputError(f"“{saved.name}” has no saved weights ({saved.reason or saved.status}); fine-tune again")
     models, tok = {}, None
