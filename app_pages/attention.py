@@ -9,7 +9,7 @@ from bertcore.analysis.explain import attention_rollout
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
 from bertcore.errors import BertcoreError
-from explorer import bertviz_offline, state
+from explorer import bertviz_offline, replay, state
 from explorer.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, head_stats_array, max_entropy, top_attended
 from explorer.examples import Examples, session_examples
 from explorer.export import attention_csv, attentions_npz, plotly_config, rollout_csv
@@ -250,11 +250,11 @@ def _notices(insp, tokens, tok, a, b, limit, max_pos):
 
 
 def render():
-    active = state.get_active()
+    st.title("Attention")
+    active = replay.at_step(state.get_active(), "attn")
     model, tok = active.model, active.tokenizer
     L, H, max_pos = _model_dims(model)
 
-    st.title("Attention")
     st.markdown(
         "Each of the model's heads mixes information between tokens: every token (a *query*) compares "
         "itself with every token (a *key*), and the softmax of those scores says how much of each "

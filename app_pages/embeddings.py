@@ -5,7 +5,7 @@ import streamlit as st
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
 from bertcore.errors import BertcoreError
-from explorer import state
+from explorer import replay, state
 from explorer.figures_inspect import embedding_scatter_figure, pca
 
 DEFAULT_SENTENCES = (
@@ -155,8 +155,8 @@ def _hidden_states(am, sentences):
 
 
 def render():
-    active = state.get_active()
     st.title("Embeddings")
+    active = replay.at_step(state.get_active(), "emb")
     st.markdown(
         "Vectors with hundreds of dimensions can be looked at through their two directions of largest "
         "variance: principal component analysis, here a plain SVD of the centred vectors. The hidden "

@@ -13,7 +13,7 @@ from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
 from bertcore.analysis.inference import encode_pair, fill_mask, nsp_probability
 from bertcore.errors import BertcoreError
 from bertcore.model.formulas import formulas
-from explorer import examples, state, workspace
+from explorer import examples, replay, state, workspace
 from explorer.export import attributions_csv, importance_csv, plotly_config
 from explorer.figures_explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
 from explorer.figures_inspect import fill_mask_figure, nsp_figure
@@ -337,8 +337,8 @@ def _ablation_section(state, active, text, pair):
 
 
 def render():
-    active = state.get_active()
     st.title("Predict")
+    active = replay.at_step(state.get_active(), "pred")
     st.markdown(
         "BERT is pre-trained on two tasks, and their heads can be asked directly. **Fill-mask**: the MLM "
         f"head turns the final hidden state at each {active.tokenizer.mask_token} into a probability for every "

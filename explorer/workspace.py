@@ -183,6 +183,7 @@ def resolve_model(key: str, labels: dict | None = None) -> ActiveModel:
         hit[1].label = label
         return hit[1]
     bundle, loaded_kind = _load_dir(d)
+    bundle.run_dir = d  # where its saved steps (replay), history and probe rows are
     am = ActiveModel(bundle, label, kind if key.startswith("run:") else loaded_kind, True, key)
     cache[key] = (stamp, am)
     return am

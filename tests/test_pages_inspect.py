@@ -57,7 +57,7 @@ def _charts(at: AppTest) -> dict:
     return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
 
 
-def decode_text_file(z):
+def _decode(z):
     return plotly_array(z, dtype=np.float64)
 
 
@@ -148,7 +148,7 @@ def test_attention_untrained_renders_everything(untrained):
     page = _page_module(ATT)
     insp = inspect_pair(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B)
     T = insp.attentions.shape[-1]
-    np.testing.assert_allclose(grid_tile(decode_text_file(grid["data"][0]["z"]), 1, 1, T), insp.attentions[1, 1], atol=1e-6)
+    np.testing.assert_allclose(grid_tile(_decode(grid["data"][0]["z"]), 1, 1, T), insp.attentions[1, 1], atol=1e-6)
     # bertviz in an iframe, offline
     _tab(at, "bertviz")
     frames = at.get("iframe")
@@ -174,7 +174,7 @@ def test_attention_widgets_change_what_is_shown():
     _no_exception(at)
     second = _big_head(at)
     assert second["layout"]["title"]["text"] == "layer 2, head 3"
-    assert not np.allclose(decode_text_file(first["data"][0]["z"]), decode_text_file(second["data"][0]["z"]))
+    assert not np.allclose(_decode(first["data"][0]["z"]), _decode(second["data"][0]["z"]))
     # a single sentence has fewer tokens than the pair
     n_pair = len(second["data"][0]["x"])
     at.toggle(key="attn_use_b").set_value(False).run()
@@ -231,13 +231,13 @@ def test_attention_over_training_slider(trained):
                             if (c["layout"].get("title") or {}).get("text", "").startswith("step "))
     last = snap_fig()
     assert last["layout"]["title"]["text"].startswith("step 20")
-    np.testing.assert_allclose(decode_text_file(last["data"][0]["z"]),
+    np.testing.assert_allclose(_decode(last["data"][0]["z"]),
                                trained.bundle.snapshots[-1].attentions[0, 0], atol=1e-6)
     sl.set_value(0).run()
     _no_exception(at)
     first = snap_fig()
     assert first["layout"]["title"]["text"].startswith("step 0")
-    assert not np.allclose(decode_text_file(first["data"][0]["z"]), decode_text_file(last["data"][0]["z"]))
+    assert not np.allclose(_decode(first["data"][0]["z"]), _decode(last["data"][0]["z"]))
 
 
 def test_attention_with_pretrained_minilm(minilm):
@@ -260,7 +260,7 @@ def test_positional_encoding_with_pretrained_minilm(minilm):
     _no_exception(at)
     assert "table 512 × 384" in " ".join(c.value for c in at.caption)
     side = next(c for c in _charts(at) if len(c["data"]) == 2 and all(t["type"] == "heatmap" for t in c["data"]))
-    learned = decode_text_file(side["data"][0]["z"])
+    learned = _decode(side["data"][0]["z"])
     assert learned.shape == (512, 512)
     table = minilm.bundle.model.bert.embeddings.position_table().detach().numpy()
     unit = table / np.linalg.norm(table, axis=1, keepdims=True)
@@ -378,7 +378,7 @@ def test_embeddings_renders_and_widgets(untrained):
     charts = _charts(at)
     assert len(charts) == 2
     table = charts[0]
-    n_points = sum(len(decode_text_file(t["x"])) for t in table["data"])
+    n_points = sum(len(_decode(t["x"])) for t in table["data"])
     assert n_points == untrained.tokenizer.vocab_size  # small vocab: every row
     L = untrained.model.config.num_hidden_layers
     slider = at.slider(key=f"emb_layer_{L}")
@@ -388,7 +388,7 @@ def test_embeddings_renders_and_widgets(untrained):
     _no_exception(at)
     after = _charts(at)[1]
     assert "layer 0" in after["layout"]["title"]["text"]
-    assert not np.allclose(decode_text_file(before["data"][0]["x"]), decode_text_file(after["data"][0]["x"]))
+    assert not np.allclose(_decode(before["data"][0]["x"]), _decode(after["data"][0]["x"]))
     at.selectbox(key="emb_color").set_value("special vs normal").run()
     assert sorted(t["name"] for t in _charts(at)[1]["data"]) == ["normal", "special"]
     at.toggle(key="emb_special").set_value(False).run()
@@ -437,7 +437,7 @@ def test_attention_one_head_text_alternative_rollout_and_downloads(untrained):
     _tab(at, "Rollout")
     _no_exception(at)
     fig = next(c for c in _charts(at) if c["layout"]["title"]["text"] == "attention rollout")
-    np.testing.assert_allclose(decode_text_file(fig["data"][0]["z"]), attention_rollout(insp.attentions), atol=1e-6)
+    np.testing.assert_allclose(_decode(fig["data"][0]["z"]), attention_rollout(insp.attentions), atol=1e-6)
     # every chart downloads as SVG by default, PNG on request
     assert all(el.proto.config and '"format": "svg"' in el.proto.config for el in at.get("plotly_chart"))
     at.segmented_control(key="attn_fig_fmt").set_value("png").run()
@@ -472,7 +472,7 @@ def test_attention_512_tokens_with_minilm(minilm):
     meta = _grid(at)["layout"]["meta"]["grid"]
     assert meta["cells"] < 512 and (meta["layers"], meta["heads"]) == (6, 12)  # pooled tiles, 72 of them
     head = _big_head(_tab(at, "One head"))
-    assert decode_text_file(head["data"][0]["z"]).shape == (512, 512)
+    assert _decode(head["data"][0]["z"]).shape == (512, 512)
     assert "up to 64 tokens" in _messages(_tab(at, "bertviz")) and not at.get("iframe")
 
 
@@ -485,7 +485,7 @@ def test_predict_why_view_and_head_ablation(untrained):
     page = _page_module(PRED)
     why = next(c for c in _charts(at) if (c["layout"].get("title") or {}).get("text", "").startswith("why"))
     ref = explain_all(untrained.model, untrained.tokenizer, page.DEFAULT_MASKED, None, "mask:0", steps=64)
-    raw = decode_text_file(why["data"][0]["customdata"])
+    raw = _decode(why["data"][0]["customdata"])
     np.testing.assert_allclose(raw[2], ref["scores"]["integrated_gradients"], rtol=1e-4, atol=1e-6)
     labels = [m.label for m in at.metric]
     assert sum("Spearman" in x for x in labels) == 3 and sum("completeness gap" in x for x in labels) == 2
@@ -509,5 +509,5 @@ def test_predict_why_view_and_head_ablation(untrained):
     at.button(key="pred_abl_importance").click().run()
     _no_exception(at)
     imp = next(c for c in _charts(at) if "when one head is off" in (c["layout"].get("title") or {}).get("text", ""))
-    assert decode_text_file(imp["data"][0]["z"]).shape == (L, H)
+    assert _decode(imp["data"][0]["z"]).shape == (L, H)
     assert any("Importance" in d.label for d in at.get("download_button"))
