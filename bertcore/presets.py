@@ -134,7 +134,8 @@ PRESET_NOTES: dict[str, list[str]] = {
     "d2l": [
         "seed 004 adds pos_embedding.data, so its N(0, 1) position table never trains: "
         "train_position_embeddings=false; the published d2l package (1.0.3) adds pos_embedding itself, so there the "
-        "table trains: set train_position_embeddings=true for the package's model",
+        "table trains: train_position_embeddings=true gives the package's model (CLI: --set "
+        "train_position_embeddings=true)",
         "d2l has no dropout on the embedding sum: embedding_dropout=false",
         "its token embedding is a plain nn.Embedding (no padding_idx): train_pad_embedding=true",
     ],

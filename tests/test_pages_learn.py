@@ -295,6 +295,8 @@ def test_masking_legend_and_text_follow_the_sliders():
     assert "20% with the sliders below (BERT: 15%)" in intro
     assert "60% are replaced by `[MASK]`, 30% by a random token and 10% are" in intro
     assert any(c.value.startswith("Kept unchanged: 10% of the selected") for c in at.caption)
+    rule = next(c.value for c in at.caption if c.value.startswith("**Selection rule**"))
+    assert "n x 0.2 " in rule and "Of the selected: 0.6 -> [MASK], 0.3 -> a random token, 0.1 kept" in rule
     stats = chart(at, "mn_stats_chart")
     assert [t["name"] for t in stats["data"]] == ["selected / maskable tokens (set: 20%)",
                                                   "[MASK] share of selected (set: 60%)",
