@@ -6,6 +6,8 @@ from collections import Counter
 
 import streamlit as st
 
+from bertcore.data.tokenizer_base import SPECIAL_TOKENS
+
 INTRO = """
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
 sees them, a tokenizer cuts text into tokens from a fixed vocabulary and maps each to an id; anything not
@@ -221,7 +223,8 @@ def render() -> None:
         kind = kinds[labels.index(label)]
         vocab_size = c2.slider("WordPiece vocabulary size", 50, 4000, int(current.vocab_size or 400), step=50,
                                key="dt_vocab_size", disabled=kind != "wordpiece",
-                               help="Target size including the 5 special tokens and the single characters.")
+                               help=f"Target size including the {len(SPECIAL_TOKENS)} special tokens "
+                                    f"({' '.join(SPECIAL_TOKENS)}) and the single characters.")
         choice = cs.CorpusChoice(corpus, choice.key, kind, vocab_size if kind == "wordpiece" else None)
         cs.set_active(choice)  # Masking & NSP and Train use this corpus and tokenizer
         tokenizer = cs.tokenizer(choice)

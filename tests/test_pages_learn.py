@@ -158,6 +158,16 @@ def test_data_renders_stats(dt):
     assert metrics["sentence pairs"] == "24,000"
 
 
+def test_data_wordpiece_size_help_counts_the_specials_it_names(dt):
+    """The WordPiece size's help counts the special tokens the tokenizer really reserves (ids 0..4)."""
+    from bertcore.data.tokenization import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.train(["the cat sat on the mat"] * 3, vocab_size=60)
+    specials = tok.convert_ids_to_tokens(sorted(tok.special_ids))
+    help_text = dt.slider(key="dt_vocab_size").help
+    assert f"including the {len(specials)} special tokens ({' '.join(specials)})" in help_text
+
+
 def test_data_vocab_search_and_tokenizer_switch(dt):
     dt.text_input(key="dt_vocab_q").set_value("cat").run()
     df = dt.dataframe[0].value
