@@ -13,6 +13,7 @@ from bertcore.errors import BertcoreError
 from explorer import corpus_state as cs
 from explorer import figures_learn as F
 from explorer.seed_example import render_seed003
+from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 
 INTRO = """
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
@@ -212,7 +213,8 @@ def render() -> None:
         kind = kinds[labels.index(label)]
         vocab_size = c2.slider("WordPiece vocabulary size", 50, 4000, int(current.vocab_size or 400), step=50,
                                key="dt_vocab_size", disabled=kind != "wordpiece",
-                               help="Target size including the 5 special tokens and the single characters.")
+                               help=f"Target size including the {len(SPECIAL_TOKENS)} special tokens "
+                                    f"({' '.join(SPECIAL_TOKENS)}) and the single characters.")
         choice = cs.CorpusChoice(corpus, choice.key, kind, vocab_size if kind == "wordpiece" else None)
         cs.set_active(choice)  # Masking & NSP and Train use this corpus and tokenizer
         tokenizer = cs.tokenizer(choice)

@@ -7,6 +7,7 @@ from bertcore.data.tokenization import canonical_special
 from bertcore.errors import BertcoreError
 from explorer import replay, state
 from explorer.figures_inspect import embedding_scatter_figure, pca
+from explorer.figures_overview import embedding_parts
 
 DEFAULT_SENTENCES = (
     "The horse eats the hay near the barn.\n"
@@ -115,7 +116,7 @@ def _collect_hidden(am, sentences):
 def _hidden_states(am, sentences):
     st.subheader("(b) Hidden states, layer by layer")
     st.markdown("Each token of each line below becomes one point per layer. Layer 0 is the embedding "
-                "output (token + position + segment, LayerNorm-ed); layer ℓ is the output of encoder "
+                f"output ({embedding_parts(am.model.config)}); layer ℓ is the output of encoder "
                 "layer ℓ. Watch how the same word in different sentences separates as context mixes in.")
     rows, problems, truncated, limit = _collect_hidden(am, sentences)
     for p in problems[:5]:

@@ -22,19 +22,35 @@ from explorer import corpus_state as cs
 from explorer import figures_learn as F
 from explorer.seed_example import render_seed003
 
+from bertcore.config import TrainConfig
+from explorer.figures_learn import percent
+
+# The rates below are the sliders' (their defaults: TrainConfig's); the paper's own are named as BERT's.
 INTRO = """
-BERT learns from two self-made tasks. **Masked LM** (§3.1): 15% of the tokens are *selected*; of those,
-80% are replaced by `{mask}`, 10% by a random token and 10% are kept, and the model must predict the
-original token at every selected position (the label is −100, i.e. ignored, everywhere else).
-**Next sentence prediction** (§3.2): half of the pairs keep their true sentence B (IsNext, label 0), the
-other half get a random B (NotNext, label 1). Everything here is computed by `bertcore.data.pretraining`
-(`build_pair`, `mask_tokens`, `masking_stats`).
+BERT learns from two self-made tasks. **Masked LM** (§3.1): a share of the tokens is *selected*, {rate} with the
+sliders below (BERT: 15%); of those, {mask} are replaced by `{mask_token}`, {rnd} by a random token and {keep} are
+kept (BERT: 80/10/10), and the model must predict the original token at every selected position (the label is −100,
+i.e. ignored, everywhere else). **Next sentence prediction** (§3.2): a share `nsp_positive_prob` of the pairs, {nsp}
+by default (BERT: half), keep their true sentence B (IsNext, label 0); the others get a random B (NotNext, label 1).
+Everything here is computed by `bertcore.data.pretraining` (`build_pair`, `mask_tokens`, `masking_stats`).
 """
+DEFAULTS = TrainConfig()  # the sliders start at the training defaults
 
 SOURCES = ["a pair from the corpus", "type a pair"]
 MAX_CHARS = 20_000
 DRAWS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
 STATS_PAIRS = 5000  # the convergence chart draws from the first pairs of the corpus
+
+
+def _intro(mask_token: str) -> str:
+    """INTRO with the rates the sliders hold now (their values reach session_state before the rerun that draws
+    the page, so the text above the sliders already reads the values below them)."""
+    ss = st.session_state
+    rate = float(ss.get("mn_rate", DEFAULTS.mlm_probability))
+    mask = float(ss.get("mn_mask", DEFAULTS.mask_token_frac))
+    rnd = float(ss.get("mn_random", DEFAULTS.random_token_frac))
+    return INTRO.format(rate=percent(rate), mask=percent(mask), rnd=percent(rnd), keep=percent(max(0.0, 1 - mask - rnd)),
+                        mask_token=mask_token, nsp=percent(DEFAULTS.nsp_positive_prob))
 
 
 def _bump_seed() -> None:
@@ -63,26 +79,26 @@ def _as_list(x) -> list[int]:
 @st.cache_data(show_spinner="Drawing masked examples…", max_entries=32)
 def _convergence(key: str, _corpus, _tokenizer, max_len: int, rates: tuple, seed: int) -> list[dict]:
     sub = Corpus(_corpus.name, list(_corpus.pairs[:STATS_PAIRS]), _corpus.description)
-    data = PretrainingData(sub, _tokenizer, max_len, MaskingRates(*rates), 0.5, 0.0, seed)
+    data = PretrainingData(sub, _tokenizer, max_len, MaskingRates(*rates), DEFAULTS.nsp_positive_prob, 0.0, seed)
     return [dict(masking_stats(data, n, seed + n)) for n in DRAWS]
 
 
 def _controls(mask_token: str = "[MASK]"):
     c1, c2, c3 = st.columns(3)
-    rate = c1.slider("selection rate (mlm_probability)", 0.0, 1.0, 0.15, 0.01, key="mn_rate")
-    mask = c2.slider(f"{mask_token} share of selected", 0.0, 1.0, 0.8, 0.05, key="mn_mask")
-    rnd = c3.slider("random-token share of selected", 0.0, 1.0, 0.1, 0.05, key="mn_random")
+    rate = c1.slider("selection rate (mlm_probability)", 0.0, 1.0, DEFAULTS.mlm_probability, 0.01, key="mn_rate")
+    mask = c2.slider(f"{mask_token} share of selected", 0.0, 1.0, DEFAULTS.mask_token_frac, 0.05, key="mn_mask")
+    rnd = c3.slider("random-token share of selected", 0.0, 1.0, DEFAULTS.random_token_frac, 0.05, key="mn_random")
     keep = 1.0 - mask - rnd
     d1, d2, d3 = st.columns([2, 1, 2])
     st.session_state.setdefault("mn_seed", 0)
     d1.number_input("seed", 0, 2**31 - 1, step=1, key="mn_seed")
     d2.button("Re-draw", on_click=_bump_seed, key="mn_redraw", help="next seed: a new random draw")
-    max_len = d3.slider("max_seq_len", 8, 128, 48, key="mn_max_len")
+    max_len = d3.slider("max_seq_len", 8, 128, DEFAULTS.max_seq_len, key="mn_max_len")
     if keep < -1e-9:
         st.error(f"{mask_token} share + random share = {mask + rnd:.2f} > 1. They are shares of the *selected* tokens "
                  "(the rest are kept unchanged), so lower one of them.")
         return None
-    st.caption(f"Kept unchanged: {max(keep, 0):.0%} of the selected tokens (= 1 − mask − random).")
+    st.caption(f"Kept unchanged: {percent(max(keep, 0))} of the selected tokens (= 1 − mask − random).")
     return rate, mask, rnd, max(keep, 0.0), max_len
 
 
@@ -127,7 +143,8 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
     special = [i for i, t in enumerate(ids) if t in tokenizer.special_ids]
     layout = tokenizer.pair_template(b="B" if b_ids is not None else None)
     fig = F.masking_figure(tokens, ids, shown_types, decisions, tokenizer.convert_ids_to_tokens(masked), masked,
-                           labels, special, title=f"{layout} with the masking of seed {seed}",
+                           labels, special, rates=P.MaskingRates(rate, mask, rnd),
+                           title=f"{layout} with the masking of seed {seed}",
                            first_segment=1 if seed_format else 0, mask_token=tokenizer.mask_token)
     st.plotly_chart(fig, key="mn_mask_chart")
     sel = [d for d in decisions if d.selected]
@@ -159,8 +176,9 @@ def _nsp_section(corpus, a: str, true_b: str | None, idx: int | None, seed: int)
     rows.append({"sentence A": a, "sentence B": corpus.pairs[j][1], "B is": f"random (from pair {j})",
                  "NSP label": "1 = NotNext"})
     st.table(pd.DataFrame(rows))
-    st.caption("In training each pair keeps its true B with probability nsp_positive_prob (0.5) and otherwise "
-               "gets the B of a random other pair (never the true one), as in `PretrainingData.make_example`.")
+    st.caption(f"In training each pair keeps its true B with probability nsp_positive_prob "
+               f"({DEFAULTS.nsp_positive_prob:g} by default, `TrainConfig`) and otherwise gets the B of a random other "
+               "pair (never the true one), as in `PretrainingData.make_example`.")
 
 
 def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
@@ -169,12 +187,13 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
     key = f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}"
     stats = _convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed))
     configured = {"selected_rate": rate, "mask_share": mask, "random_share": rnd, "keep_share": keep}
-    st.plotly_chart(F.masking_convergence_figure(stats, configured), key="mn_stats_chart")
+    st.plotly_chart(F.masking_convergence_figure(stats, configured, tokenizer.mask_token), key="mn_stats_chart")
     last = stats[-1]
     st.caption(f"`masking_stats(data, draws=N)` for N = {', '.join(map(str, DRAWS))} examples (first "
                f"{min(STATS_PAIRS, len(corpus.pairs))} pairs). At N = {last['draws']}: "
                f"{last['tokens_seen']:,} tokens seen, selected {last['selected_rate']:.3f}, "
-               f"[MASK] {last['mask_share']:.3f}, random {last['random_share']:.3f}, kept {last['keep_share']:.3f}. "
+               f"{tokenizer.mask_token} {last['mask_share']:.3f}, random {last['random_share']:.3f}, "
+               f"kept {last['keep_share']:.3f}. "
                "With few draws the rates wobble; with many they approach the dashed configured values "
                "(`mask_tokens` selects at least one token per sequence and corrects the per-token rate for that; only at "
                "very low rates, where one token per sequence is already more than asked, does it stay above).")
@@ -211,7 +230,7 @@ def render() -> None:
              r"\;-\; \log p_\theta(\text{IsNext/NotNext} \mid \tilde{x})")
     try:
         corpus, tokenizer, ckey = _corpus_and_tokenizer()
-        st.markdown(INTRO.format(mask=tokenizer.mask_token))
+        st.markdown(_intro(tokenizer.mask_token))
         st.caption(f"Corpus **{corpus.name}** ({len(corpus.pairs):,} pairs) with a {tokenizer.kind} tokenizer "
                    f"of {tokenizer.vocab_size:,} tokens; change both on the *Data & tokens* page.")
         rates = _controls(tokenizer.mask_token)

@@ -10,6 +10,7 @@ from bertcore.model.formulas import formulas
 from bertcore.model.functional import sinusoidal_table
 from explorer import figures_learn as F
 from explorer import state
+from bertcore.model.bert import embedding_init
 
 INTRO = """
 Self-attention on its own does not know word order: permute the tokens and every output is permuted
@@ -70,14 +71,24 @@ def _section_learned(kind: str):
                 "to compare.")
     elif not am.is_trained:
         state.untrained_notice()
-        st.warning(f"The learned table is still **random** (normal(0, {cfg.initializer_range:g}) init): its similarity map is "
-                   "noise with a bright diagonal. After training, neighbouring positions become similar.")
+        st.warning(f"The learned table is still **random** ({embedding_init(cfg, n_pos)} init): its similarity map "
+                   "is noise with a bright diagonal. After training, neighbouring positions become similar.")
         state.default_train_button("pe_train_default")
     sin = _sinusoidal(n_pos, d)
     left = "learned (active model)" if cfg.position_embedding == "learned" else "active model (sinusoidal)"
     fig = F.side_by_side_similarity(F.similarity(table, kind), F.similarity(sin, kind), kind,
                                     left, f"sinusoidal {n_pos} × {d}")
     st.plotly_chart(fig, key="pe_learned_chart")
+
+
+def untrained_parts(cfg) -> str:
+    """What the untrained model's embedding parts are, from its config: each table's init and the LayerNorm (or none)."""
+    parts = [f"token vectors {embedding_init(cfg, cfg.vocab_size)}"]
+    if cfg.type_vocab_size:
+        parts.append(f"segment vectors {embedding_init(cfg, cfg.type_vocab_size)}")
+    norm = ("the LayerNorm row rescales their sum to mean 0, variance 1 per token" if cfg.embedding_layer_norm
+            else "this model feeds their sum to layer 1 without a LayerNorm")
+    return f"Untrained model: random {' and '.join(parts)}; {norm}."
 
 
 def _section_sentence():
@@ -108,9 +119,7 @@ def _section_sentence():
     st.caption(f"{len(tokens)} tokens: {' '.join(tokens[:60])}{' …' if len(tokens) > 60 else ''}"
                + (f" · {unk} [UNK]" if unk else ""))
     if am.kind == "untrained":
-        st.caption(f"Untrained model: token and segment vectors are random (std {am.model.config.initializer_range:g}); "
-                   "the LayerNorm row "
-                   "rescales their sum to mean 0, variance 1 per token.")
+        st.caption(untrained_parts(model.config))
     st.plotly_chart(F.embedding_stack_figure(embs, tokens), key="pe_embed_chart")
 
 

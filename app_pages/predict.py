@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.analysis import ablation as ab
-from bertcore.analysis.ablation import held_out_batches
+from bertcore.analysis.ablation import DEFAULT_EXAMPLES, held_out_batches
 from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
 from bertcore.analysis.inference import encode_pair, fill_mask, nsp_probability
 from bertcore.errors import BertcoreError
@@ -263,7 +263,7 @@ def _held_out(state, am):
     tc = getattr(am.bundle, "train_config", None)
     max_len = am.model.config.max_position_embeddings
     return shared_memo(am.tokenizer, ("held_out", corpus.name, _settings(tc), max_len),
-                lambda: held_out_batches(am.tokenizer, corpus, tc, 256, max_len=max_len))
+                lambda: held_out_batches(am.tokenizer, corpus, tc, DEFAULT_EXAMPLES, max_len=max_len))
 
 
 def _settings(tc) -> str | None:
@@ -279,7 +279,7 @@ def _ablation_section(state, active, text, pair):
     st.subheader("Switch heads off")
     st.markdown("Michel et al. (2019) asked whether all heads are needed. Click heads to switch them off (their "
                 "attention probabilities are multiplied by 0, `head_mask`) and watch the predictions above and the "
-                "held-out metrics on 256 fixed built-in pairs change (`bertcore.analysis.ablation`).")
+                "held-out metrics on fixed pairs of the built-in corpus change (`bertcore.analysis.ablation`).")
     model, tok = active.model, active.tokenizer
     if not (getattr(model, "has_mlm_head", True) and getattr(model, "has_nsp_head", True)):
         st.info(f"{active.label} has no MLM or NSP head, so switching heads off has no prediction to change here.")
@@ -303,6 +303,9 @@ def _ablation_section(state, active, text, pair):
         col.metric(f"held-out {k.replace('_', ' ').replace('mlm', 'MLM').replace('nsp', 'NSP')}", f"{after[k]:.4f}",
                    delta=f"{after[k] - base[k]:+.3g}" if heads else None,
                    delta_color="inverse" if k.endswith("loss") else "normal")
+    n_examples = sum(int(b["input_ids"].shape[0]) for b in batches)
+    st.caption(f"Over {n_examples} held-out examples from the built-in corpus's held-out pairs, each masked once "
+               "with fixed masks (`bertcore.analysis.ablation.held_out_batches`).")
     rows = []
     for a, b, what in ((text, None, "fill-mask"), *(((pair[0], pair[1], "NSP"),) if pair else ())):
         if not a:

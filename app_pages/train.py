@@ -64,8 +64,8 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int, max_len: i
         bk["hidden_act"] = c1.selectbox("activation", HIDDEN_ACTS, HIDDEN_ACTS.index(b["hidden_act"]),
                                         key=k + "act", disabled=disabled)
         kept = {f: b[f] for f in ("layer_norm_style", "embedding_scale", "embedding_layer_norm", "embedding_dropout",
-                                  "train_position_embeddings", "ffn_dropout", "attention_padding_mask", "segment_ids",
-                                  "init") if f in b}
+                                  "train_position_embeddings", "train_pad_embedding", "ffn_dropout", "block_dropout",
+                                  "attention_padding_mask", "segment_ids", "init") if f in b}
         st.caption("Also from the preset: " + ", ".join(f"{f}={v}" for f, v in kept.items()))
     with ct:
         st.markdown("**Training** (`bertcore.config.TrainConfig`)")
@@ -212,6 +212,15 @@ def _downloads_and_upload(active) -> None:
                    "weights load only from safetensors (`bertcore.io.checkpoint.load_checkpoint`).")
 
 
+def size_help(name: str) -> str:
+    """The Size choice's help: the selected preset's paper size, read from its config (bertcore.presets)."""
+    s = preset_configs(name, "paper")[0]
+    return (f"tiny trains in about a minute; paper is the model size of the seed's own code or paper (here: "
+            f"{s['num_hidden_layers']} "
+            f"layers × {s['hidden_size']}, {s['num_attention_heads']} heads, FFN {s['intermediate_size']}); the "
+            "budget check says whether it may train here.")
+
+
 def render() -> None:
     st.title("Train a tiny BERT")
     active = state.get_active()
@@ -232,9 +241,7 @@ def render() -> None:
                               help="Original BERT, or the design choices of a seed tutorial, as the seed's code "
                                    "writes them (`python -m bertcore presets`).")
         size = p2.radio("Size", PRESET_SIZES, key="train_size", horizontal=True, disabled=running,
-                        help="tiny trains in about a minute; paper is the model size of the seed's own code or "
-                             "paper (original BERT: BERT-base, 12 layers × 768); the budget check says whether it "
-                             "may train here.")
+                        help=size_help(preset))
         try:
             tok, ckey = train_form.tokenizer_choice(corpus, choice, preset, size, running)
         except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback

@@ -280,7 +280,7 @@ def cmd_mask(args) -> int:
 
 
 def cmd_export_hf(args) -> int:
-    from bertcore.io.hf_interop import export_hf
+    from bertcore.io.hf_interop import export_hf, export_notes
 
     if os.path.isfile(os.path.join(os.path.expanduser(args.dir), "classifier.json")):  # a fine-tuned classifier
         from bertcore.finetune.models import load_classifier
@@ -289,10 +289,14 @@ def cmd_export_hf(args) -> int:
         model, tok, _ = load_classifier(args.dir)
         out = export_hf_classifier(model, tok, os.path.expanduser(args.out))
         print(f"wrote a transformers directory to {out} (load it with BertForSequenceClassification.from_pretrained)")
+        for note in export_notes(model.config):
+            print(f"note: {note}")
         return 0
     b = load_bundle(args.dir)
     out = export_hf(b, os.path.expanduser(args.out))
     print(f"wrote a transformers directory to {out} (load it with BertForPreTraining.from_pretrained)")
+    for note in export_notes(b.model.config):
+        print(f"note: {note}")
     return 0
 
 

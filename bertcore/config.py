@@ -135,6 +135,16 @@ class BertConfig(JsonConfig):
     train_position_embeddings: bool = True
     # Dropout inside the FFN, after the activation (codertimo, Annotated): W2 Drop(act(W1 x)).
     ffn_dropout: bool = False
+    # Dropout on each encoder block's output, x <- Drop(x) after both sublayers, at hidden_dropout_prob, on top of
+    # the sublayer, attention and FFN dropouts: BERT-pytorch's TransformerBlock ends in self.dropout(x). BERT, HF
+    # and the other seeds have none (seed 000's walkthrough does not show the block). Training only: in eval mode
+    # dropout is the identity, so outputs, HF export and inference are unchanged.
+    block_dropout: bool = False
+    # Train the [PAD] row of the word embeddings like any other row. False = nn.Embedding(padding_idx=pad): the row
+    # starts at zero and the lookup never sends it a gradient (BERT, BERT-pytorch; BERT's tied decoder still does).
+    # True = a plain nn.Embedding (blog, Annotated, d2l): the row is drawn like the others and trains wherever
+    # padding reaches the loss (the blog attends to padding; behind a padding mask its gradient is zero).
+    train_pad_embedding: bool = False
     # Mask padded keys out of attention (BERT, codertimo, Annotated, d2l); the blog attends to padding.
     attention_padding_mask: bool = True
     # "0/1": segment A = 0, B = 1 (BERT, d2l). "1/2": A = 1, B = 2, padding = 0 with a zero, untrained row 0
@@ -178,7 +188,8 @@ class BertConfig(JsonConfig):
         if self.final_layer_norm is None:
             self.final_layer_norm = self.norm_placement == "pre"
         for name in ("final_layer_norm", "embedding_scale", "embedding_layer_norm", "embedding_dropout",
-                     "train_position_embeddings", "ffn_dropout", "attention_padding_mask"):
+                     "train_position_embeddings", "ffn_dropout", "block_dropout", "train_pad_embedding",
+                     "attention_padding_mask"):
             _check_bool(name, getattr(self, name))
         if not self.train_position_embeddings and self.position_embedding != "learned":
             raise ConfigError(

@@ -3,7 +3,7 @@
 ``preset(name, size)`` returns ``(BertConfig overrides, TrainConfig overrides)``. ``size="paper"`` is the model
 size the seed's own code or paper uses (original BERT: BERT-base), ``size="tiny"`` the same design at the size that
 trains on the built-in corpus in about a minute. ``resolve_preset`` also reads the names used before presets and
-sizes were renamed ("original BERT", size "seed") and says what they are now.
+sizes were renamed ("original BERT (tiny)", size "seed") and says what they are now.
 ``PRESETS[name]`` is the tiny pair (what the Train page offers). Each preset sets every design switch of
 ``BertConfig`` explicitly, so two presets differ exactly where their seeds do; tests/test_seed_presets.py
 rebuilds each seed's model from the seed's own equations and checks bertcore's forward against it.
@@ -24,32 +24,37 @@ _DESIGNS: dict[str, dict[str, Any]] = {
         position_embedding="learned", train_position_embeddings=True, norm_placement="post",
         final_layer_norm=False, layer_norm_style="variance", layer_norm_eps=1e-12, embedding_scale=False,
         embedding_layer_norm=True, embedding_dropout=True, hidden_act="gelu", ffn_dropout=False,
-        attention_padding_mask=True, segment_ids="0/1", type_vocab_size=2, init="bert", mlm_head="transform",
-        nsp_head="pooler", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-    "BERT-pytorch (codertimo)": dict(  # seeds 000 and 003
+        block_dropout=False, train_pad_embedding=False, attention_padding_mask=True, segment_ids="0/1",
+        type_vocab_size=2, init="bert", mlm_head="transform", nsp_head="pooler",
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+    "BERT-pytorch (codertimo)": dict(  # seeds 000 and 003, and the published package (bert-pytorch 0.0.1a4)
         position_embedding="sinusoidal", train_position_embeddings=True, norm_placement="pre",
         final_layer_norm=False, layer_norm_style="unbiased_std", layer_norm_eps=1e-6, embedding_scale=False,
         embedding_layer_norm=False, embedding_dropout=True, hidden_act="gelu_tanh", ffn_dropout=True,
-        attention_padding_mask=True, segment_ids="1/2", type_vocab_size=3, init="pytorch", mlm_head="linear",
-        nsp_head="first_token", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+        block_dropout=True, train_pad_embedding=False, attention_padding_mask=True, segment_ids="1/2",
+        type_vocab_size=3, init="pytorch", mlm_head="linear", nsp_head="first_token",
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     "blog BertModel": dict(  # seed 001
         position_embedding="learned", train_position_embeddings=True, norm_placement="sublayer_output",
         final_layer_norm=False, layer_norm_style="variance", layer_norm_eps=1e-5, embedding_scale=False,
         embedding_layer_norm=True, embedding_dropout=True, hidden_act="gelu", ffn_dropout=False,
-        attention_padding_mask=False, segment_ids="0/1", type_vocab_size=2, init="pytorch", mlm_head="linear",
-        nsp_head="pooler", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+        block_dropout=False, train_pad_embedding=True, attention_padding_mask=False, segment_ids="0/1",
+        type_vocab_size=2, init="pytorch", mlm_head="linear", nsp_head="pooler",
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     "Annotated Transformer": dict(  # seed 002: its encoder and embeddings under BERT's two heads
         position_embedding="sinusoidal", train_position_embeddings=True, norm_placement="pre",
         final_layer_norm=True, layer_norm_style="unbiased_std", layer_norm_eps=1e-6, embedding_scale=True,
         embedding_layer_norm=False, embedding_dropout=True, hidden_act="relu", ffn_dropout=True,
-        attention_padding_mask=True, segment_ids="0/1", type_vocab_size=0, init="xavier_uniform",
-        mlm_head="linear", nsp_head="first_token", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
+        block_dropout=False, train_pad_embedding=True, attention_padding_mask=True, segment_ids="0/1",
+        type_vocab_size=0, init="xavier_uniform", mlm_head="linear", nsp_head="first_token",
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
     "d2l": dict(  # seed 004: pos_embedding.data (a fixed N(0, 1) table) and no dropout on the embedding sum
         position_embedding="learned", train_position_embeddings=False, norm_placement="post",
         final_layer_norm=False, layer_norm_style="variance", layer_norm_eps=1e-5, embedding_scale=False,
         embedding_layer_norm=False, embedding_dropout=False, hidden_act="relu", ffn_dropout=False,
-        attention_padding_mask=True, segment_ids="0/1", type_vocab_size=2, init="pytorch", mlm_head="mlp",
-        nsp_head="pooler", hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2),
+        block_dropout=False, train_pad_embedding=True, attention_padding_mask=True, segment_ids="0/1",
+        type_vocab_size=2, init="pytorch", mlm_head="mlp", nsp_head="pooler",
+        hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2),
 }
 
 _TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
@@ -105,7 +110,10 @@ PRESET_NOTES: dict[str, list[str]] = {
         "segment ids 1/2 with 0 for padding; token_type_ids stay 0/1 at the API and are mapped inside the model",
         "MLM and NSP heads return logits; the seed's LogSoftmax + NLLLoss is the same loss as cross-entropy",
         "NSP loss counts both labels (the seed's NLLLoss(ignore_index=0) dropped every NotNext example)",
-        "the dropout BERT-pytorch's TransformerBlock applies after each block is not in the seeds and not here",
+        "block_dropout=true: BERT-pytorch's TransformerBlock ends in a dropout of its output, on top of the "
+        "attention, sublayer and FFN dropouts (the package has it; seed 000's walkthrough does not show the block)",
+        "BERT-pytorch passes its dropout rate only to the sublayers, the FFN and the block; its embedding and "
+        "attention dropouts are fixed at 0.1, the preset's rate for all of them",
         "vocabulary: at paper size the seed's own (tokenizer seed_word: <pad> <unk> <eos> <sos> <mask> at ids 0-4, "
         "then whitespace words, case kept, by frequency; inputs <sos> A <eos> B <eos>); at tiny size the project's "
         "word-level one ([PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off); either can be chosen",
@@ -116,15 +124,22 @@ PRESET_NOTES: dict[str, list[str]] = {
         "sizes are not shown in the seed: BERT-base is assumed for size=paper",
         "positions are sliced to the input length (the seed indexed the full table, so inputs had to be padded "
         "to max_position_embeddings)",
+        "its word embedding has no padding_idx and it attends to padding, so the [PAD] row trains: "
+        "train_pad_embedding=true",
     ],
     "Annotated Transformer": [
         "the notebook stops before BERT's heads: the MLM head is its Generator (one Linear, log-softmax) and NSP "
         "reads the first position, as in BERT-pytorch",
         "no segment embeddings: the seed's Embeddings are lut(x) * sqrt(d_model) + PE",
+        "lut is a plain nn.Embedding (xavier-initialised, no padding_idx): train_pad_embedding=true",
     ],
     "d2l": [
-        "d2l adds pos_embedding.data, so its N(0, 1) position table never trains: train_position_embeddings=false",
+        "seed 004 adds pos_embedding.data, so its N(0, 1) position table never trains: "
+        "train_position_embeddings=false; the published d2l package (1.0.3) adds pos_embedding itself, so there the "
+        "table trains: train_position_embeddings=true gives the package's model (CLI: --set "
+        "train_position_embeddings=true)",
         "d2l has no dropout on the embedding sum: embedding_dropout=false",
+        "its token embedding is a plain nn.Embedding (no padding_idx): train_pad_embedding=true",
     ],
 }
 

@@ -16,13 +16,14 @@ from plotly.subplots import make_subplots
 
 from bertcore.data.tokenization import canonical_special
 
-# Masking decision categories, in code order (the z value of a cell is its index here).
+# Masking decision categories, in code order (the z value of a cell is its index here). masking_figure adds each
+# action's share of the selected tokens, from the rates the page uses, to its legend label.
 MASK_CATEGORIES: list[tuple[str, str, str]] = [
     # (action, legend label, colour)
     ("none", "not selected", "#eceff1"),
-    ("mask", "selected → [MASK] (80%)", "#ef5350"),
-    ("random", "selected → random token (10%)", "#ffa726"),
-    ("keep", "selected → kept as is (10%)", "#66bb6a"),
+    ("mask", "selected → [MASK]", "#ef5350"),
+    ("random", "selected → random token", "#ffa726"),
+    ("keep", "selected → kept as is", "#66bb6a"),
     ("special", "special token (never selected)", "#90a4ae"),
     ("seg_a", "segment A (id 0)", "#bbdefb"),
     ("seg_b", "segment B (id 1)", "#e1bee7"),
@@ -39,6 +40,11 @@ TOKEN_CATEGORIES: list[tuple[str, str, str]] = [
     ("plain", "", "#ffffff"),
 ]
 TOKEN_CODE = {name: i for i, (name, _, _) in enumerate(TOKEN_CATEGORIES)}
+
+
+def percent(share: float) -> str:
+    """A share as a percentage with at most one decimal: 0.8 -> "80%", 0.125 -> "12.5%", 0.1000000003 -> "10%"."""
+    return f"{100 * share:.1f}".rstrip("0").rstrip(".") + "%"
 
 
 def _f32(a: Any) -> np.ndarray:
@@ -170,7 +176,7 @@ def decision_actions(n_positions: int, decisions: Sequence[Any], special_positio
 
 def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids: Sequence[int],
                    decisions: Sequence[Any], masked_tokens: Sequence[str], masked_ids: Sequence[int],
-                   labels: Sequence[int], special_positions: Iterable[int],
+                   labels: Sequence[int], special_positions: Iterable[int], *, rates,
                    title: str = "[CLS] A [SEP] B [SEP], masked", first_segment: int = 0,
                    mask_token: str = "[MASK]") -> go.Figure:
     """The pair as rows: token, id, segment, position, decision, model input, MLM label.
@@ -178,7 +184,9 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
     Token/decision/input/label rows are coloured by the masking action at that position; the segment
     row by segment (``first_segment`` is sentence A's id: 0, or 1 in BERT-pytorch's 1/2 labels). Labels are
     -100 where the token was not selected (ignored by the loss). ``mask_token`` is the tokenizer's spelling of
-    the mask ([MASK], or <mask> in a seed vocabulary), in the decision row and the legend.
+    the mask ([MASK], or <mask> in a seed vocabulary), in the decision row and the legend. ``rates`` (a
+    ``bertcore.data.pretraining.MaskingRates``) are the rates the decisions were drawn with: the legend gives each
+    action's share of the selected tokens from them.
     """
     n = len(tokens)
     actions = decision_actions(n, decisions, special_positions)
@@ -206,9 +214,11 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
     codes = np.array([act_codes, plain, seg_codes, plain, act_codes, act_codes, plain, act_codes],
                      dtype=np.float32).reshape(len(rows), n)
     legend = ["none", "mask", "random", "keep", "special", "seg_a", "seg_b"]
-    names = {"mask": f"selected → {mask_token} (80%)", "seg_a": f"segment A (id {first_segment})",
+    shares = {"mask": rates.mask_token_frac, "random": rates.random_token_frac, "keep": rates.keep_frac}
+    names = {"mask": f"selected → {mask_token}", "seg_a": f"segment A (id {first_segment})",
              "seg_b": f"segment B (id {first_segment + 1})"}
-    categories = [(a, names.get(a, label), color) for a, label, color in MASK_CATEGORIES]
+    categories = [(a, names.get(a, label) + (f" ({percent(shares[a])})" if a in shares else ""), color)
+                  for a, label, color in MASK_CATEGORIES]
     return _category_grid(rows, cells, codes, categories, title, legend)
 
 
@@ -220,11 +230,16 @@ STAT_LINES = [
 ]
 
 
-def masking_convergence_figure(stats: Sequence[Mapping[str, float]], configured: Mapping[str, float]) -> go.Figure:
-    """Empirical rates (from masking_stats over N draws) against N, with the configured rates dashed."""
+def masking_convergence_figure(stats: Sequence[Mapping[str, float]], configured: Mapping[str, float],
+                               mask_token: str = "[MASK]") -> go.Figure:
+    """Empirical rates (from masking_stats over N draws) against N, with the configured rates dashed; the mask is
+    named as the tokenizer spells it (``<mask>`` in a seed vocabulary)."""
     xs = _f32([s["draws"] for s in stats])
     fig = go.Figure()
     for key, label, color in STAT_LINES:
+        label = html.escape(label.replace("[MASK]", mask_token), quote=False)
+        if key in configured:
+            label += f" (set: {percent(float(configured[key]))})"
         fig.add_trace(go.Scatter(x=xs, y=_f32([s[key] for s in stats]), mode="lines+markers", name=label,
                                  line={"color": color},
                                  hovertemplate=f"{label}<br>N=%{{x}}: %{{y:.3f}}<extra></extra>"))

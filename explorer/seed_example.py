@@ -22,7 +22,7 @@ def seed003_frame(ex: dict) -> pd.DataFrame:
 
 
 def padding_mask_figure(ex: dict) -> go.Figure:
-    """The padding mask (x > 0) as the seed builds it: 1 for real tokens, 0 for the padding to 20."""
+    """The padding mask (x > 0) as the seed builds it: 1 for real tokens, 0 for the padding to its seq_len."""
     inv = {i: t for t, i in ex["vocab"].items()}
     labels = [f"{p}: {inv.get(i, '?')}" for p, i in enumerate(ex["bert_input"])]
     fig = go.Figure(go.Heatmap(z=[ex["mask"]], x=labels, y=["mask = (x > 0)"], zmin=0, zmax=1, showscale=False,
@@ -33,14 +33,14 @@ def padding_mask_figure(ex: dict) -> go.Figure:
 
 
 def render_seed003(key: str) -> None:
-    """The whole example in an expander: vocabulary order, ids, labels 1/2 with 0 for padding, padding to 20."""
+    """The whole example in an expander: vocabulary order, ids, labels 1/2 with 0 for padding, padding to seq_len."""
     ex = seed003_example()
     with st.expander("Seed 003's worked example: BERT-pytorch's own format (`bertcore.data.bert_pytorch_vocab`)"):
         st.markdown(
             "The tutorial (seed 003) builds its vocabulary as `<pad> <unk> <eos> <sos> <mask>` followed by the "
             "words by frequency, keeps case, writes `<sos> A <eos> B <eos>`, labels segment A with 1 and B with 2, "
-            "pads with 0 to 20 positions and masks padded keys with `(x > 0)`. Its example masks *Welcome* and "
-            "replaces *jungle* with the random id 10. The project's own pipeline lowercases, uses `[CLS] [SEP]` "
+            f"pads with 0 to {len(ex['bert_input'])} positions (its seq_len) and masks padded keys with `(x > 0)`. "
+            "Its example masks *Welcome* and replaces *jungle* with the random id 10. The project's own pipeline lowercases, uses `[CLS] [SEP]` "
             "and pads each batch to its longest pair; these are the seed's numbers, computed by "
             "`seed003_example()`.")
         vocab = pd.DataFrame({"token": list(ex["vocab"]), "id": list(ex["vocab"].values())})

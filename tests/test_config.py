@@ -2,8 +2,8 @@
 import pytest
 
 from bertcore.config import BertConfig, TrainConfig, check_compatible, split_overrides
+from bertcore.presets import PRESETS, preset
 from bertcore.errors import ConfigError
-from bertcore.presets import PRESETS
 
 
 def test_defaults_are_tiny_original_bert():
@@ -83,6 +83,9 @@ def test_presets_build_valid_configs():
     codertimo = BertConfig(**PRESETS["BERT-pytorch (codertimo)"][0])
     assert (codertimo.position_embedding, codertimo.norm_placement, codertimo.hidden_act) == (
         "sinusoidal", "pre", "gelu_tanh")
+    for size in ("tiny", "paper"):  # BERT-pytorch's TransformerBlock ends in a dropout, at both sizes
+        assert preset("BERT-pytorch (codertimo)", size)[0]["block_dropout"] is True
+        assert not any(preset(n, size)[0]["block_dropout"] for n in PRESETS if n != "BERT-pytorch (codertimo)")
 
 
 @pytest.mark.parametrize("kw,match", [
@@ -92,6 +95,8 @@ def test_presets_build_valid_configs():
     (dict(norm_placement="middle"), r"choose one of post, pre, sublayer_output"),
     (dict(mlm_head="tied"), r"choose one of transform, linear, mlp"),
     (dict(embedding_scale="yes"), r"embedding_scale='yes' must be true or false"),
+    (dict(block_dropout=0.1), r"block_dropout=0.1 must be true or false"),
+    (dict(train_pad_embedding="no"), r"train_pad_embedding='no' must be true or false"),
     (dict(type_vocab_size=-1), r"type_vocab_size=-1 is out of range"),
 ])
 def test_seed_switches_are_validated_with_the_fix(kw, match):
@@ -101,9 +106,12 @@ def test_seed_switches_are_validated_with_the_fix(kw, match):
 
 def test_seed_switches_parse_from_key_value_overrides():
     bert_kw, _ = split_overrides({"embedding_scale": "true", "final_layer_norm": "auto", "ffn_dropout": "0",
-                                  "type_vocab_size": "3", "segment_ids": "1/2"})
+                                  "type_vocab_size": "3", "segment_ids": "1/2", "block_dropout": "true",
+                                  "train_pad_embedding": "yes"})
     c = BertConfig(**bert_kw)
     assert c.embedding_scale is True and c.ffn_dropout is False and c.final_layer_norm is False
+    assert c.block_dropout is True and c.train_pad_embedding is True
+    assert BertConfig().block_dropout is False and BertConfig().train_pad_embedding is False  # BERT's
     assert BertConfig(norm_placement="pre").final_layer_norm is True  # auto: pre-norm stacks get a final LN
     with pytest.raises(ConfigError, match="ffn_dropout='maybe' must be true or false"):
         split_overrides({"ffn_dropout": "maybe"})

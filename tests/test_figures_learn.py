@@ -100,10 +100,11 @@ def test_masking_figure_colours_match_decisions(corpus_tok):
     a, b = corpus.pairs[0]
     ids, types = build_pair(tok, tok.encode(a), tok.encode(b), 48)
     gen = torch.Generator().manual_seed(3)
-    masked, labels, decisions = mask_tokens(ids, tok, MaskingRates(0.6, 0.5, 0.25), gen)
+    rates = MaskingRates(0.6, 0.5, 0.25)
+    masked, labels, decisions = mask_tokens(ids, tok, rates, gen)
     special = [i for i, t in enumerate(ids) if t in tok.special_ids]
     fig = F.masking_figure(tok.convert_ids_to_tokens(ids), ids, types, decisions,
-                           tok.convert_ids_to_tokens(masked), masked, labels, special)
+                           tok.convert_ids_to_tokens(masked), masked, labels, special, rates=rates)
     d = spec(fig)["data"][0]
     z, text = arr(d["z"]), d["text"]
     rows = ["token", "id", "segment id", "position", "decision", "model input", "input id", "MLM label"]
@@ -122,6 +123,8 @@ def test_masking_figure_colours_match_decisions(corpus_tok):
             assert labels[p] == -100
     acts = {d.action for d in decisions if d.selected}
     assert acts, "with a 60% rate something is selected"
+    legend = [t["name"] for t in spec(fig)["data"][1:]]  # the shares the decisions were drawn with
+    assert legend[1:4] == ["selected → [MASK] (50%)", "selected → random token (25%)", "selected → kept as is (25%)"]
     assert text[0] == tok.convert_ids_to_tokens(ids)
     assert text[rows.index("segment id")] == [str(t) for t in types]
 
@@ -134,6 +137,11 @@ def test_convergence_figure_lines_and_configured(corpus_tok):
     configured = {"selected_rate": 0.15, "mask_share": 0.8, "random_share": 0.1, "keep_share": 0.1}
     s = spec(F.masking_convergence_figure(stats, configured))
     assert len(s["data"]) == 4
+    assert [t["name"] for t in s["data"]] == ["selected / maskable tokens (set: 15%)", "[MASK] share of selected "
+                                              "(set: 80%)", "random share of selected (set: 10%)",
+                                              "kept share of selected (set: 10%)"]
+    seed = spec(F.masking_convergence_figure(stats, {"mask_share": 0.6}, "<mask>"))
+    assert seed["data"][1]["name"] == "&lt;mask&gt; share of selected (set: 60%)"  # escaped: plotly reads tags
     for trace, (key, _, _) in zip(s["data"], F.STAT_LINES):
         np.testing.assert_array_equal(arr(trace["x"]), draws)
         np.testing.assert_allclose(arr(trace["y"]), [st[key] for st in stats], rtol=1e-6)
@@ -164,6 +172,12 @@ def test_embedding_stack_figure_shows_inspect_pair_parts(corpus_tok):
         assert len(trace["y"]) == len(ins.tokens)
 
 
+@pytest.mark.parametrize("share,text", [(0.8, "80%"), (0.1, "10%"), (1 - 0.6 - 0.3, "10%"), (0.125, "12.5%"),
+                                        (0.0, "0%"), (1.0, "100%"), (0.05, "5%")])
+def test_percent_writes_the_share_it_is_given(share, text):
+    assert F.percent(share) == text
+
+
 def test_tutorial_corpus_histogram():
     c = tutorial_corpus()
     tok = WordTokenizer.build(c.texts())
@@ -182,17 +196,19 @@ def test_masking_figure_speaks_the_tokenizers_mask_and_segment_ids():
     tok = SeedWordTokenizer.build(corpus.texts())
     a, b = corpus.pairs[0]
     ids, types = build_pair(tok, tok.encode(a), tok.encode(b), 20)
-    masked, labels, decisions = mask_tokens(ids, tok, MaskingRates(0.9, 1.0, 0.0), torch.Generator().manual_seed(0))
+    rates = MaskingRates(0.9, 1.0, 0.0)
+    masked, labels, decisions = mask_tokens(ids, tok, rates, torch.Generator().manual_seed(0))
     special = [i for i, t in enumerate(ids) if t in tok.special_ids]
     args = (tok.convert_ids_to_tokens(ids), ids, [t + 1 for t in types], decisions, tok.convert_ids_to_tokens(masked),
             masked, labels, special)
-    seed_fig = spec(F.masking_figure(*args, first_segment=1, mask_token=tok.mask_token))
+    seed_fig = spec(F.masking_figure(*args, rates=rates, first_segment=1, mask_token=tok.mask_token))
     decision_row = seed_fig["data"][0]["text"][4]
     n_masked = sum(1 for d in decisions if d.selected and d.action == "mask")
     assert n_masked >= 1 and decision_row.count("&lt;mask&gt;") == n_masked and "[MASK]" not in decision_row
     legend = [t["name"] for t in seed_fig["data"][1:]]
-    assert "selected → &lt;mask&gt; (80%)" in legend
+    assert "selected → &lt;mask&gt; (100%)" in legend  # the rates these decisions were drawn with
+    assert "selected → random token (0%)" in legend and "selected → kept as is (0%)" in legend
     assert "segment A (id 1)" in legend and "segment B (id 2)" in legend
-    plain = [t["name"] for t in spec(F.masking_figure(*args))["data"][1:]]
+    plain = [t["name"] for t in spec(F.masking_figure(*args, rates=MaskingRates()))["data"][1:]]
     assert "selected → [MASK] (80%)" in plain and "segment A (id 0)" in plain
     assert "-> <mask>," in masking_rule(MaskingRates(), "<mask>") and "-> [MASK]," in masking_rule()

@@ -8,7 +8,7 @@ from bertcore.config import BertConfig
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import CheckpointError, ConfigError
 from bertcore.io.checkpoint import ModelBundle
-from bertcore.io.hf_interop import export_hf, import_hf, packaged_minilm_dir
+from bertcore.io.hf_interop import export_hf, export_notes, import_hf, packaged_minilm_dir
 from bertcore.model.bert import BertForPreTraining
 
 WORDS = ("the dog dogs cat cats runs run eats eat a an big small red blue happy sad park food ball "
@@ -117,6 +117,38 @@ def test_export_loads_in_transformers_with_identical_logits(tmp_path, pe):
     with torch.no_grad():
         o2 = again.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"])
     assert torch.allclose(o2.mlm_logits, o.mlm_logits, atol=1e-6)
+
+
+def test_training_only_switches_export_with_a_note(tmp_path, capsys):
+    """block_dropout (BERT-pytorch's dropout after each block), FFN dropout and a trained [PAD] row change training
+    only: the exported copy gives the same logits in eval mode, and the export names what transformers' BERT will
+    train without (the CLI prints it)."""
+    from bertcore.cli import main
+    from bertcore.io.checkpoint import save_checkpoint
+
+    tok = WordTokenizer.build(["the dog runs in the park .", "a cat eats food !"])
+    cfg = BertConfig(vocab_size=tok.vocab_size, block_dropout=True, ffn_dropout=True, train_pad_embedding=True,
+                     hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, **SIZES)
+    torch.manual_seed(6)
+    model = BertForPreTraining(cfg).eval()
+    assert model.bert.embeddings.word_embeddings.weight[0].abs().sum() > 0  # a plain row, not a zero padding row
+    bundle = ModelBundle(model=model, tokenizer=tok, history=None, name="t", source="test")
+    out = export_hf(bundle, tmp_path / "hf")
+    hf = transformers.BertForPreTraining.from_pretrained(out, attn_implementation="eager").eval()
+    enc = transformers.AutoTokenizer.from_pretrained(out)("the dog runs .", "a cat eats !", return_tensors="pt")
+    enc["input_ids"][0, -1] = 0  # a [PAD] id inside the input: the copy must read the trained [PAD] row too
+    with torch.no_grad():
+        h = hf(**enc)
+        o = model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"])
+    assert torch.allclose(h.prediction_logits, o.mlm_logits, atol=1e-5)
+    assert torch.allclose(h.seq_relationship_logits, o.nsp_logits, atol=1e-5)
+    notes = export_notes(cfg)
+    assert [n.split("=")[0] for n in notes] == ["block_dropout", "ffn_dropout", "train_pad_embedding"]
+    assert export_notes(BertConfig()) == []
+    save_checkpoint(bundle, tmp_path / "ckpt")
+    assert main(["export-hf", str(tmp_path / "ckpt"), str(tmp_path / "hf2")]) == 0
+    printed = capsys.readouterr().out
+    assert "note: block_dropout=true is not carried over" in printed and "note: ffn_dropout=true" in printed
 
 
 @pytest.mark.parametrize("name,match", [("BERT-pytorch (codertimo)", "norm_placement=pre"),

@@ -135,6 +135,41 @@ def test_dropout_generator_makes_training_forward_deterministic():
     assert not torch.equal(outs[0], m(ids, tt, am).mlm_logits)
 
 
+class _CountOps(torch.overrides.TorchFunctionMode):
+    """Counts every torch function a forward calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.n += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _train_ops(**kw) -> tuple[int, torch.Tensor]:
+    torch.manual_seed(0)
+    m = BertForPreTraining(BertConfig(**SMALL, **kw)).train()
+    m.set_dropout_generator(torch.Generator().manual_seed(3))
+    ids, tt, am = _batch()
+    with torch.no_grad(), _CountOps() as ops:
+        out = m(ids, tt, am).mlm_logits
+    return ops.n, out
+
+
+def test_block_dropout_off_or_at_rate_zero_adds_no_op():
+    """BERT-pytorch's block dropout (block_dropout) is one dropout per block when on with a rate; switched off, or
+    at rate 0, the forward runs exactly the ops (and numbers) it ran without the switch."""
+    off, out_off = _train_ops()
+    zero, out_zero = _train_ops(block_dropout=True)  # SMALL: hidden_dropout_prob 0
+    assert zero == off and torch.equal(out_zero, out_off)
+    assert all(layer.dropout is None for layer in BertForPreTraining(BertConfig(**SMALL)).bert.encoder.layer)
+    rates = dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    base, _ = _train_ops(**rates)
+    on, _ = _train_ops(block_dropout=True, **rates)
+    assert on > base  # the counter sees a dropout: one mask and one product per block more
+
+
 def test_sinusoidal_table_formula():
     t = sinusoidal_table(50, 16)
     assert t.shape == (50, 16)

@@ -499,6 +499,9 @@ def test_predict_why_view_and_head_ablation(untrained):
     _no_exception(at)
     loss = next(m for m in at.metric if m.label == "held-out MLM loss")
     assert loss.delta not in (None, "") and float(loss.delta) != 0.0
+    from bertcore.analysis.ablation import DEFAULT_EXAMPLES  # the count the page evaluated, not a typed 256
+
+    assert any(c.value.startswith(f"Over {DEFAULT_EXAMPLES} held-out examples") for c in at.caption)
     table = at.dataframe[-1].value
     import torch
 

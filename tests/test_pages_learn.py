@@ -157,6 +157,16 @@ def test_data_renders_stats(dt):
     assert metrics["sentence pairs"] == "24,000"
 
 
+def test_data_wordpiece_size_help_counts_the_specials_it_names(dt):
+    """The WordPiece size's help counts the special tokens the tokenizer really reserves (ids 0..4)."""
+    from bertcore.data.tokenization import WordPieceTokenizer
+
+    tok = WordPieceTokenizer.train(["the cat sat on the mat"] * 3, vocab_size=60)
+    specials = tok.convert_ids_to_tokens(sorted(tok.special_ids))
+    help_text = dt.slider(key="dt_vocab_size").help
+    assert f"including the {len(specials)} special tokens ({' '.join(specials)})" in help_text
+
+
 def test_data_vocab_search_and_tokenizer_switch(dt):
     dt.text_input(key="dt_vocab_q").set_value("cat").run()
     df = dt.dataframe[0].value
@@ -277,6 +287,37 @@ def test_masking_seed_redraw_and_rates(mn):
     assert mn.table[0].value["sentence A"][0] == builtin_corpus(seed=0).pairs[5][0]
 
 
+def test_masking_legend_and_text_follow_the_sliders():
+    """Issue 26: with the sliders at selection 0.2, [MASK] 0.6, random 0.3 (so 0.1 kept) the decision row's legend,
+    the intro, the kept caption and the convergence chart all state those shares; nothing on the page still says
+    80/10/10 as if it were in use (BERT's own rates are named as BERT's)."""
+    at = open_page("masking_nsp.py")
+    legend = [t["name"] for t in chart(at, "mn_mask_chart")["data"][1:]]
+    assert legend[1:4] == ["selected → [MASK] (80%)", "selected → random token (10%)", "selected → kept as is (10%)"]
+    at.slider(key="mn_rate").set_value(0.2)
+    at.slider(key="mn_mask").set_value(0.6)
+    at.slider(key="mn_random").set_value(0.3).run()
+    no_exception(at)
+    legend = [t["name"] for t in chart(at, "mn_mask_chart")["data"][1:]]
+    assert legend[1:4] == ["selected → [MASK] (60%)", "selected → random token (30%)", "selected → kept as is (10%)"]
+    intro = " ".join(next(m.value for m in at.markdown if "Masked LM" in m.value).split())
+    assert "20% with the sliders below (BERT: 15%)" in intro
+    assert "60% are replaced by `[MASK]`, 30% by a random token and 10% are" in intro
+    assert any(c.value.startswith("Kept unchanged: 10% of the selected") for c in at.caption)
+    rule = next(c.value for c in at.caption if c.value.startswith("**Selection rule**"))
+    assert "n x 0.2 " in rule and "Of the selected: 0.6 -> [MASK], 0.3 -> a random token, 0.1 kept" in rule
+    stats = chart(at, "mn_stats_chart")
+    assert [t["name"] for t in stats["data"]] == ["selected / maskable tokens (set: 20%)",
+                                                  "[MASK] share of selected (set: 60%)",
+                                                  "random share of selected (set: 30%)",
+                                                  "kept share of selected (set: 10%)"]
+    assert sorted(round(sh["y0"], 4) for sh in stats["layout"]["shapes"]) == [0.1, 0.2, 0.3, 0.6]
+    nsp = next(c.value for c in at.caption if "nsp_positive_prob" in c.value)
+    from bertcore.config import TrainConfig
+
+    assert f"({TrainConfig().nsp_positive_prob:g} by default" in nsp
+
+
 @pytest.mark.parametrize("case", list(BAD_TEXTS))
 def test_masking_bad_inputs(mn, case):
     mn.radio(key="mn_source").set_value("type a pair").run()
@@ -311,6 +352,7 @@ def test_tutorial_corpus_shows_seed003_example_and_its_selection_rate():
     assert rows["bert_input"].tolist() == [3, 4, 14, 5, 2, 5, 10, 2] + [0] * 12
     assert rows["segment_label"].tolist() == [1] * 5 + [2] * 3 + [0] * 12
     assert rows["mask (x > 0)"].tolist() == [1] * 8 + [0] * 12
+    assert any(f"pads with 0 to {len(rows)} positions (its seq_len)" in m.value for m in at.markdown)
     metric = next(m for m in at.metric if m.label == "selected on this corpus")
     assert float(metric.value.rstrip("%")) / 100 > 0.15 + 0.02
     assert any("max(1, round(n x 0.15))" in c.value for c in at.caption)

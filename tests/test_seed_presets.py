@@ -1,14 +1,16 @@
-"""Issue 12, truth to the seeds: each seed preset equals its seed's model, rebuilt here from the seed's equations.
+"""Issue 12, truth to the seeds: each seed preset equals its seed's model, rebuilt from the seed's equations.
 
-Every reference below is plain torch written from the seed text (shared/seeds/000-004), not from bertcore's
-modules. It reads the same weights (by bertcore's parameter names) and must give the same MLM and NSP outputs
-and attention probabilities to 1e-5. Inputs are in each seed's own convention (e.g. codertimo's segment labels
-1/2 with 0 for padding and its padding mask (x > 0); d2l's valid_lens).
+Every reference (tests/seed_references.py) is plain torch written from the seed text (shared/seeds/000-004), not
+from bertcore's modules. It reads the same weights and must give the same MLM and NSP outputs and attention
+probabilities to 1e-5 (eval mode here; train mode, dropouts and gradients in tests/test_seed_training.py).
+Inputs are in each seed's own convention (e.g. codertimo's segment labels 1/2 with 0 for padding and its padding
+mask (x > 0); d2l's valid_lens).
 """
 import math
 import re
 
 import pytest
+import seed_references as R
 import torch
 import torch.nn.functional as F
 
@@ -46,57 +48,14 @@ def _batch(seed=0):
     return ids, tt, real.long(), lens
 
 
-def _linear(x, W, name):
-    return F.linear(x, W[name + ".weight"], W[name + ".bias"])
-
-
-def _seed_ln(x, W, name, eps):
-    """BERT-pytorch / Annotated Transformer LayerNorm: a_2 * (x - mean) / (std + eps) + b_2, torch's std (unbiased)."""
-    mean = x.mean(-1, keepdim=True)
-    std = x.std(-1, keepdim=True)
-    return W[name + ".weight"] * (x - mean) / (std + eps) + W[name + ".bias"]
-
-
-def _nn_ln(x, W, name, eps):
-    return F.layer_norm(x, x.shape[-1:], W[name + ".weight"], W[name + ".bias"], eps)
-
-
-def _mha(x, W, pre, h, mask=None, fill=-1e9):
-    """Q, K, V linears, view(B, -1, h, d_k).transpose(1, 2), softmax(QK^T / sqrt(d_k)) with masked_fill(mask == 0,
-    fill), concat, output linear (seed 000's MultiHeadedAttention; d2l's is the same computation)."""
-    B = x.shape[0]
-    q, k, v = [_linear(x, W, f"{pre}.attention.self.{n}").view(B, -1, h, x.shape[-1] // h).transpose(1, 2)
-               for n in ("query", "key", "value")]
-    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.size(-1))
-    if mask is not None:
-        scores = scores.masked_fill(mask == 0, fill)
-    p = F.softmax(scores, dim=-1)
-    out = torch.matmul(p, v).transpose(1, 2).contiguous().view(B, -1, x.shape[-1])
-    return _linear(out, W, f"{pre}.attention.output.dense"), p
-
-
-def _seed_pe(max_len, d):
-    """PositionalEmbedding as seeds 000/002/003 write it (log-space div_term)."""
-    pe = torch.zeros(max_len, d).float()
-    position = torch.arange(0, max_len).float().unsqueeze(1)
-    div_term = torch.exp(torch.arange(0, d, 2).float() * -(math.log(10000.0) / d))
-    pe[:, 0::2] = torch.sin(position * div_term)
-    pe[:, 1::2] = torch.cos(position * div_term)
-    return pe
-
-
-def _gelu_tanh(x):
-    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * torch.pow(x, 3))))
-
-
-def _compare(ours, mlm_ref, nsp_ref, attn_ref, log_softmax):
+def _compare(ours, ref, log_softmax):
     mlm, nsp = ours.mlm_logits, ours.nsp_logits
     if log_softmax:  # the seed's heads end in LogSoftmax
         mlm, nsp = mlm.log_softmax(-1), nsp.log_softmax(-1)
-    assert torch.allclose(mlm, mlm_ref, atol=1e-5), (mlm - mlm_ref).abs().max()
-    assert torch.allclose(nsp, nsp_ref, atol=1e-5)
-    assert len(ours.attentions) == len(attn_ref)
-    for a, b in zip(ours.attentions, attn_ref):
+    assert torch.allclose(mlm, ref["mlm"], atol=1e-5), (mlm - ref["mlm"]).abs().max()
+    assert torch.allclose(nsp, ref["nsp"], atol=1e-5)
+    assert len(ours.attentions) == len(ref["attentions"])
+    for a, b in zip(ours.attentions, ref["attentions"]):
         assert torch.allclose(a, b, atol=1e-5)
 
 
@@ -105,22 +64,10 @@ def test_codertimo_preset_equals_bert_pytorch():
     ids, tt, am, lens = _batch()
     # seed 003: segment_label 1 for A (with <sos>, <eos>), 2 for B, 0 for padding; mask = (x > 0)
     seg = torch.where(am.bool(), tt + 1, torch.zeros_like(tt))
-    mask = (ids > 0).unsqueeze(1).repeat(1, ids.size(1), 1).unsqueeze(1)
-    x = W["bert.embeddings.word_embeddings.weight"][ids] + _seed_pe(512, 32)[:T] \
-        + W["bert.embeddings.token_type_embeddings.weight"][seg]
-    attns = []
-    for i in range(2):
-        pre = f"bert.encoder.layer.{i}"
-        a, p = _mha(_seed_ln(x, W, f"{pre}.attention.output.LayerNorm", 1e-6), W, pre, 4, mask)
-        x = x + a  # SublayerConnection: x + dropout(sublayer(norm(x)))
-        h = _seed_ln(x, W, f"{pre}.output.LayerNorm", 1e-6)
-        x = x + _linear(_gelu_tanh(_linear(h, W, f"{pre}.intermediate.dense")), W, f"{pre}.output.dense")
-        attns.append(p)
-    nsp = F.log_softmax(_linear(x[:, 0], W, "cls.seq_relationship"), dim=-1)
-    mlm = F.log_softmax(_linear(x, W, "cls.predictions.decoder"), dim=-1)
+    ref = R.bert_pytorch_lm(R.to_bert_pytorch(W), ids, seg, heads=4)
     with torch.no_grad():
         ours = m(ids, tt, am, output_attentions=True)
-    _compare(ours, mlm, nsp, attns, log_softmax=True)
+    _compare(ours, ref, log_softmax=True)
     assert W["bert.embeddings.token_type_embeddings.weight"].shape == (3, 32)
     assert torch.all(W["bert.embeddings.token_type_embeddings.weight"][0] == 0)  # padding_idx=0
 
@@ -128,44 +75,17 @@ def test_codertimo_preset_equals_bert_pytorch():
 def test_blog_preset_equals_blog_bertmodel():
     m, W = _model("blog BertModel", max_position_embeddings=T)  # the blog needs inputs as long as the table
     ids, tt, am, lens = _batch()
-    pos_idx = torch.arange(0, W["bert.embeddings.position_embeddings.weight"].shape[0]).repeat(ids.shape[0], 1)
-    emb = W["bert.embeddings.word_embeddings.weight"][ids] + W["bert.embeddings.position_embeddings.weight"][pos_idx] \
-        + W["bert.embeddings.token_type_embeddings.weight"][tt]
-    x = _nn_ln(emb, W, "bert.embeddings.LayerNorm", 1e-5)
-    attns = []
-    for i in range(2):
-        pre = f"bert.encoder.layer.{i}"
-        a, p = _mha(x, W, pre, 4)  # no padding mask
-        add_norm1_out = x + _nn_ln(a, W, f"{pre}.attention.output.LayerNorm", 1e-5)
-        ff = _linear(F.gelu(_linear(add_norm1_out, W, f"{pre}.intermediate.dense")), W, f"{pre}.output.dense")
-        x = add_norm1_out + _nn_ln(ff, W, f"{pre}.output.LayerNorm", 1e-5)
-        attns.append(p)
-    pooled = torch.tanh(_linear(x[:, 0], W, "bert.pooler.dense"))
     with torch.no_grad():
         ours = m(ids, tt, am, output_attentions=True)
-    _compare(ours, _linear(x, W, "cls.predictions.decoder"), _linear(pooled, W, "cls.seq_relationship"), attns,
-             log_softmax=False)
+    _compare(ours, R.blog_model(W, ids, tt, heads=4), log_softmax=False)
 
 
 def test_annotated_preset_equals_annotated_transformer_encoder():
     m, W = _model("Annotated Transformer")
     ids, tt, am, lens = _batch()
-    src_mask = (ids != 0).unsqueeze(-2).unsqueeze(1)  # (B, 1, 1, T): make_std_mask's src part, then unsqueeze(1)
-    x = W["bert.embeddings.word_embeddings.weight"][ids] * math.sqrt(32) + _seed_pe(5000, 32)[:T]
-    attns = []
-    for i in range(2):
-        pre = f"bert.encoder.layer.{i}"
-        a, p = _mha(_seed_ln(x, W, f"{pre}.attention.output.LayerNorm", 1e-6), W, pre, 4, src_mask)
-        x = x + a
-        h = _seed_ln(x, W, f"{pre}.output.LayerNorm", 1e-6)
-        x = x + _linear(F.relu(_linear(h, W, f"{pre}.intermediate.dense")), W, f"{pre}.output.dense")
-        attns.append(p)
-    x = _seed_ln(x, W, "bert.encoder.LayerNorm", 1e-6)  # Encoder: return self.norm(x)
-    mlm = F.log_softmax(_linear(x, W, "cls.predictions.decoder"), dim=-1)  # Generator
-    nsp = F.log_softmax(_linear(x[:, 0], W, "cls.seq_relationship"), dim=-1)
     with torch.no_grad():
         ours = m(ids, tt, am, output_attentions=True)
-    _compare(ours, mlm, nsp, attns, log_softmax=True)
+    _compare(ours, R.annotated_encoder(W, ids, heads=4), log_softmax=True)
     assert not any("token_type" in k for k in W)  # the seed's embeddings have no segment part
 
 
@@ -173,31 +93,16 @@ def test_d2l_preset_equals_d2l_bertmodel():
     m, W = _model("d2l")
     ids, tt, am, valid_lens = _batch()
     pred_positions = torch.tensor([[1, 3, 5], [2, 4, 9], [1, 2, 6]])
-    X = W["bert.embeddings.word_embeddings.weight"][ids] + W["bert.embeddings.token_type_embeddings.weight"][tt]
-    X = X + W["bert.embeddings.position_embeddings.weight"][None, :T]
-    key_ok = (torch.arange(T)[None, :] < valid_lens[:, None])[:, None, None, :]  # masked_softmax by valid_lens
-    attns = []
-    for i in range(2):
-        pre = f"bert.encoder.layer.{i}"
-        a, p = _mha(X, W, pre, 4, key_ok, fill=-1e6)
-        Y = _nn_ln(a + X, W, f"{pre}.attention.output.LayerNorm", 1e-5)  # AddNorm: ln(dropout(Y) + X)
-        ffn = _linear(F.relu(_linear(Y, W, f"{pre}.intermediate.dense")), W, f"{pre}.output.dense")
-        X = _nn_ln(ffn + Y, W, f"{pre}.output.LayerNorm", 1e-5)
-        attns.append(p)
-    batch_idx = torch.repeat_interleave(torch.arange(3), 3)
-    masked_X = X[batch_idx, pred_positions.reshape(-1)]
-    h = _nn_ln(F.relu(_linear(masked_X, W, "cls.predictions.transform.dense")), W,
-               "cls.predictions.transform.LayerNorm", 1e-5)
-    mlm = _linear(h, W, "cls.predictions.decoder")  # MaskLM: Linear, ReLU, LayerNorm, Linear
-    nsp = _linear(torch.tanh(_linear(X[:, 0], W, "bert.pooler.dense")), W, "cls.seq_relationship")
+    ref = R.d2l_model(W, ids, tt, valid_lens, pred_positions, heads=4)
     labels = torch.full_like(ids, -100)
     for b in range(3):
         labels[b, pred_positions[b]] = ids[b, pred_positions[b]]
     with torch.no_grad():
         ours = m(ids, tt, am, mlm_labels=labels, output_attentions=True)
         fast = m(ids, tt, am, mlm_labels=labels)  # the training path (last layer at the selected rows only)
-    _compare(ours, mlm, nsp, attns, log_softmax=False)
-    assert torch.allclose(fast.mlm_logits, mlm, atol=1e-5) and torch.allclose(fast.nsp_logits, nsp, atol=1e-5)
+    _compare(ours, ref, log_softmax=False)
+    assert torch.allclose(fast.mlm_logits, ref["mlm"], atol=1e-5) and torch.allclose(fast.nsp_logits, ref["nsp"],
+                                                                                     atol=1e-5)
 
 
 def _configs(size):
@@ -306,7 +211,7 @@ _FORMULA_FIELDS = {
     "embeddings": lambda c: (c.embedding_scale, c.embedding_layer_norm, c.position_embedding, c.type_vocab_size > 0,
                              c.segment_ids, c.embedding_dropout, c.train_position_embeddings),
     "attention": lambda c: (c.attention_padding_mask,),
-    "sublayer": lambda c: (c.norm_placement, c.final_layer_norm, c.ffn_dropout, c.hidden_act),
+    "sublayer": lambda c: (c.norm_placement, c.final_layer_norm, c.ffn_dropout, c.block_dropout, c.hidden_act),
     "layer_norm": lambda c: (c.layer_norm_style, c.layer_norm_eps),
     "mlm": lambda c: (c.mlm_head, c.hidden_act if c.mlm_head != "linear" else None),
     "nsp": lambda c: (c.nsp_head,),

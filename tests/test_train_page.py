@@ -124,9 +124,16 @@ def test_d2l_preset_says_what_its_seed_does_and_keeps_its_switches():
     captions = " ".join(c.value for c in at.caption)
     assert "pos_embedding.data" in captions and "embedding_dropout=false" in captions
     assert "train_position_embeddings=False" in captions and "embedding_dropout=False" in captions
+    assert "the published d2l package (1.0.3)" in captions and "train_position_embeddings=true gives" in captions
+    assert "2 layers × 768, 4 heads, FFN 1024" in at.radio(key="train_size").help  # d2l's own size, from its preset
+    at.selectbox(key="train_preset").set_value("BERT-pytorch (codertimo)").run()
+    captions = " ".join(c.value for c in at.caption)
+    assert "block_dropout=True" in captions and "TransformerBlock ends in a dropout" in captions
+    assert "12 layers × 768, 12 heads, FFN 3072" in at.radio(key="train_size").help
     at.selectbox(key="train_preset").set_value("original BERT").run()
     captions = " ".join(c.value for c in at.caption)
     assert "pos_embedding.data" not in captions and "train_position_embeddings=True" in captions
+    assert "block_dropout=False" in captions
     assert not at.exception
 
 

@@ -126,9 +126,9 @@ def masking_rule(rates: "MaskingRates | None" = None, mask_token: str = "[MASK]"
     return (f"Each non-special token is selected by a Bernoulli draw; a sequence with n such tokens gets at least one. "
             f"So that the expected count stays n x {p:g}, the per-token rate q solves n q + (1 - q)^n = n x {p:g} "
             f"when n x {p:g} >= 1; when n x {p:g} < 1 exactly one token is selected, so short sequences are selected "
-            f"at 1/n > {p:.0%} (BERT's create_pretraining_data.py also selects max(1, round(n x {p:g})) tokens). "
-            f"Of the selected: {r.mask_token_frac:.0%} -> {mask_token}, {r.random_token_frac:.0%} -> a random token, "
-            f"{r.keep_frac:.0%} kept (BERT §3.1).")
+            f"at 1/n > {p:.4g} (BERT's create_pretraining_data.py also selects max(1, round(n x {p:g})) tokens). "
+            f"Of the selected: {r.mask_token_frac:.4g} -> {mask_token}, {r.random_token_frac:.4g} -> a random token, "
+            f"{r.keep_frac:.4g} kept (BERT §3.1 draws 0.8 / 0.1 / 0.1).")
 
 
 def expected_selected(n: int, p: float) -> float:

@@ -48,7 +48,9 @@ def export_hf(bundle, out_dir: str | Path) -> Path:
 
     Sinusoidal positions are written as the (equivalent) learned table. The seed variants HF BERT cannot hold
     (pre-norm or sublayer-output norm, the seeds' LayerNorm, other MLM/NSP heads, embedding scale, no padding
-    mask, 1/2 segment ids ...) are refused with the fix. FFN dropout only changes training and is exported.
+    mask, 1/2 segment ids ...) are refused with the fix. The switches that only change training (``export_notes``:
+    block and FFN dropout, no embedding dropout, frozen positions, a trained [PAD] row) are exported: in eval mode
+    the copy computes exactly what this model does, and ``export_notes`` says what it will train without.
     """
     model: BertForPreTraining = bundle.model
     cfg = model.config
@@ -96,6 +98,26 @@ def _check_exportable(cfg: BertConfig, mlm: bool) -> None:
     if problems:
         raise ConfigError("cannot export to HF BERT: " + "; ".join(problems)
                           + ". Train with the 'original BERT' settings to export.")
+
+
+# Switches that change training only. transformers' BERT has none of them, yet with dropout the identity in eval
+# mode and the weights copied as they are, an exported model computes the same outputs; only fine-tuning the copy
+# in transformers trains it as BERT does. So export goes ahead and says so (export_notes).
+_TRAINING_ONLY: tuple[tuple[str, Any, str], ...] = (
+    ("block_dropout", True, "transformers' BertLayer has no dropout on the block output"),
+    ("ffn_dropout", True, "transformers' BERT has no dropout inside the FFN"),
+    ("embedding_dropout", False, "transformers' BertEmbeddings always drops out the embedding sum"),
+    ("train_position_embeddings", False, "transformers trains its position table"),
+    ("train_pad_embedding", True, "transformers' word embedding has padding_idx, so its [PAD] row does not train"),
+)
+
+
+def export_notes(cfg: BertConfig) -> list[str]:
+    """One line per training-only switch of ``cfg`` that an exported transformers copy does not carry (empty for
+    BERT's own settings): the copy gives the same outputs in eval mode but trains without the switch."""
+    return [f"{name}={str(value).lower()} is not carried over: {why}; the exported model gives the same outputs "
+            "in eval mode and trains as transformers' BERT does"
+            for name, value, why in _TRAINING_ONLY if getattr(cfg, name) == value]
 
 
 def _check_tokenizer_exportable(tok) -> None:

@@ -11,6 +11,7 @@ switches of ``BertConfig`` reproduce the seed designs (see ``bertcore/presets.py
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 
@@ -257,6 +258,17 @@ class BertForPreTraining(nn.Module):
     def mlm_logits_from(self, h: Tensor) -> Tensor:
         """Apply the MLM head to hidden states (..., D) -> (..., V)."""
         return self.cls.predictions(h)
+
+
+def embedding_init(config: BertConfig, rows: int) -> str:
+    """How ``BertForPreTraining`` draws a ``rows`` x hidden_size embedding table under ``config.init``, in words for a
+    page: normal(0, initializer_range) (bert), torch's nn.Embedding default N(0, 1) (pytorch), or Glorot-uniform
+    U(+-sqrt(6 / (rows + hidden_size))) (xavier_uniform, Glorot & Bengio 2010)."""
+    if config.init == "bert":
+        return f"normal(0, {config.initializer_range:g})"
+    if config.init == "xavier_uniform":
+        return f"Xavier-uniform U(±{math.sqrt(6 / (rows + config.hidden_size)):.3g})"
+    return "normal(0, 1), nn.Embedding's default"
 
 
 def count_parameters(model: BertForPreTraining) -> dict[str, int]:

@@ -66,7 +66,8 @@ def attention_formula(c: BertConfig) -> str:
 
 
 def sublayer_formula(c: BertConfig) -> str:
-    """Where the LayerNorm sits around each sublayer F in {MHA, FFN}, the FFN itself, and a final LayerNorm."""
+    """Where the LayerNorm sits around each sublayer F in {MHA, FFN}, a dropout of each block's output (BERT-pytorch),
+    the FFN itself, and a final LayerNorm."""
     conn = {
         "post": r"x \leftarrow \mathrm{LN}\big(x + \mathrm{Dropout}(F(x))\big)",
         "pre": r"x \leftarrow x + \mathrm{Dropout}\big(F(\mathrm{LN}(x))\big)",
@@ -76,8 +77,9 @@ def sublayer_formula(c: BertConfig) -> str:
     if c.ffn_dropout:
         inner = rf"\mathrm{{Dropout}}\big({inner}\big)"
     ffn = rf"\mathrm{{FFN}}(x) = W_2\,{inner} + b_2,\quad {_ACT_DEF[c.hidden_act]}"
+    block = r",\ \text{then } x \leftarrow \mathrm{Dropout}(x) \text{ per block}" if c.block_dropout else ""
     final = r",\quad h = \mathrm{LN}(x_L)" if c.final_layer_norm else r",\quad h = x_L"
-    return rf"{conn},\ F \in \{{\mathrm{{MHA}}, \mathrm{{FFN}}\}}{final};\quad {ffn}"
+    return rf"{conn},\ F \in \{{\mathrm{{MHA}}, \mathrm{{FFN}}\}}{block}{final};\quad {ffn}"
 
 
 def mlm_formula(c: BertConfig) -> str:

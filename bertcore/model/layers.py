@@ -7,6 +7,8 @@ followed by the FFN (BertIntermediate + BertOutput). Where the LayerNorm sits is
     pre (codertimo, Annotated):     x = x + Drop(F(LN(x)))
     sublayer_output (the blog):     x = x + LN(Drop(F(x)))
 
+and with ``config.block_dropout`` each block ends in x = Drop(x) (BERT-pytorch's TransformerBlock).
+
 In every placement the two LayerNorms keep their HF names (``attention.output.LayerNorm``, ``output.LayerNorm``),
 so HF import and export stay a key-for-key copy.
 
@@ -77,7 +79,9 @@ class BertEmbeddings(nn.Module):
         super().__init__()
         self.config = config
         d = config.hidden_size
-        self.word_embeddings = nn.Embedding(config.vocab_size, d, padding_idx=config.pad_token_id)
+        # padding_idx: a zero [PAD] row that never trains (BERT, BERT-pytorch); a plain row if train_pad_embedding
+        pad_row = None if config.train_pad_embedding else config.pad_token_id
+        self.word_embeddings = nn.Embedding(config.vocab_size, d, padding_idx=pad_row)
         if config.position_embedding == "learned":
             self.position_embeddings = nn.Embedding(config.max_position_embeddings, d)
             # d2l adds pos_embedding.data: the table is saved like any weight but never trained
@@ -249,18 +253,21 @@ class BertOutput(_Residual):
 
 
 class BertLayer(nn.Module):
-    """One encoder block: self-attention, then the position-wise FFN, each in a residual connection."""
+    """One encoder block: self-attention, then the position-wise FFN, each in a residual connection; with
+    ``block_dropout`` a dropout of the block's output (BERT-pytorch's TransformerBlock: ``return self.dropout(x)``)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.attention = BertAttention(config)
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
+        self.dropout = Dropout(config.hidden_dropout_prob) if config.block_dropout else None
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
                 output_attentions: bool = False, rows: Rows | None = None) -> tuple[Tensor, Tensor | None]:
         h, probs = self.attention(x, mask, head_mask, output_attentions, rows)  # (B, T, D) or (N, D)
-        return self.output(self.intermediate(self.output.normalize_input(h)), h), probs
+        out = self.output(self.intermediate(self.output.normalize_input(h)), h)
+        return (self.dropout(out) if self.dropout is not None else out), probs
 
 
 class BertEncoder(nn.Module):
