@@ -4,22 +4,23 @@ import streamlit as st
 from PIL import Image
 
 import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
-from explorer import training_run, workspace
+from explorer import i18n, training_run, workspace
+from explorer.i18n import mark, tr
 from explorer.sidebar import render_sidebar
 
 # (file in app_pages/, url_path, title, icon, section). The folder is deliberately not named `pages/`:
 # Streamlit would treat that as a legacy multipage app on a fresh server (see docs/PAGES.md).
 PAGES = [
-    ("overview.py", "overview", "Overview", ":material/account_tree:", "Learn"),
-    ("data_tokens.py", "data_tokens", "Data & tokens", ":material/text_fields:", "Learn"),
-    ("masking_nsp.py", "masking_nsp", "Masking & NSP", ":material/theater_comedy:", "Learn"),
-    ("positional_encoding.py", "positional_encoding", "Positional encoding", ":material/waves:", "Learn"),
-    ("train.py", "train", "Train", ":material/model_training:", "Train"),
-    ("compare.py", "compare", "Compare designs", ":material/compare:", "Train"),
-    ("finetune.py", "finetune", "Fine-tune", ":material/tune:", "Train"),
-    ("attention.py", "attention", "Attention", ":material/grid_on:", "Inspect"),
-    ("predict.py", "predict", "Predict", ":material/psychology:", "Inspect"),
-    ("embeddings.py", "embeddings", "Embeddings", ":material/scatter_plot:", "Inspect"),
+    ("overview.py", "overview", mark("Overview"), ":material/account_tree:", mark("Learn")),
+    ("data_tokens.py", "data_tokens", mark("Data & tokens"), ":material/text_fields:", mark("Learn")),
+    ("masking_nsp.py", "masking_nsp", mark("Masking & NSP"), ":material/theater_comedy:", mark("Learn")),
+    ("positional_encoding.py", "positional_encoding", mark("Positional encoding"), ":material/waves:", mark("Learn")),
+    ("train.py", "train", mark("Train"), ":material/model_training:", mark("Train")),
+    ("compare.py", "compare", mark("Compare designs"), ":material/compare:", mark("Train")),
+    ("finetune.py", "finetune", mark("Fine-tune"), ":material/tune:", mark("Train")),
+    ("attention.py", "attention", mark("Attention"), ":material/grid_on:", mark("Inspect")),
+    ("predict.py", "predict", mark("Predict"), ":material/psychology:", mark("Inspect")),
+    ("embeddings.py", "embeddings", mark("Embeddings"), ":material/scatter_plot:", mark("Inspect")),
 ]
 
 
@@ -38,13 +39,15 @@ st.set_page_config(page_title="BERT explorer", page_icon=_icon(), layout="wide")
 
 
 def build_navigation():
+    """The pages by section, titled in the session's language."""
     sections: dict[str, list] = {}
     for fname, url, title, icon, section in PAGES:
-        sections.setdefault(section, []).append(
-            st.Page(f"app_pages/{fname}", title=title, icon=icon, url_path=url, default=(url == "overview")))
+        sections.setdefault(tr(section), []).append(
+            st.Page(f"app_pages/{fname}", title=tr(title), icon=icon, url_path=url, default=(url == "overview")))
     return sections
 
 
+i18n.sync_language_param()  # ?lang=zh: the language of every page (kept in the URL like ?ws=)
 page = st.navigation(build_navigation(), position="sidebar")
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
 training_run.warmup_optimizer()

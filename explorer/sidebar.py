@@ -7,7 +7,7 @@ import streamlit as st
 from bertcore.errors import BertcoreError
 from bertcore.model.bert import count_parameters
 from bertcore.training import runs
-from explorer import finetunes, state, training_run, workspace
+from explorer import finetunes, i18n, state, training_run, workspace
 
 MINILM_LABEL = workspace.MINILM_LABEL
 _K_MSG = "sb_message"
@@ -156,6 +156,7 @@ def _open_folder() -> None:
 
 def render_sidebar() -> None:
     with st.sidebar:
+        i18n.language_switch()
         try:
             active = state.get_active()
         except Exception as e:  # noqa: BLE001 - e.g. bertcore half-installed
