@@ -117,13 +117,15 @@ def _new_rows(read: Callable[[int], list], since: int) -> tuple[int, list]:
 
 
 def live_panel(run_id: str, steps: int, rows: LiveRows, probe: list, baseline: float | None,
-               probe_what: str = "", key: str = "livechart", chart_height: int = 330, charts: list | None = None) -> None:
+               probe_what: str = "", key: str = "livechart", chart_height: int = 330, charts: list | None = None,
+               show_probe: bool | None = None) -> None:
     """Draw (or extend) the live panel for run ``run_id``: sends only rows the browser lacks.
 
     ``rows`` gives the series (``history_rows`` / ``pair_rows``), read only from what the browser has on. ``charts`` (default: the Train page's loss and accuracy charts with the
     probe table) says what to draw: ``[{id, title, ytitle, yrange, baseline, baseline_text, traces: [{name,
-    series: "train"|"evals", col, color, held}]}]``, each trace reading column ``col`` of its series; a panel
-    with its own ``charts`` has no probe table. ``baseline`` is drawn on the charts whose ``baseline`` is true."""
+    series: "train"|"evals", col, color, held}], hline, hline_text}]``, each trace reading column ``col`` of its
+    series; a panel with its own ``charts`` has no probe table unless ``show_probe``. ``baseline`` is drawn on the
+    charts whose ``baseline`` is true, ``hline`` (e.g. a chance level) on its own chart."""
     sent_key = f"{key}__sent"
     sent = st.session_state.get(sent_key)
     if not sent or sent.get("run") != run_id:
@@ -139,7 +141,7 @@ def live_panel(run_id: str, steps: int, rows: LiveRows, probe: list, baseline: f
                 probe_what=probe_what, train_start=train_start, train=train, evals_start=evals_start, evals=evals,
                 probe_start=probe_start, probe=probe[probe_start:])
     if charts is not None:
-        args.update(charts=charts, show_probe=False)
+        args.update(charts=charts, show_probe=bool(show_probe))
     st.session_state[sent_key] = {"run": run_id, "train": train_start + len(train), "evals": evals_start + len(evals),
                                   "probe": len(probe), "nonce": sent["nonce"]}
     _component(key=key, default=None, **args)
