@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from bertcore.config import BertConfig
 from bertcore.errors import BertcoreError
-from bertcore.analysis.inference import MAX_TEXT_CHARS, clean_text, fill_mask, inspect_pair, nsp_probability
+from bertcore.analysis.inference import fill_mask, inspect_pair, nsp_probability
+from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text
 from bertcore.model import BertForPreTraining
 from bertcore.data.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, WordTokenizer, basic_tokenize
 
