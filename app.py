@@ -3,6 +3,7 @@ import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything impo
 import streamlit as st
 
 from explorer import state
+from explorer.page_errors import run_page
 from explorer.sidebar import render_sidebar
 
 # (file in app_pages/, url_path, title, icon, section). The folder is deliberately not named `pages/`:
@@ -51,4 +52,4 @@ page = st.navigation(build_navigation(), position="sidebar")
 state.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
 state.warmup_optimizer()
 render_sidebar()
-page.run()
+run_page(page)  # whatever a page did not catch is shown as a message, never Streamlit's error screen
