@@ -2,6 +2,7 @@
 import streamlit as st
 
 from explorer import state
+from explorer.page_errors import user_action
 
 _KEY = "bx_compare_run"
 SWITCHES = {
@@ -97,17 +98,19 @@ def render() -> None:
         st.warning(problem)
     b1, b2, _ = st.columns([1, 1, 4])
     if b1.button("Train both", key="compare_start", type="primary", disabled=running or bool(problem)):
-        err = state.start_run(jobs, corpus, tok, key=_KEY)
-        if err:
-            st.error(err)
-        else:
-            st.rerun()
+        with user_action("Train both designs"):
+            err = state.start_run(jobs, corpus, tok, key=_KEY)
+            if err:
+                st.error(err)
+            else:
+                st.rerun()
     if b2.button("Stop", key="compare_stop", disabled=not running):
         run.stop()
         run.join(2.0)
         st.rerun()
 
     @st.fragment(run_every=1.0 if running else None)
+    @user_action("Show the two trainings")
     def live():
         r = state.get_run(_KEY)
         if r is None:

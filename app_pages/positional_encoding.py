@@ -4,6 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from bertcore.data.tokenization import canonical_special
+from bertcore.data.user_text import is_blank
+from explorer.page_errors import user_action
 
 INTRO = """
 Self-attention on its own does not know word order: permute the tokens and every output is permuted
@@ -14,8 +16,6 @@ The table below is computed by `bertcore.model.sinusoidal_table`; the embedding 
 sentence come from `bertcore.analysis.inference.inspect_pair`.
 """
 
-MAX_CHARS = 20_000  # text beyond this is cut before tokenizing (the model sees at most max_position tokens)
-
 
 def _sinusoidal(n_pos: int, d_model: int):
     from bertcore.model import sinusoidal_table
@@ -23,6 +23,7 @@ def _sinusoidal(n_pos: int, d_model: int):
     return sinusoidal_table(n_pos, d_model).numpy()
 
 
+@user_action("Draw the sinusoidal table")
 def _section_table():
     from explorer import figures_learn as F
 
@@ -53,6 +54,7 @@ def _section_table():
     return kind
 
 
+@user_action("Compare with the learned position embeddings")
 def _section_learned(kind: str):
     from explorer import figures_learn as F
     from explorer import state
@@ -81,9 +83,9 @@ def _section_learned(kind: str):
     st.plotly_chart(fig, key="pe_learned_chart")
 
 
+@user_action("Embed the sentence")
 def _section_sentence():
     from bertcore.analysis.inference import inspect_pair
-    from bertcore.errors import BertcoreError
     from explorer import figures_learn as F
     from explorer import state
 
@@ -94,20 +96,16 @@ def _section_sentence():
     st.latex(formulas(am.model.config)["embeddings"])  # with or without scale and LayerNorm, as the model has
     a = st.text_input("sentence A", value="the cat eats the cheese in the kitchen .", key="pe_sent_a")
     b = st.text_input("sentence B (optional)", value="", key="pe_sent_b")
-    if not a.strip():
+    if is_blank(a):  # the library's rule: spaces and invisible characters only
         st.info("Type a sentence A to see its embeddings (sentence B is optional).")
         return
-    if len(a) > MAX_CHARS or len(b) > MAX_CHARS:
-        st.warning(f"Very long input: only the first {MAX_CHARS:,} characters of each sentence are read.")
-        a, b = a[:MAX_CHARS], b[:MAX_CHARS]
     model, tok = am.model, am.tokenizer
-    try:
-        ins = inspect_pair(model, tok, a, b if b.strip() else None)
+    with user_action("Embed the sentence") as act:  # inspect_pair cuts very long text and says so (truncated)
+        ins = inspect_pair(model, tok, a, None if is_blank(b) else b)
         tokens, embs, truncated = list(ins.tokens), dict(ins.embeddings), bool(ins.truncated)
         if not getattr(model.config, "embedding_layer_norm", True):
             embs.pop("normed", None)  # this model adds the parts and feeds the sum to layer 1: no LayerNorm row
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
         return
     if truncated:
         st.warning(f"The input was longer than the model's {model.config.max_position_embeddings} positions: "
@@ -123,18 +121,13 @@ def _section_sentence():
 
 
 def render() -> None:
-    from bertcore.errors import BertcoreError
-
     st.title("Positional encoding")
     st.markdown(INTRO)
     st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right),\qquad "
              r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right)")
-    try:
-        kind = _section_table()
-        _section_learned(kind)
-        _section_sentence()
-    except BertcoreError as e:
-        st.error(str(e))
+    kind = _section_table() or "cosine"
+    _section_learned(kind)
+    _section_sentence()
 
 
 render()

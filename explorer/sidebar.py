@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer import state
+from explorer.page_errors import user_action
 
 MINILM_LABEL = state.MINILM_LABEL
 _K_MSG = "sb_message"
@@ -25,6 +26,7 @@ def _runs():
     return [r for r in (state.get_run(), state.get_run("bx_compare_run")) if r is not None]
 
 
+@user_action("Show the training status")
 def _status_block() -> None:
     from explorer import finetunes
 
@@ -74,6 +76,7 @@ def _say(kind: str, text: str) -> None:
     st.session_state[_K_MSG] = (kind, text)
 
 
+@user_action("Switch the model")
 def _switcher(active) -> None:
     choices = state.list_models()
     labels = list(choices)
@@ -89,6 +92,7 @@ def _switcher(active) -> None:
         st.rerun()
 
 
+@user_action("Manage the runs")
 def _run_manager() -> None:
     infos = state.workspace_runs()
     with st.expander(f"Runs in this workspace ({len(infos)})"):
@@ -148,6 +152,7 @@ def _run_actions(info) -> None:
             st.rerun()
 
 
+@user_action("Open a local folder")
 def _open_folder() -> None:
     with st.expander("Open a local folder"):
         path = st.text_input("bertcore run / checkpoint folder, or a transformers BERT folder", key="sb_hf_path",
@@ -160,10 +165,9 @@ def _open_folder() -> None:
 
 def render_sidebar() -> None:
     with st.sidebar:
-        try:
+        with user_action("Load the active model") as act:
             active = state.get_active()
-        except Exception as e:  # noqa: BLE001 - e.g. bertcore half-installed
-            st.error(f"The model package is not available: {e}")
+        if act.failed:
             return
         note = st.session_state.pop(state._K_WS_NOTE, None)
         if note:

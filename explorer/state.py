@@ -23,6 +23,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from bertcore.data.user_text import is_blank
 from explorer.training_run import (  # noqa: F401 - re-exported for pages and tests
     TRAINED_LABEL,
     Job,
@@ -109,10 +110,15 @@ def open_folder(path: str) -> str | None:
     """Make a local folder the active model: a bertcore run/checkpoint folder or a transformers folder."""
     from bertcore.errors import BertcoreError
 
-    p = Path(path.strip()).expanduser()
-    if not path.strip():
+    if is_blank(path):  # bertcore's rule: spaces and invisible characters only
         return "Type the path of a bertcore run/checkpoint folder or a transformers BERT folder first."
-    if not p.is_dir():
+    try:
+        p = Path(path.strip()).expanduser()
+        is_dir = p.is_dir()
+    except (OSError, RuntimeError, ValueError) as e:  # too long, an unknown ~user, a NUL byte ...
+        return (f"“{path.strip()[:80]}” is not a usable folder path ({getattr(e, 'strerror', None) or e}); "
+                "give the folder that holds config.json")
+    if not is_dir:
         return f"{p} is not a folder on this server; give the folder that holds config.json"
     key = f"dir:{p.resolve()}"
     try:
