@@ -7,6 +7,7 @@ import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything impo
 from explorer import i18n, training_run, workspace
 from explorer.i18n import mark, tr
 from explorer.sidebar import render_sidebar
+from explorer.page_errors import run_page
 
 # (file in app_pages/, url_path, title, icon, section). The folder is deliberately not named `pages/`:
 # Streamlit would treat that as a legacy multipage app on a fresh server (see docs/PAGES.md).
@@ -52,4 +53,4 @@ page = st.navigation(build_navigation(), position="sidebar")
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
 training_run.warmup_optimizer()
 render_sidebar()
-page.run()
+run_page(page)  # whatever a page did not catch is shown as a message, never Streamlit's error screen

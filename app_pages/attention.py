@@ -8,7 +8,6 @@ import streamlit as st
 from bertcore.analysis.explain import attention_rollout
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
-from bertcore.errors import BertcoreError
 from explorer import bertviz_offline, replay, state
 from explorer.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, head_stats_array, max_entropy, top_attended
 from explorer.examples import Examples, session_examples
@@ -21,6 +20,8 @@ from explorer.figures_inspect import (
     pooled_attention,
     stats_heatmap_figure,
 )
+from bertcore.data.user_text import is_blank
+from explorer.page_errors import user_action
 
 DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
@@ -50,15 +51,12 @@ def _inputs(tok):
     return a, (b if use_b else None)
 
 
-def _validate(a, b, tok):
-    """Return (a, b, message). message is None when the input can be inspected."""
-    a = a or ""
-    if not a.strip():
-        return a, b, "Sentence A is empty. Type a sentence (for example: the cat sits on the mat)."
-    if b is not None and not b.strip():
-        b = None
+def _optional_b(b, tok):
+    """Sentence B, or None when it is blank by the library's rule (``is_blank``): then only A is shown."""
+    if b is not None and is_blank(b):
         st.info(f"Sentence B is empty, so only sentence A is shown ({tok.pair_template(b=None)}).")
-    return a, b, None
+        return None
+    return b
 
 
 def _apply_grid_click(L, H):
@@ -147,7 +145,7 @@ def _bertviz(insp, tokens, b_start):
                 f"browser); this one has {T}. The other tabs handle all {T} tokens; shorten the text to see it here.")
         return
     view = st.radio("View", ["head view", "model view"], horizontal=True, key="attn_bv_view")
-    try:
+    with user_action("Draw bertviz") as act:  # a visualisation problem must not break the page
         if view == "head view":
             html = bertviz_offline.head_view_html(insp.attentions, tokens, sentence_b_start=b_start)
             height = int(130 + 22.5 * T)  # bertviz head view: 22.5 px per token row
@@ -156,8 +154,7 @@ def _bertviz(insp, tokens, b_start):
             L, H = insp.attentions.shape[:2]
             # bertviz model view: rows of thumbnails T*84/H + 10 px high, or the enlarged detail view
             height = int(max(L * (T * 84 / H + 10) + 38, T * 18 + 55) + 70)
-    except Exception as e:  # noqa: BLE001 - a visualisation problem must not break the page
-        st.error(f"bertviz could not draw this input: {type(e).__name__}: {e}")
+    if act.failed:
         return
     st.iframe(html, height=height)
 
@@ -268,15 +265,11 @@ def render():
         state.default_train_button("attn_train_default")
 
     a, b = _inputs(tok)
-    a, b, msg = _validate(a, b, tok)
-    if msg:
-        st.warning(msg)
-        return
+    b = _optional_b(b, tok)
     limit = min(max_pos, PAGE_MAX_TOKENS)
-    try:
+    with user_action("Inspect the attention") as act:  # the library decides whether A holds words
         insp = inspect_pair(model, tok, a, b, max_len=limit)
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
         return
     tokens = [str(t) for t in insp.tokens]
     _notices(insp, tokens, tok, a, b, limit, max_pos)
@@ -298,7 +291,7 @@ def render():
     }
     for name, tab in zip(TABS, tabs):
         if tab.open is not False:  # lazy: only the open tab runs (None when tabs do not track state)
-            with tab:
+            with tab, user_action(f"Show {name}"):
                 views[name]()
 
 

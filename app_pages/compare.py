@@ -11,6 +11,7 @@ from explorer import figures_train as ft
 from explorer import state, training_run, workspace
 from explorer.export import plotly_config
 from explorer.figures_inspect import attention_grid_figure
+from explorer.page_errors import user_action
 
 _KEY = "bx_compare_run"
 SWITCHES = {
@@ -95,17 +96,19 @@ def render() -> None:
         st.warning(problem)
     b1, b2, _ = st.columns([1, 1, 4])
     if b1.button("Train both", key="compare_start", type="primary", disabled=running or bool(problem)):
-        err = state.start_run(jobs, corpus, tok, key=_KEY)
-        if err:
-            st.error(err)
-        else:
-            st.rerun()
+        with user_action("Train both designs"):
+            err = state.start_run(jobs, corpus, tok, key=_KEY)
+            if err:
+                st.error(err)
+            else:
+                st.rerun()
     if b2.button("Stop", key="compare_stop", disabled=not running):
         run.stop()
         run.join(2.0)
         st.rerun()
 
     @st.fragment(run_every=1.0 if running else None)
+    @user_action("Show the two trainings")
     def live():
         r = state.get_run(_KEY)
         if r is None:

@@ -14,6 +14,8 @@ from explorer import corpus_state as cs
 from explorer import figures_learn as F
 from explorer.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
+from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
+from explorer.page_errors import user_action
 
 INTRO = """
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
@@ -28,7 +30,6 @@ then the whitespace words, case kept, by frequency. Corpora come from `bertcore.
 
 SOURCES = ["built-in", "tutorial two-liner", "upload a .txt file"]
 KINDS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}  # corpus_state.KINDS
-MAX_TEXT_CHARS = 200_000  # typed text beyond this is not tokenized at all
 MAX_SHOW_TOKENS = 200  # tokens drawn in the figure; the rest are counted, not drawn
 MAX_SHOW_PIECES = 100
 
@@ -126,39 +127,43 @@ def _previous_corpus(current):
     return current
 
 
+@user_action("Search the vocabulary")
 def _vocab_table(tokenizer, counts: Counter) -> None:
     st.subheader("Vocabulary")
     q = st.text_input("Search the vocabulary", key="dt_vocab_q", placeholder="e.g. cat or ##s")
     df = pd.DataFrame({"id": range(len(tokenizer.vocab)), "token": list(tokenizer.vocab),
                        "count in corpus": [counts.get(t, 0) for t in tokenizer.vocab]})
-    if q.strip():
-        df = df[df["token"].str.contains(q.strip().lower(), case=False, regex=False)]
+    q = "" if is_blank(q) else q.strip()
+    if q:
+        df = df[df["token"].str.contains(q.lower(), case=False, regex=False)]
     specials = " ".join(tokenizer.convert_ids_to_tokens(sorted(tokenizer.special_ids)))
     st.caption(f"{len(df):,} of {len(tokenizer.vocab):,} tokens"
-               + (f" contain “{q.strip()}”" if q.strip() else "")
+               + (f" contain “{q}”" if q else "")
                + f". Ids {min(tokenizer.special_ids)}–{max(tokenizer.special_ids)} are the special tokens {specials}.")
     st.dataframe(df, hide_index=True, height=300, key="dt_vocab_df")
 
 
+@user_action("Tokenize your own text")
 def _try_text(tokenizer, default: str) -> None:
 
 
     st.subheader("Tokenize your own text")
     text = st.text_area("Text", value=default, key="dt_text", height=90)
-    if not text.strip():
-        st.info("Type some text above to see its tokens and ids.")
+    if is_blank(text):  # the library's rule: spaces and invisible characters only
+        st.info("Type some text above to see its tokens and ids (spaces and invisible characters such as "
+                "zero-width spaces are not text).")
         return
-    if len(text) > MAX_TEXT_CHARS:
-        st.warning(f"The text has {len(text):,} characters; only the first {MAX_TEXT_CHARS:,} are tokenized.")
-        text = text[:MAX_TEXT_CHARS]
-    try:
+    n_chars = len(text)
+    with user_action("Tokenize the text") as act:
+        text, cut = clean_text(text)  # invisible characters become spaces; very long text is cut (bertcore)
         tokens = tokenizer.tokenize(text)
         ids = tokenizer.convert_tokens_to_ids(tokens)
         unknown = tokenizer.unknown_words(text)
         pieces = tokenizer.word_pieces(text) if tokenizer.kind == "wordpiece" else []
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
         return
+    if cut:
+        st.warning(f"The text has {n_chars:,} characters; only the first {MAX_TEXT_CHARS:,} are tokenized.")
     if not tokens:
         st.info("No tokens: the text holds only whitespace and control characters, which the tokenizer "
                 "removes (`basic_tokenize` drops control characters and splits on whitespace).")
@@ -199,7 +204,7 @@ def _try_text(tokenizer, default: str) -> None:
 def render() -> None:
     st.title("Data & tokens")
     st.markdown(INTRO)
-    try:
+    with user_action("Build the corpus and its tokenizer") as act:
         choice = _pick_corpus()
         corpus = choice.corpus
         st.caption(f"**{corpus.name}**: {corpus.description}")
@@ -232,11 +237,11 @@ def render() -> None:
 
         if choice.key == cs.TUTORIAL:
             render_seed003("dt_seed003")
-        _vocab_table(tokenizer, stats["token_counts"])
-        a, b = corpus.pairs[0]
-        _try_text(tokenizer, f"{a} {b}")
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
+        return
+    _vocab_table(tokenizer, stats["token_counts"])
+    a, b = corpus.pairs[0]
+    _try_text(tokenizer, f"{a} {b}")
 
 
 render()

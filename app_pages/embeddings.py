@@ -8,6 +8,8 @@ from bertcore.errors import BertcoreError
 from explorer import replay, state
 from explorer.figures_inspect import embedding_scatter_figure, pca
 from explorer.figures_overview import embedding_parts
+from bertcore.data.user_text import is_blank
+from explorer.page_errors import user_action
 
 DEFAULT_SENTENCES = (
     "The horse eats the hay near the barn.\n"
@@ -66,6 +68,7 @@ def _vocab_subset(tok, sentence_tokens: list[str], n: int) -> tuple[list[int], l
     return ids, groups
 
 
+@user_action("Plot the token embedding table")
 def _token_table(am, sentences, tokens_in_sentences):
     model, tok = am.model, am.tokenizer
     W = model.bert.embeddings.word_embeddings.weight.detach().float().numpy()
@@ -113,6 +116,7 @@ def _collect_hidden(am, sentences):
     return rows, problems, truncated, limit
 
 
+@user_action("Plot the hidden states")
 def _hidden_states(am, sentences):
     st.subheader("(b) Hidden states, layer by layer")
     st.markdown("Each token of each line below becomes one point per layer. Layer 0 is the embedding "
@@ -169,7 +173,7 @@ def render():
         state.default_train_button("emb_train_default")
     text = st.text_area("Sentences, one per line", value=DEFAULT_SENTENCES, key="emb_text", height=190,
                         max_chars=60_000)
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in (text or "").splitlines() if not is_blank(ln)]  # the library's "empty"
     if not lines:
         st.warning("No sentences: type one sentence per line (for example: the cow eats the hay).")
     if len(lines) > MAX_SENTENCES:
@@ -177,11 +181,9 @@ def render():
         lines = lines[:MAX_SENTENCES]
     tok = active.tokenizer
     sent_tokens = []
-    for ln in lines:
-        try:
+    with user_action("Tokenize the sentences"):
+        for ln in lines:
             sent_tokens.extend(tok.tokenize(ln))
-        except Exception:  # noqa: BLE001 - tokenization problems are reported by inspect_pair below
-            pass
     _token_table(active, lines, sent_tokens)
     st.divider()
     if lines:

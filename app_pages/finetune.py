@@ -9,6 +9,8 @@ from bertcore.finetune.sweep import DEFAULT_POINTS, SWEEP_STEPS, read_sweep
 from bertcore.finetune.tuner import FinetuneConfig
 from explorer import figures_finetune as ff
 from explorer import finetunes, livechart, state, training_run, workspace
+from bertcore.data.user_text import is_blank
+from explorer.page_errors import user_action
 
 LABEL_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 0]  # 0 = all
 STEP_CHOICES = [10, 20, 50, 100, 150, 200, 300, 500]
@@ -33,8 +35,6 @@ def _task(name: str):
         return load_task_csv(up.getvalue(), name=up.name), None
     except BertcoreError as e:
         return None, f"This file cannot be used: {e}"
-    except Exception as e:  # noqa: BLE001 - never a traceback
-        return None, f"This file cannot be used: {type(e).__name__}: {e}"
 
 
 @st.cache_resource(show_spinner="Building the task from the built-in grammar…")
@@ -66,11 +66,8 @@ def _pick_saved(kept, run):
         chosen = by_id[pick]
         sure = st.checkbox("Yes, delete this fine-tune for good", key=f"finetune_sure_{pick}")
         if st.button("Delete", key="finetune_delete", disabled=not sure or (str(chosen.path) == live_dir and run.running)):
-            try:
+            with user_action("Delete the fine-tune"):
                 finetunes.delete(chosen)
-            except BertcoreError as e:
-                st.error(str(e))
-            else:
                 st.query_params.pop("ft", None)
                 st.rerun()
     st.query_params["ft"] = pick
@@ -89,6 +86,7 @@ def _live(run) -> None:
     running = run.running
 
     @st.fragment(run_every=1.0 if running else None)
+    @user_action("Show the fine-tune")
     def live():
         s = run.snapshot()
         st.progress(s.progress, text=f"{s.status}: step {s.step}/{s.steps} of each model · "
@@ -129,6 +127,7 @@ def _sweep(folder, start_args) -> None:
     running = mine and sweep.running
 
     @st.fragment(run_every=1.0 if running else None)
+    @user_action("Show the label sweep")
     def show():
         data = sweep.snapshot() if mine else read_sweep(folder)
         if data is None:
@@ -157,32 +156,34 @@ def _sweep(folder, start_args) -> None:
         return
     if st.button(f"Run the label sweep ({pts} labels)", key="finetune_sweep_start",
                  disabled=finetunes.running() or finetunes.sweeping()):
-        got = start_args()
-        err = got if isinstance(got, str) else finetunes.start_sweep(folder, *got)
-        if err:
-            st.error(err)
-        else:
-            st.rerun()
+        with user_action("Run the label sweep"):
+            got = start_args()
+            err = got if isinstance(got, str) else finetunes.start_sweep(folder, *got)
+            if err:
+                st.error(err)
+            else:
+                st.rerun()
 
 
+@user_action("Try the fine-tuned models")
 def _try_it(models, tokenizer, labels, pair: bool, task_name: str) -> None:
     st.subheader("Try it")
     first = _cached_task(task_name).held_out[0] if task_name in task_names() else None
     c1, c2 = st.columns(2)
     a = c1.text_input("sentence" if not pair else "sentence A", first.text_a if first else "", key="finetune_text_a")
     b = c2.text_input("sentence B", (first.text_b or "") if first else "", key="finetune_text_b") if pair else None
-    if not (a or "").strip():
+    if is_blank(a):  # the library's rule: spaces and invisible characters only
         st.info("Type a sentence to see both models' class probabilities.")
         return
-    try:
+    with user_action("Classify the text") as act:  # classify refuses an empty sentence B with its own message
         probs = {k: classify(m, tokenizer, a, b) for k, m in models.items()}
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
         return
     st.plotly_chart(ff.probabilities_figure(labels, probs), key="finetune_probs")
     st.caption("`bertcore.finetune.tuner.classify`: softmax over the classifier's logits, eval mode.")
 
 
+@user_action("Show the fine-tunes")
 def _view(run, prompt: bool = True) -> None:
     """The live comparison, or a saved one (after a reload or a restart, or picked from the saved list)."""
     kept = finetunes.saved()
@@ -253,7 +254,9 @@ def render() -> None:
     if task_name == _UPLOAD:
         st.file_uploader("CSV: text,label or text_a,text_b,label", type=["csv"], key="finetune_csv",
                          disabled=running)
-    task, err = _task(task_name)
+    task, err = None, None
+    with user_action("Read the task"):
+        task, err = _task(task_name)
     if err and task is None and st.session_state.get("finetune_csv") is None and task_name == _UPLOAD:
         st.info(err)
     elif err:
@@ -273,13 +276,14 @@ def render() -> None:
                          eval_every=max(1, steps // (6 if is_minilm else 15)))
     b1, b2, _ = st.columns([1, 1, 4])
     if b1.button("Start", key="finetune_start", type="primary", disabled=running or task is None):
-        err = finetunes.start(label, task, cfg)
-        if err:
-            st.error(err)
-        else:
-            st.query_params.pop("ft", None)
-            st.session_state.pop("finetune_show", None)  # show the new comparison
-            st.rerun()
+        with user_action("Start the fine-tune"):
+            err = finetunes.start(label, task, cfg)
+            if err:
+                st.error(err)
+            else:
+                st.query_params.pop("ft", None)
+                st.session_state.pop("finetune_show", None)  # show the new comparison
+                st.rerun()
     if b2.button("Stop", key="finetune_stop", disabled=not running):
         run.stop()
         run.join(2.0)

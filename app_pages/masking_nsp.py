@@ -17,13 +17,14 @@ from bertcore.data.pretraining import (
     masking_rule,
     masking_stats,
 )
-from bertcore.errors import BertcoreError
 from explorer import corpus_state as cs
 from explorer import figures_learn as F
 from explorer.seed_example import render_seed003
 
 from bertcore.config import TrainConfig
 from explorer.figures_learn import percent
+from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
+from explorer.page_errors import user_action
 
 # The rates below are the sliders' (their defaults: TrainConfig's); the paper's own are named as BERT's.
 INTRO = """
@@ -37,7 +38,6 @@ Everything here is computed by `bertcore.data.pretraining` (`build_pair`, `mask_
 DEFAULTS = TrainConfig()  # the sliders start at the training defaults
 
 SOURCES = ["a pair from the corpus", "type a pair"]
-MAX_CHARS = 20_000
 DRAWS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
 STATS_PAIRS = 5000  # the convergence chart draws from the first pairs of the corpus
 
@@ -122,11 +122,12 @@ def _pair_input(corpus):
     return a, b, None
 
 
+@user_action("Mask one example")
 def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed: int):
 
 
     rate, mask, rnd, _keep, _ = rates
-    a_ids, b_ids = tokenizer.encode(a), (tokenizer.encode(b) if b else None)
+    a_ids, b_ids = tokenizer.encode(a), (tokenizer.encode(b) if b is not None else None)
     n_in = len(a_ids) + len(b_ids or []) + (3 if b_ids is not None else 2)
     ids, types = P.build_pair(tokenizer, a_ids, b_ids, max_len)
     ids, types = _as_list(ids), _as_list(types)
@@ -161,6 +162,7 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
         st.info("Nothing to mask: the pair holds only special tokens.")
 
 
+@user_action("Draw the NSP examples")
 def _nsp_section(corpus, a: str, true_b: str | None, idx: int | None, seed: int):
     st.subheader("Next sentence prediction")
     rng = random.Random(int(seed))
@@ -181,6 +183,7 @@ def _nsp_section(corpus, a: str, true_b: str | None, idx: int | None, seed: int)
                "pair (never the true one), as in `PretrainingData.make_example`.")
 
 
+@user_action("Count the masking rates")
 def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
     st.subheader("Empirical rates over N draws")
     rate, mask, rnd, keep, max_len = rates
@@ -210,6 +213,7 @@ def _maskable_lengths(ckey: str, _corpus, _tokenizer, max_len: int, n_pairs: int
     return out
 
 
+@user_action("Compute the selection rule")
 def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
     """The masking rule in words, and the selection rate it gives on this corpus (BERT §3.1)."""
     rate, mask, rnd, _keep, max_len = rates
@@ -224,40 +228,53 @@ def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
               "pairs at this max_seq_len (the empirical rate over many draws is in the chart at the bottom).")
 
 
+def _typed(a: str, b: str):
+    """(A, B or None, cut) by the library's rules (``bertcore.data.user_text``): invisible characters become spaces,
+    a blank B is no B, very long text is cut. Raises InputError for a blank A."""
+    a, cut_a = clean_text(a, "sentence A")
+    if is_blank(b):
+        return a, None, cut_a
+    b, cut_b = clean_text(b, "sentence B")
+    return a, b, cut_a or cut_b
+
+
 def render() -> None:
     st.title("Masking & NSP")
     st.latex(r"\mathcal{L} = -\sum_{i \in \text{selected}} \log p_\theta(x_i \mid \tilde{x})"
              r"\;-\; \log p_\theta(\text{IsNext/NotNext} \mid \tilde{x})")
-    try:
+    with user_action("Read the corpus and tokenizer") as act:
         corpus, tokenizer, ckey = _corpus_and_tokenizer()
-        st.markdown(_intro(tokenizer.mask_token))
-        st.caption(f"Corpus **{corpus.name}** ({len(corpus.pairs):,} pairs) with a {tokenizer.kind} tokenizer "
-                   f"of {tokenizer.vocab_size:,} tokens; change both on the *Data & tokens* page.")
-        rates = _controls(tokenizer.mask_token)
-        if rates is not None:
-            _selection_rule(corpus, tokenizer, ckey, rates)
-        a, b, idx = _pair_input(corpus)
-        seed = int(st.session_state.get("mn_seed", 0))
-        if len(a) > MAX_CHARS or len(b) > MAX_CHARS:
-            st.warning(f"Very long input: only the first {MAX_CHARS:,} characters of each sentence are read "
-                       "(the pair is truncated to max_seq_len anyway).")
-            a, b = a[:MAX_CHARS], b[:MAX_CHARS]
-        if not a.strip():
-            st.info("Type a sentence A (and a sentence B) to build a pair.")
-            return
-        if rates is None:
-            return
-        st.subheader("Masked LM: one example")
-        _masking_section(tokenizer, a, b if b.strip() else None, rates, rates[4], seed)
-        if not b.strip():
-            st.info(f"Sentence B is empty, so the example is {tokenizer.pair_template(b=None)}; type a B for the "
-                    "NSP part.")
-        _nsp_section(corpus, a, b if b.strip() else None, idx, seed)
-        if ckey.startswith("tutorial|"):
-            render_seed003("mn_seed003")
-        _stats_section(corpus, tokenizer, ckey, rates, seed)
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
+        return
+    st.markdown(_intro(tokenizer.mask_token))
+    st.caption(f"Corpus **{corpus.name}** ({len(corpus.pairs):,} pairs) with a {tokenizer.kind} tokenizer "
+               f"of {tokenizer.vocab_size:,} tokens; change both on the *Data & tokens* page.")
+    rates = _controls(tokenizer.mask_token)
+    if rates is not None:
+        _selection_rule(corpus, tokenizer, ckey, rates)
+    a, b, idx = _pair_input(corpus)
+    seed = int(st.session_state.get("mn_seed", 0))
+    if is_blank(a):  # the library's rule: spaces and invisible characters only
+        st.info("Type a sentence A (and a sentence B) to build a pair.")
+        return
+    with user_action("Read the pair") as act:
+        a, b, cut = _typed(a, b)
+    if act.failed:
+        return
+    if cut:
+        st.warning(f"Very long input: only the first {MAX_TEXT_CHARS:,} characters of each sentence are read "
+                   "(the pair is truncated to max_seq_len anyway).")
+    if rates is None:
+        return
+    st.subheader("Masked LM: one example")
+    _masking_section(tokenizer, a, b, rates, rates[4], seed)
+    if b is None:
+        st.info(f"Sentence B is empty, so the example is {tokenizer.pair_template(b=None)}; type a B for the "
+                "NSP part.")
+    _nsp_section(corpus, a, b, idx, seed)
+    if ckey.startswith("tutorial|"):
+        render_seed003("mn_seed003")
+    _stats_section(corpus, tokenizer, ckey, rates, seed)
 
 
 render()

@@ -5,12 +5,13 @@ import streamlit as st
 
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
-from bertcore.errors import BertcoreError
 from bertcore.model.formulas import formulas
 from bertcore.model.functional import sinusoidal_table
 from explorer import figures_learn as F
 from explorer import state
 from bertcore.model.bert import embedding_init
+from bertcore.data.user_text import is_blank
+from explorer.page_errors import user_action
 
 INTRO = """
 Self-attention on its own does not know word order: permute the tokens and every output is permuted
@@ -21,13 +22,12 @@ The table below is computed by `bertcore.model.functional.sinusoidal_table`; the
 sentence come from `bertcore.analysis.inference.inspect_pair`.
 """
 
-MAX_CHARS = 20_000  # text beyond this is cut before tokenizing (the model sees at most max_position tokens)
-
 
 def _sinusoidal(n_pos: int, d_model: int):
     return sinusoidal_table(n_pos, d_model).numpy()
 
 
+@user_action("Draw the sinusoidal table")
 def _section_table():
     st.subheader("The sinusoidal table")
     c1, c2 = st.columns(2)
@@ -56,6 +56,7 @@ def _section_table():
     return kind
 
 
+@user_action("Compare with the learned position embeddings")
 def _section_learned(kind: str):
     st.subheader("The active model's position embeddings")
     am = state.get_active()
@@ -91,26 +92,23 @@ def untrained_parts(cfg) -> str:
     return f"Untrained model: random {' and '.join(parts)}; {norm}."
 
 
+@user_action("Embed the sentence")
 def _section_sentence():
     st.subheader("Token + segment + position = the input to layer 1")
     am = state.get_active()
     st.latex(formulas(am.model.config)["embeddings"])  # with or without scale and LayerNorm, as the model has
     a = st.text_input("sentence A", value="the cat eats the cheese in the kitchen .", key="pe_sent_a")
     b = st.text_input("sentence B (optional)", value="", key="pe_sent_b")
-    if not a.strip():
+    if is_blank(a):  # the library's rule: spaces and invisible characters only
         st.info("Type a sentence A to see its embeddings (sentence B is optional).")
         return
-    if len(a) > MAX_CHARS or len(b) > MAX_CHARS:
-        st.warning(f"Very long input: only the first {MAX_CHARS:,} characters of each sentence are read.")
-        a, b = a[:MAX_CHARS], b[:MAX_CHARS]
     model, tok = am.model, am.tokenizer
-    try:
-        ins = inspect_pair(model, tok, a, b if b.strip() else None)
+    with user_action("Embed the sentence") as act:  # inspect_pair cuts very long text and says so (truncated)
+        ins = inspect_pair(model, tok, a, None if is_blank(b) else b)
         tokens, embs, truncated = list(ins.tokens), dict(ins.embeddings), bool(ins.truncated)
         if not getattr(model.config, "embedding_layer_norm", True):
             embs.pop("normed", None)  # this model adds the parts and feeds the sum to layer 1: no LayerNorm row
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
         return
     if truncated:
         st.warning(f"The input was longer than the model's {model.config.max_position_embeddings} positions: "
@@ -128,12 +126,9 @@ def render() -> None:
     st.markdown(INTRO)
     st.latex(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right),\qquad "
              r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{\text{model}}}}\right)")
-    try:
-        kind = _section_table()
-        _section_learned(kind)
-        _section_sentence()
-    except BertcoreError as e:
-        st.error(str(e))
+    kind = _section_table() or "cosine"
+    _section_learned(kind)
+    _section_sentence()
 
 
 render()

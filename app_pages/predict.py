@@ -18,6 +18,9 @@ from explorer.export import attributions_csv, importance_csv, plotly_config
 from explorer.figures_explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
 from explorer.figures_inspect import fill_mask_figure, nsp_figure
 from explorer.memo import memo as shared_memo
+from explorer.page_errors import user_action
+from bertcore.analysis.inference import mask_positions
+from bertcore.data.user_text import clean_text
 
 # the pre-filled texts for a word-level or WordPiece model (a seed vocabulary gets its own: _examples)
 DEFAULT_MASKED = "the cows [MASK] the hay near the barn ."
@@ -28,7 +31,6 @@ DEFAULT_B = "He walks to the school."
 MAX_MASK_CHARTS = 12
 NO_COMPARE = "(no comparison)"
 _WORD = re.compile(r"\[(?:MASK|CLS|SEP|PAD|UNK)\]|<(?:mask|sos|eos|pad|unk)>|\w+|[^\w\s]", re.I)
-_TYPED_MASK = re.compile(r"\[MASK\]|<mask>", re.I)  # a seed vocabulary (tokenizer seed_word) also reads <mask>
 
 
 def _words(text: str, tok=None) -> list[str]:
@@ -93,10 +95,9 @@ def _fill_mask_column(am, text, top_k):
         st.info(f"{am.label} has no masked-language-model head (it was published as a bare encoder "
                 "without the MLM layer), so it cannot fill in [MASK]. Nothing is predicted here.")
         return
-    try:
+    with user_action(f"Fill in the [MASK] with {am.label}") as act:
         res = fill_mask(model, tok, text, top_k=top_k)
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
         return
     if res.truncated:
         st.warning(f"The text was truncated to {len(res.tokens)} tokens (the model's maximum length); "
@@ -125,10 +126,14 @@ def _fill_mask_section(state, models, ex):
                             height=80, max_chars=60_000)
     else:
         sentence = st.text_input("Sentence", value=ex.sentence, key="pred_sentence", max_chars=2_000)
-        words = _words(sentence, models[0].tokenizer)[:80]
+        with user_action("Read the sentence") as act:
+            cleaned, _ = clean_text(sentence, "the sentence")  # the library's rule: invisible characters are not words
+        if act.failed:
+            return None
+        words = _words(cleaned, models[0].tokenizer)[:80]
         labels = _pill_labels(words)
         if not words:
-            st.warning("The sentence is empty. Type a sentence, then click the words to mask.")
+            st.warning("The sentence has no word to click. Type a sentence, then click the words to mask.")
             return None
         chosen = st.pills("Click the words to replace with [MASK]", list(range(len(words))),
                           format_func=lambda i: labels[i], selection_mode="multi",
@@ -139,12 +144,10 @@ def _fill_mask_section(state, models, ex):
         text = _mask_words(words, chosen)
         st.markdown(f"Masked text: `{text}`")
     top_k = st.slider("Top-k candidates per mask", 1, 10, 5, key="pred_topk")
-    if not (text or "").strip():
-        st.warning(f"The text is empty. Type a sentence containing {mask}, e.g. `{ex.masked}`.")
-        return None
-    if not _TYPED_MASK.search(text):
-        st.warning(f"The text has no [MASK]. Write {mask} where a word should be predicted, "
-                   "or switch to *Click words to mask them*.")
+    first = models[0]
+    with user_action("Read the text with [MASK]") as act:  # the library decides: empty, no [MASK], [MASK] too late
+        mask_positions(first.tokenizer, text, first.model.config.max_position_embeddings)
+    if act.failed:
         return None
     cols = st.columns(len(models))
     for col, am in zip(cols, models):
@@ -161,8 +164,9 @@ def _nsp_section(models, ex):
     c1, c2 = st.columns(2)
     a = c1.text_area("Sentence A", value=ex.a, key="pred_nsp_a", height=70, max_chars=60_000)
     b = c2.text_area("Sentence B", value=ex.b, key="pred_nsp_b", height=70, max_chars=60_000)
-    if not (a or "").strip() or not (b or "").strip():
-        st.warning("NSP needs two sentences: type both sentence A and sentence B.")
+    with user_action("Read the sentence pair") as act:  # the library decides whether A and B hold words
+        encode_pair(tok, a, b)
+    if act.failed:
         return None
     cols = st.columns(len(models))
     for col, am in zip(cols, models):
@@ -172,10 +176,9 @@ def _nsp_section(models, ex):
                 st.info(f"{am.label} has no next-sentence-prediction head (it was published without it), "
                         "so it cannot say whether B follows A. Nothing is predicted here.")
                 continue
-            try:
+            with user_action(f"Predict the next sentence with {am.label}") as act:
                 p = float(nsp_probability(am.model, am.tokenizer, a, b))
-            except BertcoreError as e:
-                st.error(str(e))
+            if act.failed:
                 continue
             st.metric("P(IsNext)", f"{p:.1%}")
             st.plotly_chart(nsp_figure(p), key=f"pred_nsp_{am.label}")
@@ -207,6 +210,7 @@ def _why_targets(am, text, pair) -> list:
     return out
 
 
+@user_action("Explain the prediction")
 def _why_section(active, text, pair):
 
 
@@ -228,12 +232,11 @@ def _why_section(active, text, pair):
     pick = c1.segmented_control("Explain", labels, default=labels[0], key="pred_why_target", required=True)
     steps = c2.select_slider("Integrated-gradients steps", [MIN_IG_STEPS, 64, 100, 200], 64, key="pred_why_steps")
     label, a, b, target = targets[labels.index(pick) if pick in labels else 0]
-    try:
-        with st.spinner("Integrating gradients…"):  # shared by every session that asks the same of this model
-            r = shared_memo(active.model, ("why", a, b, target, steps),
-                     lambda: explain_all(active.model, active.tokenizer, a, b, target, steps=steps))
-    except BertcoreError as e:
-        st.error(str(e))
+    with user_action("Explain the prediction") as act, st.spinner("Integrating gradients…"):
+        # shared by every session that asks the same of this model
+        r = shared_memo(active.model, ("why", a, b, target, steps),
+                        lambda: explain_all(active.model, active.tokenizer, a, b, target, steps=steps))
+    if act.failed:
         return
     shown = f"'{r['target_label']}'" if target != "nsp" else "IsNext"
     fig = token_strip_figure(r["tokens"], r["scores"], r["position"],
@@ -273,6 +276,7 @@ def _settings(tc) -> str | None:
     return json.dumps(tc.to_dict() if hasattr(tc, "to_dict") else dict(tc), sort_keys=True, default=str)
 
 
+@user_action("Switch heads off")
 def _ablation_section(state, active, text, pair):
 
 
@@ -289,14 +293,13 @@ def _ablation_section(state, active, text, pair):
                    selection_mode="multi", key=f"pred_abl_heads_{L}x{H}") or []
     heads = [(i // H, i % H) for i in off]
     mask = ab.head_mask_for(heads, L, H)
-    try:
+    with user_action("Evaluate with the heads off") as act:
         batches = _held_out(state, active)
         tc = getattr(active.bundle, "train_config", None)
         data_key = (_settings(tc), model.config.max_position_embeddings)
         base = shared_memo(model, ("base", *data_key), lambda: ab.evaluate(model, batches))
         after = ab.evaluate(model, batches, mask) if heads else base
-    except BertcoreError as e:
-        st.error(str(e))
+    if act.failed:
         return
     m = st.columns(3)
     for col, k in zip(m, ("mlm_loss", "mlm_acc", "nsp_acc")):

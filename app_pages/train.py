@@ -5,12 +5,13 @@ import streamlit as st
 
 from bertcore.analysis.live_probe import Probe, read_probe_csv
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
-from bertcore.errors import BertcoreError, ConfigError
+from bertcore.errors import ConfigError
 from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS
 from bertcore.presets import preset as preset_configs
 from bertcore.training import service
 from bertcore.training.history import History
 from explorer import livechart, state, train_form, training_run, uploads
+from explorer.page_errors import user_action
 
 HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
 LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
@@ -142,6 +143,7 @@ def _saved_history(active, hist) -> None:
 
 def _live(running: bool) -> None:
     @st.fragment(run_every=1.0 if running else None)
+    @user_action("Show the training")
     def live():
         run = state.get_run()
         if run is None:  # e.g. after a reload: the active model's saved history (its run's history.csv)
@@ -180,11 +182,9 @@ def _downloads_and_upload(active) -> None:
         if active.kind != "untrained":
             cache = st.session_state.setdefault("train_zip", {})
             if st.button("Prepare checkpoint zip", key="train_prepare_zip"):
-                try:
+                with user_action("Prepare the checkpoint zip", "Could not save the checkpoint: "):
                     cache.clear()
                     cache[id(active.bundle)] = uploads.checkpoint_zip_bytes(active.bundle)
-                except Exception as e:  # noqa: BLE001
-                    st.error(f"Could not save the checkpoint: {e}")
             data = cache.get(id(active.bundle))
             if data is not None:
                 st.download_button("Download checkpoint (.zip)", data, file_name="bert-checkpoint.zip",
@@ -198,13 +198,8 @@ def _downloads_and_upload(active) -> None:
     with c2:
         up = st.file_uploader("Upload a checkpoint (.zip)", type=["zip"], key="train_upload")
         if up is not None and st.button("Load uploaded checkpoint", key="train_load_upload"):
-            try:
-                bundle = state.load_uploaded_checkpoint(up.getvalue(), up.name)
-            except BertcoreError as e:
-                st.error(f"Checkpoint rejected: {e}")
-            except Exception as e:  # noqa: BLE001 - never a traceback; the current model stays active
-                st.error(f"Checkpoint rejected: {type(e).__name__}: {e}")
-            else:
+            with user_action("Load the uploaded checkpoint", "Checkpoint rejected: "):
+                bundle = state.load_uploaded_checkpoint(up.getvalue(), up.name)  # on error the current model stays
                 state.set_active("uploaded", bundle, f"uploaded: {up.name}")
                 st.rerun()
         st.caption(f"Extracted safely into this session's temp dir: no `..`/absolute paths, at most "
@@ -231,10 +226,9 @@ def render() -> None:
     bcfg = tcfg = probe = None
     problem = None
     with st.expander(label, expanded=not running):
-        try:
+        with user_action("Read the corpus", "The corpus cannot be used: ") as act:
             corpus, choice = train_form.corpus_choice(running)
-        except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
-            st.error(f"The corpus cannot be used: {e}")
+        if act.failed:
             return
         p1, p2 = st.columns([3, 2])
         preset = p1.selectbox("Preset", list(PRESETS), key="train_preset", disabled=running,
@@ -242,10 +236,9 @@ def render() -> None:
                                    "writes them (`python -m bertcore presets`).")
         size = p2.radio("Size", PRESET_SIZES, key="train_size", horizontal=True, disabled=running,
                         help=size_help(preset))
-        try:
+        with user_action("Build the vocabulary", "The corpus cannot be used: ") as act:
             tok, ckey = train_form.tokenizer_choice(corpus, choice, preset, size, running)
-        except Exception as e:  # noqa: BLE001 - a bad corpus never shows a traceback
-            st.error(f"The corpus cannot be used: {e}")
+        if act.failed:
             return
         notes = PRESET_NOTES.get(preset, [])
         if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
@@ -256,19 +249,20 @@ def render() -> None:
             parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
             st.caption(f"`bertcore.config.estimate`: **{est['params']:,} parameters** ({parts}); about "
                        f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {service.max_model_mb():,.0f} MB).")
-        probe, probe_problem = train_form.probe_inputs(corpus, tok, ckey, running)
+        probe, probe_problem = train_form.probe_inputs(corpus, tok, ckey, running, bk["max_position_embeddings"])
         problem = problem or probe_problem
     if problem and not running:
         st.error(f"Cannot start: {problem}")
 
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
     if b1.button("Start", key="train_start", type="primary", disabled=running or problem is not None):
-        err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe)],
-                              corpus, tok)
-        if err:
-            st.error(err)
-        else:
-            st.rerun()
+        with user_action("Start the training"):
+            err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe)],
+                                  corpus, tok)
+            if err:
+                st.error(err)
+            else:
+                st.rerun()
     if b2.button("Stop", key="train_stop", disabled=not running):
         run.stop()
         run.join(2.0)

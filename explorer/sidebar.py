@@ -8,6 +8,7 @@ from bertcore.errors import BertcoreError
 from bertcore.model.bert import count_parameters
 from bertcore.training import runs
 from explorer import finetunes, i18n, state, training_run, workspace
+from explorer.page_errors import user_action
 
 MINILM_LABEL = workspace.MINILM_LABEL
 _K_MSG = "sb_message"
@@ -26,6 +27,7 @@ def _runs():
     return [r for r in (state.get_run(), state.get_run("bx_compare_run")) if r is not None]
 
 
+@user_action("Show the training status")
 def _status_block() -> None:
     running = any(r.running for r in _runs()) or finetunes.running() or finetunes.sweeping()
 
@@ -73,6 +75,7 @@ def _say(kind: str, text: str) -> None:
     st.session_state[_K_MSG] = (kind, text)
 
 
+@user_action("Switch the model")
 def _switcher(active) -> None:
     choices = workspace.list_models()
     labels = list(choices)
@@ -88,6 +91,7 @@ def _switcher(active) -> None:
         st.rerun()
 
 
+@user_action("Manage the runs")
 def _run_manager() -> None:
     infos = workspace.workspace_runs()
     with st.expander(f"Runs in this workspace ({len(infos)})"):
@@ -144,6 +148,7 @@ def _run_actions(info) -> None:
             st.rerun()
 
 
+@user_action("Open a local folder")
 def _open_folder() -> None:
     with st.expander("Open a local folder"):
         path = st.text_input("bertcore run / checkpoint folder, or a transformers BERT folder", key="sb_hf_path",
@@ -157,10 +162,9 @@ def _open_folder() -> None:
 def render_sidebar() -> None:
     with st.sidebar:
         i18n.language_switch()
-        try:
+        with user_action("Load the active model") as act:
             active = state.get_active()
-        except Exception as e:  # noqa: BLE001 - e.g. bertcore half-installed
-            st.error(f"The model package is not available: {e}")
+        if act.failed:
             return
         note = st.session_state.pop(workspace.WS_NOTE_KEY, None)
         if note:

@@ -21,6 +21,7 @@ import streamlit as st
 
 import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 from bertcore.config import BertConfig, TrainConfig
+from bertcore.data.user_text import is_blank
 from bertcore.data.corpus import tutorial_corpus
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import save_checkpoint
@@ -77,10 +78,15 @@ def select_active(key_or_label: str) -> str | None:
 
 def open_folder(path: str) -> str | None:
     """Make a local folder the active model: a bertcore run/checkpoint folder or a transformers folder."""
-    p = Path(path.strip()).expanduser()
-    if not path.strip():
+    if is_blank(path):  # bertcore's rule: spaces and invisible characters only
         return "Type the path of a bertcore run/checkpoint folder or a transformers BERT folder first."
-    if not p.is_dir():
+    try:
+        p = Path(path.strip()).expanduser()
+        is_dir = p.is_dir()
+    except (OSError, RuntimeError, ValueError) as e:  # too long, an unknown ~user, a NUL byte ...
+        return (f"“{path.strip()[:80]}” is not a usable folder path ({getattr(e, 'strerror', None) or e}); "
+                "give the folder that holds config.json")
+    if not is_dir:
         return f"{p} is not a folder on this server; give the folder that holds config.json"
     key = f"dir:{p.resolve()}"
     try:

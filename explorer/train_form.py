@@ -89,8 +89,9 @@ def upload_max_len(corpus, tok, ckey: str, size: str) -> int | None:
     return cache[key]
 
 
-def probe_inputs(corpus, tok, ckey: str, disabled: bool):
-    """The live probe's three texts (defaults from the corpus); returns (Probe or None, problem or None)."""
+def probe_inputs(corpus, tok, ckey: str, disabled: bool, max_len: int | None = None):
+    """The live probe's three texts (defaults from the corpus); returns (Probe or None, problem or None).
+    ``max_len``: the model's max_position_embeddings (the probe's [MASK] must lie within it)."""
     cache = st.session_state.setdefault("train_probe_default", {})
     if ckey not in cache:
         try:
@@ -105,7 +106,7 @@ def probe_inputs(corpus, tok, ckey: str, disabled: bool):
                   c2.text_input("pair: sentence A", d.a, key=k + "a", disabled=disabled),
                   c3.text_input("pair: sentence B (P(IsNext)?)", d.b, key=k + "b", disabled=disabled))
     try:
-        unknown = check_probe(probe, tok)
+        unknown = check_probe(probe, tok, max_len)
     except BertcoreError as e:
         return None, f"the probe: {e}"
     if unknown:

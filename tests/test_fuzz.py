@@ -13,11 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bertcore.analysis.inference import MAX_TEXT_CHARS, clean_text, fill_mask, inspect_pair, nsp_probability
+from bertcore.analysis.inference import fill_mask, inspect_pair, nsp_probability
 from bertcore.config import BertConfig
 from bertcore.data.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, WordTokenizer, basic_tokenize
 from bertcore.errors import BertcoreError
 from bertcore.model.bert import BertForPreTraining
+from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text
 
 TEXTS = ["the cat eats the fish .", "then it sleeps under the table .", "two dogs run in the park .",
          "a bird sings in the tree .", "the children play with a red ball ."]

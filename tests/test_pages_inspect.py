@@ -331,7 +331,7 @@ def test_predict_nsp_needs_two_sentences():
     at = _open(PRED)
     at.text_area(key="pred_nsp_b").input("   ").run()
     _no_exception(at)
-    assert "two sentences" in _messages(at)
+    assert "sentence B is empty" in _messages(at)  # the library's message (bertcore.data.user_text)
     assert not any(m.label == "P(IsNext)" for m in at.metric)
 
 

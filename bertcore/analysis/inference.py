@@ -6,23 +6,22 @@
   hidden states and the attention probabilities of every head, as numpy arrays.
 
 All functions run under ``torch.inference_mode`` in eval mode (dropout off) and restore the model's
-training flag afterwards. Text is cleaned (control characters removed) and truncated longest-first to the
-model's position table, with ``truncated=True`` reported. Bad input raises ``InputError`` saying how to fix it.
+training flag afterwards. Text is cleaned by the one rule for typed text (``bertcore.data.user_text``: control
+and format characters become spaces, empty text is refused, very long text is cut) and truncated longest-first to
+the model's position table, with ``truncated=True`` reported. Bad input raises ``InputError`` saying how to fix
+it; :func:`mask_positions` is the rule for "has a [MASK]" that fill-mask and the Predict page share.
 """
 from __future__ import annotations
 
 import contextlib
-import unicodedata
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from bertcore.data.pretraining import build_pair
+from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text
 from bertcore.errors import InputError
-
-# Longer texts are cut before tokenizing (the model sees at most max_position_embeddings tokens anyway).
-MAX_TEXT_CHARS = 100_000
 
 
 @dataclass
@@ -51,20 +50,6 @@ class Inspection:
     # The segment-table rows the model really looks up: segment_ids above are the API's token types (0 = A,
     # 1 = B); a model with config segment_ids="1/2" (BERT-pytorch) embeds 1 = A, 2 = B, 0 = padding.
     embedded_segment_ids: list = field(default_factory=list)
-
-
-def clean_text(text, what: str = "the text") -> tuple[str, bool]:
-    """Control characters -> spaces; very long text is cut. Raises InputError for non-text or empty text."""
-    if not isinstance(text, str):
-        raise InputError(f"{what} must be a string, got {type(text).__name__}")
-    cut = len(text) > MAX_TEXT_CHARS
-    if cut:
-        text = text[:MAX_TEXT_CHARS]
-    if not text.isprintable():
-        text = "".join(" " if (unicodedata.category(c)[0] == "C") else c for c in text)
-    if not text.strip():
-        raise InputError(f"{what} is empty; type some text, e.g. 'the cat sat on the mat'")
-    return text, cut
 
 
 def encode_pair(tokenizer, a: str, b: str | None = None, max_len: int | None = None):
@@ -112,6 +97,24 @@ def _max_len(model, max_len):
     return int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
 
 
+def mask_positions(tokenizer, text: str, max_len: int | None = None) -> tuple[list, list, bool, list]:
+    """``(ids, type_ids, truncated, positions)`` of ``[CLS] text [SEP]`` and the indices of its ``[MASK]`` tokens
+    (a typed ``[MASK]``, or the vocabulary's own spelling such as ``<mask>``), as fill-mask feeds it.
+
+    Raises InputError when the text is empty, has no [MASK], or has every [MASK] beyond ``max_len`` tokens.
+    """
+    ids, types, truncated = encode_pair(tokenizer, text, None, max_len)
+    positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
+    if not positions:
+        if truncated and tokenizer.mask_id in tokenizer.encode(clean_text(text)[0]):
+            limit = f"{max_len} tokens" if max_len is not None else f"{MAX_TEXT_CHARS:,} characters"
+            raise InputError(f"every [MASK] lies beyond the maximum length ({limit}); shorten the text or move "
+                             "[MASK] earlier")
+        raise InputError("the text has no [MASK]; write [MASK] where a word should be predicted "
+                         "(or click a word to mask it), e.g. 'the cat [MASK] on the mat'")
+    return ids, types, truncated, positions
+
+
 def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_len: int | None = None) -> FillMaskResult:
     """Top-k tokens with probabilities for every [MASK] in ``text`` (masked LM, BERT §3.1)."""
     if not getattr(model, "has_mlm_head", True):
@@ -119,15 +122,7 @@ def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_len: int | None =
                          "fill-mask needs a model with cls.predictions")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(f"top_k={top_k!r} must be a whole number >= 1")
-    ids, types, truncated = encode_pair(tokenizer, text, None, _max_len(model, max_len))
-    mask_id = tokenizer.mask_id
-    positions = [i for i, t in enumerate(ids) if t == mask_id]
-    if not positions:
-        if truncated and mask_id in tokenizer.encode(clean_text(text)[0]):
-            raise InputError("every [MASK] lies beyond the model's maximum length "
-                             f"({_max_len(model, max_len)} tokens); shorten the text or move [MASK] earlier")
-        raise InputError("the text has no [MASK]; write [MASK] where a word should be predicted "
-                         "(or click a word to mask it), e.g. 'the cat [MASK] on the mat'")
+    ids, types, truncated, positions = mask_positions(tokenizer, text, _max_len(model, max_len))
     with _eval_mode(model):
         out = _forward(model, ids, types)
         logits = out.mlm_logits

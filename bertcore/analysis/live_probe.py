@@ -15,8 +15,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertcore.analysis.inference import fill_mask, nsp_probability
+from bertcore.analysis.inference import fill_mask, mask_positions, nsp_probability
 from bertcore.data.tokenization import basic_tokenize
+from bertcore.data.user_text import clean_text, is_blank
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import atomic_write
 
@@ -40,26 +41,34 @@ class Probe:
         return {"text": self.text, "a": self.a, "b": self.b}
 
 
-def check_probe(probe: Probe, tokenizer=None) -> list[str]:
+def check_probe(probe: Probe, tokenizer=None, max_len: int | None = None) -> list[str]:
     """Raise InputError (saying what to fix) for an unusable probe; return the words the tokenizer does not know.
+
+    With a tokenizer, the tokenizer decides what is a [MASK] (as fill-mask will: a seed vocabulary reads <mask>, a
+    word vocabulary does not read "[mask]"); with ``max_len`` (the model's max_position_embeddings) the [MASK] must
+    also lie within it. So a probe that passes here never fails later in the training thread (``run_probe``).
 
     Unknown words are allowed (they become ``[UNK]``) but the page shows them, because a probe in words the
     corpus never uses cannot improve.
     """
     for name, value in (("the probe sentence", probe.text), ("sentence A of the pair", probe.a),
                         ("sentence B of the pair", probe.b)):
-        if not isinstance(value, str) or not value.strip():
-            raise InputError(f"{name} is empty; type some text")
+        if not isinstance(value, str) or is_blank(value):
+            raise InputError(f"{name} is empty; type some text (spaces and invisible characters such as "
+                             "zero-width spaces do not count)")
         if len(value) > MAX_PROBE_CHARS:
             raise InputError(f"{name} has {len(value)} characters; keep it under {MAX_PROBE_CHARS}")
-    n = len(_MASK_RE.findall(probe.text))
-    if tokenizer is not None and n == 0:  # a seed vocabulary (tokenizer seed_word) also reads a typed <mask>
-        n = tokenizer.encode(probe.text).count(tokenizer.mask_id)
+    if tokenizer is None:
+        n = len(_MASK_RE.findall(probe.text))
+    else:
+        n = tokenizer.encode(clean_text(probe.text)[0]).count(tokenizer.mask_id)
     if n != 1:
         raise InputError(f"the probe sentence has {n} [MASK] tokens; put exactly one [MASK] where the model should "
                          "fill in a word, e.g. 'the cat [MASK] the cheese'")
     if tokenizer is None:
         return []
+    if max_len is not None:
+        mask_positions(tokenizer, probe.text, max_len)  # InputError when the [MASK] lies beyond the model's length
     words = []
     for s in (_MASK_RE.sub(" ", probe.text), probe.a, probe.b):
         words += [w for w in tokenizer.unknown_words(s) if w not in words]

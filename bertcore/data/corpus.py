@@ -44,6 +44,7 @@ from pathlib import Path
 from bertcore.data.tokenization import basic_tokenize
 from bertcore.errors import ConfigError, CorpusError
 from bertcore.settings import env_number
+from bertcore.data.user_text import is_blank
 
 MAX_CORPUS_BYTES = 5 * 1024 * 1024
 """Largest user corpus accepted by default (bytes); ``max_corpus_bytes()`` reads env ``BERTCORE_MAX_CORPUS_BYTES``."""
@@ -364,7 +365,7 @@ def decode_text_file(data: bytes, name: str) -> str:
 
 def split_sentences(paragraph: str) -> list[str]:
     """Split prose at ., ! or ? followed by whitespace."""
-    return [s.strip() for s in _SENT_END.split(" ".join(paragraph.split())) if s.strip()]
+    return [s.strip() for s in _SENT_END.split(" ".join(paragraph.split())) if not is_blank(s)]
 
 
 def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto") -> Corpus:
@@ -409,8 +410,8 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
                                   "(or load the file as prose)")
             a, b = ln.split("\t", 1)
             a, b = a.strip(), b.strip()
-            if not a or not b:
-                raise CorpusError(f"{name} line {no} has an empty {'A' if not a else 'B'} side; "
+            if is_blank(a) or is_blank(b):  # spaces and invisible characters only (bertcore.data.user_text)
+                raise CorpusError(f"{name} line {no} has an empty {'A' if is_blank(a) else 'B'} side; "
                                   "put text on both sides of the TAB")
             pairs.append((a, b))
     else:

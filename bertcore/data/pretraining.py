@@ -25,6 +25,7 @@ from functools import lru_cache
 
 import torch
 
+from bertcore.data.user_text import clean_text, is_blank
 from bertcore.errors import ConfigError, CorpusError, InputError
 
 IGNORE = -100
@@ -442,9 +443,8 @@ def example_from_text(data_or_tokenizer, a: str, b: str | None = None, rates: Ma
         rates = getattr(data_or_tokenizer, "rates", None) or MaskingRates()
     if max_len is None:
         max_len = getattr(data_or_tokenizer, "max_seq_len", 512)
-    if not isinstance(a, str) or not a.strip():
-        raise InputError("sentence A is empty; type some text")
-    b_ids = tok.encode(b) if b is not None and b.strip() else None
+    a = clean_text(a, "sentence A")[0]
+    b_ids = None if is_blank(b) else tok.encode(clean_text(b, "sentence B")[0])
     ids, types = build_pair(tok, tok.encode(a), b_ids, max_len)
     masked, labels, dec = mask_tokens(ids, tok, rates, generator, True)
     return Example(masked, types, labels, 0, dec, tok.convert_ids_to_tokens(masked))

@@ -35,6 +35,7 @@ from pathlib import Path
 from bertcore.data import corpus as C
 from bertcore.data.corpus import builtin_corpus, decode_text_file, max_corpus_bytes
 from bertcore.errors import CorpusError, InputError
+from bertcore.data.user_text import is_blank
 
 HELD_OUT_SIZE = 600
 POOL_SIZE = 3000
@@ -250,7 +251,7 @@ def load_task_csv(path_or_bytes, name: str | None = None, seed: int = 0, held_ou
             raise InputError(f"{name} line {no} has {len(row)} field(s) but the header has {len(header)}; "
                              "quote fields that contain commas")
         vals = {c: row[i].strip() for c, i in col.items()}
-        empty = [c for c, v in vals.items() if not v]
+        empty = [c for c, v in vals.items() if is_blank(v)]  # invisible characters only count as empty too
         if empty:
             raise InputError(f"{name} line {no}: the {empty[0]} field is empty; every row needs text and a label")
         raw.append(vals)
