@@ -4,19 +4,13 @@ no "This app has encountered an error" screen, and the fill-mask section above s
 Fixtures (app server, chromium launch settings) are in conftest.py."""
 from __future__ import annotations
 
-from pathlib import Path
 
-import pytest
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
+from browser_marks import BROWSER, LOAD, MAIN
+from playwright.sync_api import Page, expect
 
-from playwright.sync_api import Page, expect  # noqa: E402
+pytestmark = BROWSER
 
-LOAD = 120_000
-MAIN = '[data-testid="stMain"]'
 FORMAT_ONLY = "\u202e\u200b\u200d"
 
 

@@ -6,17 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
+from browser_marks import BROWSER, LOAD, MAIN
+from playwright.sync_api import Page, expect
 
-from playwright.sync_api import Page, expect  # noqa: E402
+pytestmark = BROWSER
 
-LOAD = 120_000
-MAIN = '[data-testid="stMain"]'
 GRID = ".st-key-attn_grid .js-plotly-plot"
 HEAD = ".st-key-attn_head_fig .js-plotly-plot"
 

@@ -6,14 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
+from browser_marks import BROWSER
+from playwright.sync_api import Page, expect
 
-from playwright.sync_api import Page, expect  # noqa: E402
+pytestmark = BROWSER
 
 from test_browser import LOAD, MAIN, SIDEBAR, assert_offline, assert_page_ok, offline_page, plot, \
     wait_idle  # noqa: E402,F401 (offline_page is a fixture)

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import pytest
+from browser_marks import BROWSER, LOAD, MAIN
+from playwright.sync_api import Page, expect
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
+pytestmark = BROWSER
 
-from playwright.sync_api import Page, expect  # noqa: E402
-
-LOAD = 120_000
-MAIN = '[data-testid="stMain"]'
 CHART = ".st-key-mn_mask_chart .js-plotly-plot"
 
 

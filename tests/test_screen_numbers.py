@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 import pytest
+from apptest_pages import open_page
 import torch
-from streamlit.testing.v1 import AppTest
 
 from bertcore.config import BertConfig
 from bertcore.presets import PRESETS
@@ -17,7 +17,6 @@ from bertcore.data.corpus import builtin_corpus
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.io.checkpoint import ModelBundle
 from bertcore.model.bert import embedding_init, init_model
-from explorer import workspace
 from explorer.workspace import ActiveModel
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -33,16 +32,6 @@ def _untrained(name: str, tok) -> ActiveModel:
     cfg = BertConfig(**{**PRESETS[name][0], **SMALL, "vocab_size": tok.vocab_size})
     bundle = ModelBundle(model=init_model(cfg, 0).eval(), tokenizer=tok, history=None, name=name, source="test")
     return ActiveModel(bundle, f"untrained {name}", "untrained", False)
-
-
-def _open(page: str, am: ActiveModel) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state[workspace.MODELS_KEY] = {am.label: am}
-    at.session_state[workspace.ACTIVE_KEY] = am.label
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -64,7 +53,7 @@ def test_embedding_init_says_how_the_tables_are_drawn(name, tok):
 def test_positional_page_states_the_active_models_init_and_layernorm(tok):
     """d2l (init=pytorch, no embedding LayerNorm): the page says N(0, 1), not BERT's normal(0, initializer_range),
     and that the sum reaches layer 1 without a LayerNorm; the default model says its own std and its LayerNorm."""
-    at = _open("app_pages/positional_encoding.py", _untrained("d2l", tok))
+    at = open_page("app_pages/positional_encoding.py", _untrained("d2l", tok))
     warn = " ".join(w.value for w in at.warning)
     captions = " ".join(c.value for c in at.caption)
     assert "random** (normal(0, 1), nn.Embedding's default init)" in warn
@@ -73,7 +62,7 @@ def test_positional_page_states_the_active_models_init_and_layernorm(tok):
     unused = BertConfig(**{**PRESETS["d2l"][0], **SMALL, "vocab_size": tok.vocab_size}).initializer_range
     assert f"{unused:g}" not in warn + captions  # initializer_range is set, but init=pytorch never draws from it
 
-    at = _open("app_pages/positional_encoding.py", _untrained("original BERT", tok))
+    at = open_page("app_pages/positional_encoding.py", _untrained("original BERT", tok))
     warn = " ".join(w.value for w in at.warning)
     captions = " ".join(c.value for c in at.caption)
     r = BertConfig(**{**PRESETS["original BERT"][0], **SMALL, "vocab_size": tok.vocab_size}).initializer_range
@@ -84,11 +73,11 @@ def test_positional_page_states_the_active_models_init_and_layernorm(tok):
 def test_embeddings_page_says_what_layer_0_is_for_the_active_model(tok):
     """Layer 0 is the embedding output as the model builds it: no LayerNorm and sinusoidal positions for
     BERT-pytorch; token, segment, learned position and a LayerNorm for BERT."""
-    at = _open("app_pages/embeddings.py", _untrained("BERT-pytorch (codertimo)", tok))
+    at = open_page("app_pages/embeddings.py", _untrained("BERT-pytorch (codertimo)", tok))
     text = " ".join(m.value for m in at.markdown)
     assert "Layer 0 is the embedding output (token + segment + position (sinusoidal));" in text
     assert "LayerNorm" not in text
-    at = _open("app_pages/embeddings.py", _untrained("original BERT", tok))
+    at = open_page("app_pages/embeddings.py", _untrained("original BERT", tok))
     text = " ".join(m.value for m in at.markdown)
     assert "Layer 0 is the embedding output (token + segment + position (learned) → LayerNorm);" in text
 

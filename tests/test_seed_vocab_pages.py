@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from apptest_pages import open_page
 
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer, seed003_example, seed_vocab
 from bertcore.data.corpus import tutorial_corpus
@@ -46,18 +47,7 @@ def seed_model(seed_run):
 
 
 def _open(page: str, am=None):
-    from streamlit.testing.v1 import AppTest
-
-    from explorer import workspace
-
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    if am is not None:
-        at.session_state[workspace.MODELS_KEY] = {am.label: am}
-        at.session_state[workspace.ACTIVE_KEY] = am.label
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+    return open_page(page, am)
 
 
 def _chart(at, key: str) -> dict:
