@@ -33,6 +33,7 @@ def add_explain_parsers(sub, corpus_help: str) -> None:
     a.add_argument("--curve", action="store_true", help="the pruning curve (Michel et al. 2019 §4): heads removed "
                    "one by one, least important (|gradient of the loss wrt the head mask|) first, with held-out MLM "
                    "and NSP after each removal")
+    a.add_argument("--step", type=int_in(0, 10**9, "--step"), help="a run's saved step (default: the final model)")
     a.add_argument("--corpus", default="builtin", help=corpus_help + "; its held-out split is used")
     a.add_argument("--examples", type=int_in(1, 100_000, "--examples"), default=256,
                    help="held-out examples (fixed masks and NSP choices)")
@@ -81,6 +82,10 @@ def cmd_ablate(args) -> int:
     if args.curve and args.heads is not None:
         raise CliError("--curve removes every head in order of importance; leave --heads out")
     b = load_bundle(args.dir)
+    if args.step is not None:
+        from bertcore.io.steps import load_step
+
+        b = load_step(args.dir, args.step, bundle=b)
     heads = ab.parse_heads(args.heads) if args.heads is not None else None
     L, H = int(b.model.config.num_hidden_layers), int(b.model.config.num_attention_heads)
     if heads:
