@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bertcore.cli_common import CliError, int_in
+from bertcore.cli_common import int_in
 
 
 def add_heads_parser(sub) -> None:
@@ -13,7 +13,7 @@ def add_heads_parser(sub) -> None:
                        "[SEP], punctuation, entropy) and its role (Clark et al. 2019), at a step or over the run")
     h.add_argument("dir", metavar="RUN")
     h.add_argument("--texts", metavar="FILE", help="one sentence or one A<TAB>B pair per line (default: held-out "
-                   "pairs of the run's corpus, drawn with a fixed seed)")
+                   "pairs of the run's corpus, else of the built-in grammar, drawn with a fixed seed)")
     h.add_argument("--examples", type=int_in(1, 2000, "--examples"), default=64,
                    help="how many held-out pairs without --texts (default 64)")
     when = h.add_mutually_exclusive_group()
@@ -29,17 +29,19 @@ def _texts(args, bundle) -> tuple[list, str]:
     if args.texts is not None:
         with open(args.texts, encoding="utf-8", errors="replace") as f:
             return hd.parse_texts(f.read(), args.texts), args.texts
+    from bertcore.data.corpus import get_corpus
+    from bertcore.errors import BertcoreError
     from bertcore.training.service import run_corpus
 
     try:
         corpus = run_corpus(args.dir)
-    except ValueError as e:
-        raise CliError(f"{e}; pass --texts FILE (one sentence or A<TAB>B pair per line)") from None
-    if corpus is None:
-        raise CliError("this run was trained from prepared shards; pass --texts FILE (one sentence or A<TAB>B "
-                       "pair per line)")
+    except BertcoreError:  # a checkpoint folder that does not record its corpus
+        corpus = None
+    where = "the run's corpus"
+    if corpus is None:  # or a run trained from prepared shards
+        corpus, where = get_corpus("builtin"), "the built-in grammar"
     return hd.held_out_texts(corpus, bundle.tokenizer, bundle.train_config, args.examples), \
-        f"{args.examples} held-out pairs of the run's corpus (seed {hd.TEXTS_SEED})"
+        f"{args.examples} held-out pairs of {where} (seed {hd.TEXTS_SEED})"
 
 
 def cmd_heads(args) -> int:

@@ -51,7 +51,7 @@ def role_map_figure(measures: dict, roles: Sequence[Sequence[str]], labels: dict
     fig = go.Figure(go.Heatmap(z=z, x=[f"head {h + 1}" for h in range(H)], y=[f"layer {i + 1}" for i in range(L)],
                                zmin=-0.5, zmax=len(ROLES) - 0.5, colorscale=_discrete_scale(), showscale=False,
                                text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
-                               xgap=2, ygap=2))
+                               xgap=2, ygap=2, showlegend=False, name=""))
     fig.update_yaxes(autorange="reversed")
     for r in ROLES:  # a legend of the roles (invisible points)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=labels.get(r, r), showlegend=True,
@@ -79,10 +79,10 @@ def role_timeline_figure(steps: Sequence[int], roles_per_step: Sequence, loss_st
     if len(loss_steps):
         fig.add_trace(go.Scatter(x=list(loss_steps), y=list(mlm_loss), mode="lines", name=loss_title,
                                  line=dict(color="#444")), row=1, col=1)
-    # column edges halfway between saved steps, so each step's colour spans until the next one
-    xs = list(steps)
+    xs = list(steps)  # each column is centred on its saved step
     fig.add_trace(go.Heatmap(z=z, x=xs, y=names, zmin=-0.5, zmax=len(ROLES) - 0.5, colorscale=_discrete_scale(),
-                             showscale=False, hovertext=hover, hoverinfo="text", ygap=1), row=2, col=1)
+                             showscale=False, hovertext=hover, hoverinfo="text", ygap=1, showlegend=False, name=""),
+                  row=2, col=1)
     if final_steps is not None:
         fig.add_trace(go.Scatter(x=[final_steps[layer][h] for layer in range(L) for h in range(H)], y=names,
                                  mode="markers", name="final role from", marker=dict(symbol="diamond", size=9,

@@ -22,6 +22,8 @@ from bertcore.analysis import heads as hd
 from bertcore.analysis.ablation import held_out_batches
 from bertcore.analysis.pruning import pruning_curve
 from bertcore.data.corpus import get_corpus
+from bertcore.errors import BertcoreError
+from bertcore.training import runs
 from bertcore.training.service import run_corpus
 from explorer import replay
 from explorer.export import head_measures_csv, plotly_config
@@ -43,8 +45,12 @@ def _labels() -> dict:
 
 
 def _corpus_for(run_dir: Path | None):
-    """The run's own corpus (its held-out split), else the built-in grammar; None for a shard-trained run."""
-    return run_corpus(run_dir) if run_dir is not None else get_corpus("builtin")
+    """The run's own corpus (its held-out split), else the built-in grammar (as ``heads RUN`` does)."""
+    try:
+        corpus = run_corpus(run_dir) if run_dir is not None else None
+    except BertcoreError:  # a checkpoint folder that does not record its corpus
+        corpus = None
+    return corpus if corpus is not None else get_corpus("builtin")
 
 
 def _default_texts(active, run_dir: Path | None) -> list:
@@ -84,10 +90,24 @@ def _no_timeline_reason(base, run_dir) -> str:
               "is shown.")
 
 
-def _cli(run_dir, step, last, texts_flag, extra="") -> str:
+def _cli(command: str, run_dir, step, last, *flags: str) -> str:
+    """The CLI line that prints the same numbers (``--step`` left out at the run's last step: its checkpoint)."""
     where = str(run_dir) if run_dir is not None else "RUN"
-    at = f" --step {step}" if step is not None and step != last else ""
-    return f"`python -m bertcore {extra or 'heads'} {where}{at}{' ' + texts_flag if texts_flag else ''} --json`"
+    at = [f"--step {step}"] if step is not None and step != last else []
+    return "`" + " ".join(["python -m bertcore", command, where, *at, *[f for f in flags if f], "--json"]) + "`"
+
+
+def _corpus_flag(run_dir) -> str:
+    """``--corpus X`` for ``ablate`` when the run did not train on the built-in grammar (ablate's default)."""
+    if run_dir is None:
+        return ""
+    try:
+        spec = str(runs.read_run_json(run_dir).get("corpus_spec") or "builtin")
+    except BertcoreError:  # a checkpoint folder without run.json: the page used the built-in grammar too
+        return ""
+    if spec.startswith("run:"):
+        spec = str(Path(run_dir) / spec[4:])
+    return "" if spec == "builtin" else f"--corpus {spec}"
 
 
 def _curve(model, tok, run_dir, train_config, key: str) -> dict | None:
@@ -133,7 +153,7 @@ def render(base, active, fmt: str, text_a: str, text_b: str | None) -> None:
         fig = role_map_figure({k: res[k] for k in hd.MEASURES}, res["roles"], labels, final_steps=finals,
                               title=title, step_word=tr("since step"))
         st.plotly_chart(fig, key="attn_roles_map", config=plotly_config("head_roles", fmt))
-        st.caption(tr("Recompute: {cmd}", cmd=_cli(run_dir, step, last, flag)))
+        st.caption(tr("Recompute: {cmd}", cmd=_cli("heads", run_dir, step, last, flag)))
     with right:
         st.markdown(tr("**Pruning curve** (Michel et al. 2019): heads removed one by one, least important first "
                        "(importance = |gradient of the loss with respect to the head's mask|)."))
@@ -144,8 +164,8 @@ def render(base, active, fmt: str, text_a: str, text_b: str | None) -> None:
             st.plotly_chart(pruning_curve_figure(curve["points"], tr("MLM accuracy"), tr("NSP accuracy"),
                                                  tr("heads removed"), tr("held-out accuracy"), curve["order"]),
                             key="attn_roles_curve", config=plotly_config("pruning_curve", fmt))
-            st.caption(tr("Recompute: {cmd}", cmd=_cli(run_dir, step, last, "", "ablate") .replace(
-                " --json", " --curve --json")))
+            st.caption(tr("Recompute: {cmd}", cmd=_cli("ablate", run_dir, step, last, "--curve",
+                                                                _corpus_flag(run_dir))))
     if timeline is None:
         st.info(_no_timeline_reason(base, run_dir))
     else:
@@ -159,7 +179,7 @@ def render(base, active, fmt: str, text_a: str, text_b: str | None) -> None:
         st.plotly_chart(role_timeline_figure(timeline["steps"], [p["roles"] for p in timeline["per_step"]], ls, ll,
                                              finals, labels, tr("MLM loss"), tr("step"), current_step=step),
                         key="attn_roles_timeline", config=plotly_config("head_role_timeline", fmt))
-        st.caption(tr("Recompute: {cmd}", cmd=_cli(run_dir, None, None, flag).replace(" --json", " --all-steps --json")))
+        st.caption(tr("Recompute: {cmd}", cmd=_cli("heads", run_dir, None, None, flag, "--all-steps")))
     rows = hd.head_rows(res)
     shown = pd.DataFrame([{**r, "layer": r["layer"] + 1, "head": r["head"] + 1, "role": labels[r["role"]]}
                           for r in rows])

@@ -63,7 +63,8 @@ def test_thresholds_and_mixed():
     assert heads.role_of({**v, "to_prev": 0.5, "to_self": 0.5}, 2.0) == "previous-token"  # a tie: SHARE_ROLES order
     assert heads.role_of({**v, "to_sep": 0.49, "to_self": 0.51}, 2.0) == "self"  # the larger share
     assert heads.role_of({**v, "to_sep": 0.6, "to_self": 0.51}, 2.0) == "[SEP]"
-    assert heads.role_of({**v, "entropy": 1.6}, 2.0) == "broad" and heads.role_of({**v, "entropy": 1.59}, 2.0) == "mixed"
+    assert heads.role_of({**v, "entropy": 1.6}, 2.0) == "broad"  # BROAD_FRACTION x max entropy
+    assert heads.role_of({**v, "entropy": 1.59}, 2.0) == "mixed"
 
 
 def test_pads_are_left_out():
