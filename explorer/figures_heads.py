@@ -37,14 +37,22 @@ def _role_index(roles) -> np.ndarray:
 def role_map_figure(measures: dict, roles: Sequence[Sequence[str]], labels: dict | None = None,
                     final_steps: Sequence[Sequence[int]] | None = None, title: str = "",
                     step_word: str = "since step") -> go.Figure:
-    """Layers (rows, layer 1 at the top) x heads grid coloured by role, the role written in each cell, and the
-    seven measures in the hover. ``final_steps`` [L][H]: the step each head took its final role (hover + text)."""
+    """Layers (rows, layer 1 at the top) x heads grid coloured by role; each cell says the role and the head's
+    largest share (e.g. "prev 0.47": what a *mixed* head leans to), the hover all seven measures.
+    ``final_steps`` [L][H]: the step each head took its final role (a third line in the cell)."""
     labels = labels or {r: r for r in ROLES}
     L, H = len(roles), len(roles[0])
     z = _role_index(roles)
-    text = [[labels.get(roles[layer][h], roles[layer][h]) + (f"<br>{step_word} {final_steps[layer][h]}"
-                                                              if final_steps is not None else "")
-             for h in range(H)] for layer in range(L)]
+    shares = [k for k in MEASURES if k != "entropy"]
+
+    def cell(layer: int, h: int) -> str:  # the role, the largest share (what a mixed head leans to), the step
+        top = max(shares, key=lambda k: float(measures[k][layer][h]))
+        out = [labels.get(roles[layer][h], roles[layer][h]), f"{MEASURE_SHORT[top]} {float(measures[top][layer][h]):.2f}"]
+        if final_steps is not None:
+            out.append(f"{step_word} {final_steps[layer][h]}")
+        return "<br>".join(out)
+
+    text = [[cell(layer, h) for h in range(H)] for layer in range(L)]
     hover = [["<br>".join([f"layer {layer + 1}, head {h + 1}: <b>{labels.get(roles[layer][h], roles[layer][h])}</b>"]
                           + [f"{MEASURE_SHORT[k]}: {float(measures[k][layer][h]):.3f}" for k in MEASURES])
               for h in range(H)] for layer in range(L)]
@@ -53,12 +61,13 @@ def role_map_figure(measures: dict, roles: Sequence[Sequence[str]], labels: dict
                                text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                                xgap=2, ygap=2, showlegend=False, name=""))
     fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(side="top")  # head labels above the grid, the role legend below it
     for r in ROLES:  # a legend of the roles (invisible points)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=labels.get(r, r), showlegend=True,
                                  marker=dict(size=12, symbol="square", color=ROLE_COLOURS[r],
                                              line=dict(width=1, color="#888"))))
-    fig.update_layout(title=title or None, height=max(220, 60 * L + 110), margin=dict(l=10, r=10, t=40, b=10),
-                      legend=dict(orientation="h", y=-0.08), plot_bgcolor="white")
+    fig.update_layout(title=title or None, height=max(260, 75 * L + 130), margin=dict(l=10, r=10, t=70, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.04), plot_bgcolor="white")
     return fig
 
 
