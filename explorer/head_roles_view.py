@@ -35,7 +35,7 @@ from explorer.page_errors import user_action
 ROLE_NAMES = {"previous-token": mark("previous token"), "next-token": mark("next token"), "self": mark("itself"),
               "[CLS]": "[CLS]", "[SEP]": "[SEP]", "punctuation": mark("punctuation"), "broad": mark("broad"),
               "mixed": mark("mixed")}
-AUTO_CURVE_HEADS = 48  # up to this many heads the pruning curve is computed on opening the tab (one evaluation
+AUTO_CURVE_HEADS = 16  # up to this many heads the pruning curve is computed on opening the tab (one evaluation
 # of 256 held-out pairs per head: well under a second for the app's models); beyond it, on a button press
 CURVE_EXAMPLES = 256  # ablate's default --examples
 
