@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -47,8 +49,6 @@ def _train(out: Path) -> Path:
 
 
 def _page(run_dir: Path) -> dict:
-    import shutil
-
     from streamlit.testing.v1 import AppTest
 
     from bertcore.training import runs
@@ -113,8 +113,6 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-heads-") as tmp:
-        import os
-
         os.environ.setdefault("BERTCORE_RUNS_DIR", str(Path(tmp) / "runs"))
         run_dir = Path(args.run) if args.run else _train(Path(tmp) / "run")
         r = measure(run_dir, args.reps, page=not args.no_page)
