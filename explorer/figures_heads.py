@@ -36,7 +36,7 @@ def _role_index(roles) -> np.ndarray:
 
 def role_map_figure(measures: dict, roles: Sequence[Sequence[str]], labels: dict | None = None,
                     final_steps: Sequence[Sequence[int]] | None = None, title: str = "",
-                    step_word: str = "since step") -> go.Figure:
+                    step_word: str = "since step", layer_word: str = "layer", head_word: str = "head") -> go.Figure:
     """Layers (rows, layer 1 at the top) x heads grid coloured by role; each cell says the role and the head's
     largest share (e.g. "prev 0.47": what a *mixed* head leans to), the hover all seven measures.
     ``final_steps`` [L][H]: the step each head took its final role (a third line in the cell)."""
@@ -53,10 +53,11 @@ def role_map_figure(measures: dict, roles: Sequence[Sequence[str]], labels: dict
         return "<br>".join(out)
 
     text = [[cell(layer, h) for h in range(H)] for layer in range(L)]
-    hover = [["<br>".join([f"layer {layer + 1}, head {h + 1}: <b>{labels.get(roles[layer][h], roles[layer][h])}</b>"]
+    hover = [["<br>".join([f"{layer_word} {layer + 1}, {head_word} {h + 1}: <b>{labels.get(roles[layer][h], roles[layer][h])}</b>"]
                           + [f"{MEASURE_SHORT[k]}: {float(measures[k][layer][h]):.3f}" for k in MEASURES])
               for h in range(H)] for layer in range(L)]
-    fig = go.Figure(go.Heatmap(z=z, x=[f"head {h + 1}" for h in range(H)], y=[f"layer {i + 1}" for i in range(L)],
+    fig = go.Figure(go.Heatmap(z=z, x=[f"{head_word} {h + 1}" for h in range(H)],
+                               y=[f"{layer_word} {i + 1}" for i in range(L)],
                                zmin=-0.5, zmax=len(ROLES) - 0.5, colorscale=_discrete_scale(), showscale=False,
                                text=text, texttemplate="%{text}", hovertext=hover, hoverinfo="text",
                                xgap=2, ygap=2, showlegend=False, name=""))

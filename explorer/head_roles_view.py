@@ -151,7 +151,7 @@ def render(base, active, fmt: str, text_a: str, text_b: str | None) -> None:
     with left:
         title = tr("Head roles at step {step}", step=step) if step is not None else tr("Head roles")
         fig = role_map_figure({k: res[k] for k in hd.MEASURES}, res["roles"], labels, final_steps=finals,
-                              title=title, step_word=tr("since step"))
+                              title=title, step_word=tr("since step"), layer_word=tr("layer"), head_word=tr("head"))
         st.plotly_chart(fig, key="attn_roles_map", config=plotly_config("head_roles", fmt))
         st.caption(tr("Recompute: {cmd}", cmd=_cli("heads", run_dir, step, last, flag)))
     with right:
