@@ -8,7 +8,7 @@ import streamlit as st
 from bertcore.analysis.explain import attention_rollout
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
-from explorer import bertviz_offline, replay, state
+from explorer import bertviz_offline, head_roles_view, replay, state
 from explorer.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, head_stats_array, max_entropy, top_attended
 from explorer.examples import Examples, session_examples
 from explorer.export import attention_csv, attentions_npz, plotly_config, rollout_csv
@@ -27,7 +27,7 @@ DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
 PAGE_MAX_TOKENS = 512  # BERT's position table; longer inputs are truncated (notice shown)
 BERTVIZ_MAX_TOKENS = 64  # bertviz draws every line in the browser: beyond this it is unreadable and slow
-TABS = ["All heads", "One head", "Rollout", "bertviz", "Per-head statistics", "Over training"]
+TABS = ["All heads", "One head", "Rollout", "bertviz", "Per-head statistics", "Over training", "Head roles"]
 URL_TEXT_MAX = 2000  # longer texts are not written to the URL (links would break); the page says so
 
 
@@ -248,7 +248,8 @@ def _notices(insp, tokens, tok, a, b, limit, max_pos):
 
 def render():
     st.title("Attention")
-    active = replay.at_step(state.get_active(), "attn")
+    base = state.get_active()
+    active = replay.at_step(base, "attn")
     model, tok = active.model, active.tokenizer
     L, H, max_pos = _model_dims(model)
 
@@ -288,6 +289,7 @@ def render():
         "bertviz": lambda: _bertviz(insp, tokens, b_start),
         "Per-head statistics": lambda: _stats(insp, tokens, fmt),
         "Over training": lambda: _over_training(active, layer, head, fmt),
+        "Head roles": lambda: head_roles_view.render(base, active, fmt, a, b),
     }
     for name, tab in zip(TABS, tabs):
         if tab.open is not False:  # lazy: only the open tab runs (None when tabs do not track state)

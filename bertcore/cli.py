@@ -12,7 +12,8 @@
     python -m bertcore presets [--size tiny|seed] [--json]
     python -m bertcore explain DIR "text" ["text B"] [--target mask[:i]|nsp] [--method rollout|grad_x_input|
                                integrated_gradients] [--steps N] [--baseline mask|pad] [--json]
-    python -m bertcore ablate  DIR [--heads L.H,...] [--corpus ...] [--examples N] [--json]
+    python -m bertcore ablate  DIR [--heads L.H,...|--curve] [--corpus ...] [--examples N] [--json]
+    python -m bertcore heads   RUN [--texts FILE] [--step N|--all-steps] [--json]
     python -m bertcore export-hf DIR OUT_DIR
     python -m bertcore import-hf HF_DIR OUT_DIR
     python -m bertcore finetune --from DIR|minilm|scratch --task NAME|FILE.csv --labels N --steps S --seed K --out DIR
@@ -49,6 +50,7 @@ from bertcore.cli_data import (
 )
 from bertcore.cli_explain import add_explain_parsers, cmd_ablate, cmd_explain
 from bertcore.cli_finetune import add_finetune_parsers, cmd_classify, cmd_finetune
+from bertcore.cli_heads import add_heads_parser, cmd_heads
 
 MAX_DRAWS = 1_000_000
 
@@ -127,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_explain_parsers(sub, corpus_help)
     add_finetune_parsers(sub)
+    add_heads_parser(sub)
     return p
 
 
@@ -342,7 +345,7 @@ def cmd_presets(args) -> int:
 COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp,
             "inspect": cmd_inspect, "explain": cmd_explain, "ablate": cmd_ablate, "mask": cmd_mask,
             "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
-            "finetune": cmd_finetune, "classify": cmd_classify}
+            "finetune": cmd_finetune, "classify": cmd_classify, "heads": cmd_heads}
 
 
 def _fail(msg: str) -> int:

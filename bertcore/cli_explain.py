@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bertcore.cli_common import int_in, load_bundle
+from bertcore.cli_common import CliError, int_in, load_bundle
 
 # the same numbers as bertcore.analysis.explain (not imported here: it imports torch; tests/test_explain.py checks)
 DEFAULT_IG_STEPS, MIN_IG_STEPS, MAX_IG_STEPS = 64, 50, 2000
@@ -30,6 +30,10 @@ def add_explain_parsers(sub, corpus_help: str) -> None:
     a.add_argument("dir", metavar="DIR")
     a.add_argument("--heads", help="0-based LAYER.HEAD list, e.g. 0.1,2.3: each alone, then all together "
                    "(default: every head alone, the importance map)")
+    a.add_argument("--curve", action="store_true", help="the pruning curve (Michel et al. 2019 §4): heads removed "
+                   "one by one, least important (|gradient of the loss wrt the head mask|) first, with held-out MLM "
+                   "and NSP after each removal")
+    a.add_argument("--step", type=int_in(0, 10**9, "--step"), help="a run's saved step (default: the final model)")
     a.add_argument("--corpus", default="builtin", help=corpus_help + "; its held-out split is used")
     a.add_argument("--examples", type=int_in(1, 100_000, "--examples"), default=256,
                    help="held-out examples (fixed masks and NSP choices)")
@@ -75,13 +79,21 @@ def cmd_ablate(args) -> int:
     from bertcore.analysis import ablation as ab
     from bertcore.data.corpus import get_corpus
 
+    if args.curve and args.heads is not None:
+        raise CliError("--curve removes every head in order of importance; leave --heads out")
     b = load_bundle(args.dir)
+    if args.step is not None:
+        from bertcore.io.steps import load_step
+
+        b = load_step(args.dir, args.step, bundle=b)
     heads = ab.parse_heads(args.heads) if args.heads is not None else None
     L, H = int(b.model.config.num_hidden_layers), int(b.model.config.num_attention_heads)
     if heads:
         ab.head_mask_for(heads, L, H)  # range check before the slow part
     batches = ab.held_out_batches(b.tokenizer, get_corpus(args.corpus), b.train_config, args.examples,
                                   max_len=b.model.config.max_position_embeddings)
+    if args.curve:
+        return _curve(b.model, batches, args)
     imp = ab.head_importance(b.model, batches, heads)
     out = dict(imp)
     if heads and len(heads) > 1:
@@ -100,4 +112,19 @@ def cmd_ablate(args) -> int:
         t = out["together"]
         print(f"  all {len(t['heads'])} together {t['d_mlm_loss']:+10.4f} {t['d_mlm_acc']:+10.4f} "
               f"{t['d_nsp_acc']:+10.4f}")
+    return 0
+
+
+def _curve(model, batches, args) -> int:
+    from bertcore.analysis.pruning import pruning_curve
+
+    out = pruning_curve(model, batches)
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"pruning curve on {args.examples} held-out examples (Michel et al. 2019): least important head first")
+    print("removed  head (0-based)  mlm_acc  nsp_acc  mlm_loss")
+    for p, h in zip(out["points"], [None, *out["order"]]):
+        name = f"{h['layer']}.{h['head']}" if h else "-"
+        print(f"  {p['removed']:<6} {name:<15} {p['mlm_acc']:.4f}   {p['nsp_acc']:.4f}   {p['mlm_loss']:.4f}")
     return 0

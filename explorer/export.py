@@ -85,3 +85,12 @@ def attentions_npz(attentions: np.ndarray, tokens: Sequence[str], segment_ids: S
     buf = io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return buf.getvalue()
+
+
+def head_measures_csv(rows: Sequence[dict], step: int | None = None) -> bytes:
+    """Head roles (``bertcore.analysis.heads.head_rows``): 0-based ``layer, head``, the seven measures, ``role``;
+    a ``step`` column first when the model is a run's saved step (as ``heads RUN --step N --json`` prints)."""
+    df = pd.DataFrame(list(rows))
+    if step is not None:
+        df.insert(0, "step", int(step))
+    return _csv(df)
