@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from apptest_pages import open_page
+from conftest import plotly_array
 
 from bertcore.analysis import probing
 from bertcore.analysis.probing import (
@@ -24,8 +26,10 @@ from bertcore.data.corpus import labelled_sentences, word_categories
 from bertcore.data.probe_sets import ProbeSet, csv_probe_set, grammar_probe_set, labels_from_csv, split_sequences
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import InputError
+from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training import service
+from explorer.workspace import ActiveModel
 
 torch.set_num_threads(1)
 STEPS = 300
@@ -162,3 +166,38 @@ def test_grammar_properties_need_a_vocabulary_that_covers_the_grammar(short_run)
     assert len(grammar_probe_set(small, "position").items) > 0  # position works with any vocabulary
     with pytest.raises(InputError, match="unknown"):
         grammar_probe_set(small, "colour")
+
+
+# ----------------------------------------------------------------------------- the Probes page (AppTest)
+def _run_model(run_dir) -> ActiveModel:
+    bundle = load_checkpoint(run_dir)
+    bundle.run_dir = run_dir
+    return ActiveModel(bundle, "probe run", "trained", True, key="run:probes")
+
+
+def _charts(at) -> list[dict]:
+    return [json.loads(e.proto.spec) for e in at.get("plotly_chart")]
+
+
+def test_page_heat_map_is_the_layer_by_step_matrix(short_run):
+    at = open_page("app_pages/probes.py", _run_model(short_run), property="number", step="100")
+    assert at.query_params["property"] == ["number"] or at.query_params["property"] == "number"
+    heat = next(c for c in _charts(at) if c["data"][0]["type"] == "heatmap")
+    over = probe_over_steps(short_run, "number")
+    np.testing.assert_allclose(plotly_array(heat["data"][0]["z"]), over.matrix("accuracy"), atol=1e-9)
+    np.testing.assert_allclose(plotly_array(heat["data"][1]["z"]), over.matrix("control_accuracy"), atol=1e-9)
+    line = next(c for c in _charts(at) if c["data"][0]["type"] == "scatter")
+    want = [lp.accuracy for lp in over.results[1].layers]  # the slider's step: 100
+    np.testing.assert_allclose(plotly_array(line["data"][0]["y"]), want, atol=1e-9)
+    assert "step 100" in line["layout"]["title"]["text"]
+    at.selectbox(key="probe_property").set_value("position").run()
+    assert not at.exception and str(at.query_params["property"]).strip("[]'") == "position"
+
+
+def test_page_untrained_model_probes_the_current_model_only():
+    at = open_page("app_pages/probes.py", property="topic")
+    assert any("current model only" in c.value for c in at.caption)
+    line = next(c for c in _charts(at) if c["data"][0]["type"] == "scatter")
+    assert len(plotly_array(line["data"][0]["y"])) == 3  # embeddings + 2 layers
+    at.selectbox(key="probe_property").set_value("labels").run()
+    assert not at.exception and any("Upload a labels CSV" in i.value for i in at.info)
