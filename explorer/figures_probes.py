@@ -40,7 +40,9 @@ def probe_heatmaps_figure(accuracy: np.ndarray, control: np.ndarray, steps: Sequ
                       row=1, col=k)
         fig.update_xaxes(title_text=tr("training step"), type="category", row=1, col=k)
         if step is not None and str(step) in cols:
-            fig.add_vline(x=cols.index(str(step)), line=dict(color="white", width=2, dash="dot"), row=1, col=k)
+            i = cols.index(str(step))  # the replay slider's step: a frame around its column
+            fig.add_vrect(x0=i - 0.5, x1=i + 0.5, line=dict(color="white", width=3), fillcolor="rgba(0,0,0,0)",
+                          row=1, col=k)
     fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=1.0,
                                      colorbar=dict(title=dict(text=tr("accuracy")))),
                       title=title or None, height=max(260, 70 * len(rows) + 140), margin=dict(l=10, r=10, t=70, b=10))
