@@ -30,8 +30,8 @@ from bertcore.io.checkpoint import atomic_write, load_checkpoint
 from bertcore.io.steps import list_steps, load_step, step_path
 
 L2 = 1e-2
-MAX_ITER = 60
-PROBE_VERSION = 1  # bump when the probe or the probe sets change: disk caches of older versions are recomputed
+MAX_ITER = 30
+PROBE_VERSION = 2  # bump when the probe or the probe sets change: disk caches of older versions are recomputed
 CACHE_DIR = "probes"
 MAX_SEQ_TOKENS = 64
 _MEMORY: OrderedDict = OrderedDict()
