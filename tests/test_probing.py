@@ -127,7 +127,7 @@ def test_position_at_layer_0_and_number_rises_over_training(short_run, tmp_path)
     acc = over.matrix("accuracy")  # (layers, steps)
     assert acc.shape == (3, 4) and over.steps == [0, 100, 200, STEPS]
     assert acc[:, -1].max() > acc[:, 0].max() + 0.05, acc
-    assert acc[:, -1].max() >= 0.9
+    assert acc[:, -1].max() >= 0.85  # 0.91 here after 300 steps; 1.00 after the default 600 (docs/BENCH.md)
     # the masked verb hides its own type: at layer 0 the control task is exactly at its chance level
     first = over.results[0].layers[0]
     assert first.control_accuracy == pytest.approx(first.control_chance, abs=0.05)
