@@ -89,7 +89,8 @@ def attentions_npz(attentions: np.ndarray, tokens: Sequence[str], segment_ids: S
 
 def probes_csv(steps: Sequence[int], results: Sequence) -> bytes:
     """Probes over training (``bertcore.analysis.probing``): one row per (step, layer), 0-based layers (0 = the
-    embedding output), with accuracy, control accuracy, selectivity and both chance levels."""
+    embedding output), with accuracy, control accuracy, selectivity and both chance levels. Step -1: the final
+    checkpoint of a run without saved steps."""
     rows = [{"step": s, "layer": lp.layer, "accuracy": lp.accuracy, "control_accuracy": lp.control_accuracy,
              "selectivity": lp.selectivity, "chance": lp.chance, "control_chance": lp.control_chance}
             for s, r in zip(steps, results) for lp in r.layers]

@@ -30,7 +30,7 @@ def probe_heatmaps_figure(accuracy: np.ndarray, control: np.ndarray, steps: Sequ
     accuracy = np.asarray(accuracy, dtype=float)
     control = np.asarray(control, dtype=float)
     rows = layer_names(accuracy.shape[0])
-    cols = [str(s) for s in steps]
+    cols = [str(s) if s >= 0 else tr("final") for s in steps]  # -1: a run without saved steps (its checkpoint)
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
                         subplot_titles=(tr("probe accuracy (held out)"), tr("control task accuracy")))
     hover = tr("step %{x}<br>%{y}<br>accuracy %{z:.3f}") + "<extra></extra>"

@@ -3,6 +3,7 @@ the library's, and bad input gives `error: ...` with exit status 2."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -74,3 +75,13 @@ def test_bad_csv_and_missing_run_in_a_subprocess(tiny_run, tmp_path):
                  ["probe", str(tmp_path / "nope"), "--property", "position"]):
         p = subprocess.run([sys.executable, "-m", "bertcore", *argv], capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and p.stderr.startswith("error: ") and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_run_without_saved_steps_probes_its_checkpoint(tiny_run, tmp_path, capsys):
+    old = tmp_path / "old"
+    shutil.copytree(tiny_run, old)
+    shutil.rmtree(old / "steps")  # a run made before replay existed
+    d = _json(capsys, "probe", str(old), "--property", "topic", "--all-steps", "--json")
+    assert d["steps"] == [-1] and d["results"][0]["step"] is None
+    final = _json(capsys, "probe", str(old), "--property", "topic", "--json")
+    assert final["layers"] == d["results"][0]["layers"]
