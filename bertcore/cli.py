@@ -18,6 +18,7 @@
     python -m bertcore import-hf HF_DIR OUT_DIR
     python -m bertcore finetune --from DIR|minilm|scratch --task NAME|FILE.csv --labels N --steps S --seed K --out DIR
     python -m bertcore classify DIR "text" ["text B"] [--json]
+    python -m bertcore probe   RUN --property NAME [--step N | --all-steps] [--labels FILE.csv] [--json]
 
 Bad input prints ``error: <what and how to fix>`` on stderr and exits with status 2, never a traceback.
 Heavy imports (torch) happen inside the commands so ``--help`` is instant.
@@ -51,6 +52,7 @@ from bertcore.cli_data import (
 from bertcore.cli_explain import add_explain_parsers, cmd_ablate, cmd_explain
 from bertcore.cli_finetune import add_finetune_parsers, cmd_classify, cmd_finetune
 from bertcore.cli_heads import add_heads_parser, cmd_heads
+from bertcore.cli_probe import add_probe_parser, cmd_probe
 
 MAX_DRAWS = 1_000_000
 
@@ -130,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_explain_parsers(sub, corpus_help)
     add_finetune_parsers(sub)
     add_heads_parser(sub)
+    add_probe_parser(sub)
     return p
 
 
@@ -345,7 +348,8 @@ def cmd_presets(args) -> int:
 COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp,
             "inspect": cmd_inspect, "explain": cmd_explain, "ablate": cmd_ablate, "mask": cmd_mask,
             "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
-            "finetune": cmd_finetune, "classify": cmd_classify, "heads": cmd_heads}
+            "finetune": cmd_finetune, "classify": cmd_classify, "heads": cmd_heads,
+            "probe": cmd_probe}
 
 
 def _fail(msg: str) -> int:

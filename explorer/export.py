@@ -94,3 +94,14 @@ def head_measures_csv(rows: Sequence[dict], step: int | None = None) -> bytes:
     if step is not None:
         df.insert(0, "step", int(step))
     return _csv(df)
+
+
+def probes_csv(steps: Sequence[int], results: Sequence) -> bytes:
+    """Probes over training (``bertcore.analysis.probing``): one row per (step, layer), 0-based layers (0 = the
+    embedding output), with accuracy, control accuracy, selectivity and both chance levels. Step -1: the final
+    checkpoint of a run without saved steps."""
+    rows = [{"step": s, "layer": lp.layer, "accuracy": lp.accuracy, "control_accuracy": lp.control_accuracy,
+             "selectivity": lp.selectivity, "chance": lp.chance, "control_chance": lp.control_chance}
+            for s, r in zip(steps, results) for lp in r.layers]
+    return _csv(pd.DataFrame(rows, columns=["step", "layer", "accuracy", "control_accuracy", "selectivity",
+                                            "chance", "control_chance"]))

@@ -323,6 +323,60 @@ def _builtin_corpus(seed: int, n_pairs: int) -> Corpus:
                   f"constraints, {len(pairs)} distinct sentence pairs (seed {seed})", documents=docs)
 
 
+@dataclass(frozen=True)
+class LabelledSentence:
+    """One A sentence of the grammar with the facts a probe needs (``words`` end with "."; ``verb`` indexes them)."""
+    words: tuple[str, ...]
+    topic: str
+    number: str  # the subject's number: "sg" | "pl"
+    verb: int  # index in ``words`` of the verb that agrees with the subject
+    subject: int  # index in ``words`` of the subject's head word (its last word)
+
+
+def labelled_sentences(seed: int, n: int) -> list[LabelledSentence]:
+    """``n`` A sentences (SUBJ_NP FRAME, see the module docstring) drawn from ``random.Random(seed)`` with their
+    topic, subject number and verb index: the ground truth of the probes (``bertcore.analysis.probing``)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(int(n)):
+        topic = list(TOPICS)[rng.randrange(len(TOPICS))]
+        lex = TOPICS[topic]
+        kind, number, _, np_a, _ = _subject(rng, lex)
+        _, pred = _frame(kind, number, lex, rng, None)
+        words = tuple(_sentence(f"{np_a} {pred}")[:-1].split()) + (".",)
+        k = len(np_a.split())
+        out.append(LabelledSentence(words, topic, number, verb=k, subject=k - 1))
+    return out
+
+
+def word_categories() -> dict[str, str]:
+    """The grammar's own lexicon as {lower-case word: category} (noun, name, verb, adjective, determiner,
+    preposition, pronoun, punctuation). Words of two categories (``cook`` the person and ``cook`` the verb,
+    ``milk``, ``bandage``...) are left out: their category depends on the sentence."""
+    found: dict[str, set] = {}
+
+    def add(words, cat):
+        for w in words:
+            for part in w.lower().split():
+                found.setdefault(part, set()).add(cat)
+
+    lemmas = {"eat", "read", "have", "be", "walk", "stop"}
+    for lex in TOPICS.values():
+        nouns = [*lex["people"], *lex["places"], *lex["food"], *lex["animals"], *lex["animal_food"],
+                 *lex["objects"], *lex["readables"], *lex["vehicles"], *lex["routes"]]
+        add(nouns + [plural(x) for x in nouns], "noun")
+        add(lex["names"], "name")
+        add(lex["adjs"] + ["fresh"], "adjective")
+        lemmas |= {v for v, _ in lex["topic_verbs"]} | set(lex["animal_verbs"]) | set(lex["vehicle_verbs"])
+    add([f for v in lemmas for f in verb_forms(v)], "verb")
+    add(["a", "an", "the", "this", "that", "these", "those", "some", "two", "three", "my", "her", "his", "many"],
+        "determiner")
+    add(PREPS + ["to", "along", "across", "down", "near"], "preposition")
+    add(["he", "she", "it", "they"], "pronoun")
+    add(["."], "punctuation")
+    return {w: next(iter(c)) for w, c in sorted(found.items()) if len(c) == 1}
+
+
 def tutorial_corpus() -> Corpus:
     """The two-line tab-separated corpus of the BERT-pytorch data-pipeline tutorial."""
     return Corpus("tutorial", [("Welcome to the", "the jungle"), ("I can stay", "here all night")],

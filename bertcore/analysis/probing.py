@@ -1,0 +1,273 @@
+"""Probing classifiers per layer (Alain & Bengio 2016) with control tasks (Hewitt & Liang 2019).
+
+For each layer's hidden states (layer 0 = the embedding output, BERT §3 Fig. 2; layer l = encoder layer l) a
+linear probe, multinomial logistic regression ``softmax(W h + b)``, is fit on the training items of a probe set
+(``bertcore.data.probe_sets``) and scored on the held-out sentences. The features are standardised with the
+training mean and std; the loss is cross-entropy + ``L2 * |W|^2``, minimised by L-BFGS from zero weights
+(deterministic: no random start). Beside it the same probe is fit to the *control task* (Hewitt & Liang §3:
+labels assigned to word types at random, seeded); selectivity = accuracy - control accuracy (§3.2). Chance is
+the majority class of the training labels scored on the held-out labels.
+
+``probe_over_steps`` probes every saved step of a run (``bertcore.io.steps``): a layer x step matrix. Results
+are cached per (run, step, property) in memory and on disk in ``RUN/probes/*.json`` (atomic writes; a rewritten
+step file invalidates its entry).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bertcore.data.probe_sets import CSV_PROPERTY, ProbeSet, csv_probe_set, grammar_probe_set, labels_from_csv
+from bertcore.errors import InputError
+from bertcore.io.checkpoint import atomic_write, load_checkpoint
+from bertcore.io.steps import list_steps, load_step, step_path
+
+L2 = 1e-2
+MAX_ITER = 30
+PROBE_VERSION = 2  # bump when the probe or the probe sets change: disk caches of older versions are recomputed
+CACHE_DIR = "probes"
+MAX_SEQ_TOKENS = 64
+_MEMORY: OrderedDict = OrderedDict()
+_MEMORY_MAX = 512
+
+
+@dataclass
+class LayerProbe:
+    layer: int
+    accuracy: float
+    control_accuracy: float
+    selectivity: float
+    chance: float
+    control_chance: float
+
+
+@dataclass
+class ProbeResult:
+    """One model's probes of one property: a ``LayerProbe`` per layer (0 = embeddings)."""
+    property: str
+    layers: list[LayerProbe]
+    n_train: int
+    n_test: int
+    classes: list[str]
+    step: int | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ProbeResult:
+        return cls(**{**d, "layers": [LayerProbe(**x) for x in d["layers"]]})
+
+
+@dataclass
+class ProbesOverSteps:
+    """``results[k]`` probes step ``steps[k]``; the matrices are (layers, steps)."""
+    property: str
+    steps: list[int]
+    results: list[ProbeResult] = field(default_factory=list)
+
+    def matrix(self, what: str = "accuracy") -> np.ndarray:
+        return np.array([[getattr(lp, what) for lp in r.layers] for r in self.results], dtype=float).T
+
+
+# ----------------------------------------------------------------------------- the probe
+def fit_probe(x_train: torch.Tensor, y_train: torch.Tensor, x_test: torch.Tensor, y_test: torch.Tensor,
+              n_classes: int, l2: float = L2, max_iter: int = MAX_ITER) -> float:
+    """Held-out accuracy of a multinomial logistic regression on x (N, D) -> y (N,) in [0, n_classes)."""
+    if len(y_test) == 0:
+        return float("nan")
+    mu = x_train.mean(0)
+    sd = x_train.std(0, unbiased=False).clamp_min(1e-6)
+    xtr = (x_train - mu) / sd
+    xte = (x_test - mu) / sd
+    w = torch.zeros(xtr.shape[1], n_classes, requires_grad=True)  # (D, C)
+    b = torch.zeros(n_classes, requires_grad=True)  # (C,)
+    opt = torch.optim.LBFGS([w, b], lr=1, max_iter=max_iter, line_search_fn="strong_wolfe",
+                            tolerance_grad=1e-6, tolerance_change=1e-9)
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(xtr @ w + b, y_train) + l2 * (w * w).sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        opt.step(closure)
+    with torch.no_grad():
+        return float(((xte @ w + b).argmax(1) == y_test).float().mean())
+
+
+def control_labels(labels: list[str], types: list[str], seed: int) -> list[str]:
+    """Hewitt & Liang's control task: each type gets one label drawn from the empirical label distribution."""
+    rng = random.Random(seed)
+    table = {t: rng.choice(labels) for t in sorted(set(types))}
+    return [table[t] for t in types]
+
+
+def _chance(train: list[str], test: list[str]) -> float:
+    if not test:
+        return float("nan")
+    top = max(sorted(set(train)), key=train.count)
+    return sum(y == top for y in test) / len(test)
+
+
+@torch.inference_mode()
+def hidden_states(model, sequences: list[list[int]], batch: int = 256) -> list[torch.Tensor]:
+    """Every layer's hidden states of each sequence: ``out[i]`` is (L+1, T_i, D), float32. Sequences of one
+    length run together unpadded, so the numbers do not depend on the padding mask."""
+    was = model.training
+    model.eval()
+    out: list = [None] * len(sequences)
+    by_len: dict[int, list[int]] = {}
+    for i, s in enumerate(sequences):
+        by_len.setdefault(len(s), []).append(i)
+    try:
+        for _, idx in sorted(by_len.items()):
+            for k in range(0, len(idx), batch):
+                part = idx[k:k + batch]
+                x = torch.tensor([sequences[i] for i in part], dtype=torch.long)  # (B, T)
+                o = model(x, token_type_ids=torch.zeros_like(x), attention_mask=torch.ones_like(x),
+                          output_hidden_states=True)
+                h = torch.stack([t.float() for t in o.hidden_states], 1)  # (B, L+1, T, D)
+                for j, i in enumerate(part):
+                    out[i] = h[j]
+    finally:
+        model.train(was)
+    return out
+
+
+def probe_set_for(tokenizer, prop: str, labels_csv: bytes | None = None, max_len: int = MAX_SEQ_TOKENS,
+                  seed: int = 0) -> ProbeSet:
+    """The probe set of ``prop``: the built-in grammar's, or a labels CSV's (``labels`` or ``position``)."""
+    if labels_csv is not None:
+        return csv_probe_set(tokenizer, labels_from_csv(labels_csv), prop, max_len, seed)
+    if prop == CSV_PROPERTY:
+        raise InputError(f"property {CSV_PROPERTY!r} probes the labels of your CSV; give one (--labels FILE.csv)")
+    return grammar_probe_set(tokenizer, prop, max_len, seed)
+
+
+def probe_model(model, tokenizer, prop: str, labels_csv: bytes | None = None, seed: int = 0) -> ProbeResult:
+    """Probe every layer of ``model`` for ``prop`` (a built-in property or the labels of ``labels_csv``)."""
+    max_len = min(MAX_SEQ_TOKENS, int(model.config.max_position_embeddings))
+    ps = probe_set_for(tokenizer, prop, labels_csv, max_len, seed)
+    return probe_hidden(ps, hidden_states(model, ps.sequences), seed)
+
+
+def probe_hidden(ps: ProbeSet, hidden: list[torch.Tensor], seed: int = 0, shuffle: bool = False) -> ProbeResult:
+    """Fit the probes of ``ps`` on given hidden states (``hidden[i]``: (L+1, T_i, D)). ``shuffle``: permute the
+    training labels first (a sanity check: the held-out accuracy falls to chance)."""
+    if not ps.items:
+        raise InputError(f"the probe set of {ps.prop!r} has no items; give sentences with labelled words")
+    test = ps.is_test()
+    labels = list(ps.labels)
+    control = control_labels(labels, ps.types, seed + 1)
+    if shuffle:
+        tr_idx = [i for i, t in enumerate(test) if not t]
+        perm = [labels[i] for i in tr_idx]
+        random.Random(seed + 2).shuffle(perm)
+        for i, lb in zip(tr_idx, perm):
+            labels[i] = lb
+    tr = [i for i, t in enumerate(test) if not t]
+    te = [i for i, t in enumerate(test) if t]
+    if not tr or not te:
+        raise InputError("the probe set is too small to hold sentences out; give more sentences")
+    feats = torch.stack([hidden[s][:, p] for s, p in ps.items], 1)  # (L+1, N, D)
+    out = []
+    for task, ys in (("probe", labels), ("control", control)):
+        classes = sorted(set(ys))
+        ix = {c: k for k, c in enumerate(classes)}
+        y = torch.tensor([ix[v] for v in ys])
+        accs = [fit_probe(f[tr], y[tr], f[te], y[te], len(classes)) for f in feats]
+        out.append((accs, _chance([ys[i] for i in tr], [ys[i] for i in te])))
+    (acc, chance), (cacc, cchance) = out
+    layers = [LayerProbe(k, round(a, 6), round(c, 6), round(a - c, 6), round(chance, 6), round(cchance, 6))
+              for k, (a, c) in enumerate(zip(acc, cacc))]
+    return ProbeResult(ps.prop, layers, len(tr), len(te), sorted(set(ps.labels)), note=ps.note)
+
+
+# ----------------------------------------------------------------------------- runs, steps, caches
+def _csv_tag(labels_csv: bytes | None) -> str:
+    return "" if labels_csv is None else "_" + hashlib.sha256(bytes(labels_csv)).hexdigest()[:10]
+
+
+def _cache_file(run_dir: Path, step: int | None, prop: str, tag: str) -> Path:
+    name = "final" if step is None else f"step_{int(step):06d}"
+    return run_dir / CACHE_DIR / f"{name}_{prop}{tag}.json"
+
+
+def _weights_mtime(run_dir: Path, step: int | None) -> float:
+    path = step_path(run_dir, step) if step is not None else run_dir / "model.safetensors"
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def probe_step(run_dir: str | Path, step: int | None, prop: str, labels_csv: bytes | None = None,
+               disk: bool = True, bundle=None) -> ProbeResult:
+    """Probes of the run's model after ``step`` (None: its final checkpoint), cached in memory and on disk."""
+    run_dir = Path(run_dir).resolve()
+    tag = _csv_tag(labels_csv)
+    mtime = _weights_mtime(run_dir, step)
+    key = (str(run_dir), step, prop, tag, mtime)
+    if key in _MEMORY:
+        _MEMORY.move_to_end(key)
+        return _MEMORY[key]
+    path = _cache_file(run_dir, step, prop, tag)
+    result = _read_cache(path, mtime) if disk else None
+    if result is None:
+        base = bundle if bundle is not None else load_checkpoint(run_dir)
+        b = load_step(run_dir, step, bundle=base)
+        result = probe_model(b.model, b.tokenizer, prop, labels_csv)
+        result.step = step
+        if disk:
+            _write_cache(path, result, mtime)
+    _MEMORY[key] = result
+    while len(_MEMORY) > _MEMORY_MAX:
+        _MEMORY.popitem(last=False)
+    return result
+
+
+def _read_cache(path: Path, mtime: float) -> ProbeResult | None:
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        if d.get("version") != PROBE_VERSION or d.get("weights_mtime") != mtime:
+            return None
+        return ProbeResult.from_dict(d["result"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no cache, or an unreadable one: recompute
+
+
+def _write_cache(path: Path, result: ProbeResult, mtime: float) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps({"version": PROBE_VERSION, "weights_mtime": mtime, "result": result.to_dict()}))
+    except OSError:
+        pass  # the disk cache is optional (a read-only run directory still probes)
+
+
+def probe_over_steps(run_dir: str | Path, prop: str, labels_csv: bytes | None = None, disk: bool = True,
+                     progress=None) -> ProbesOverSteps:
+    """Probe every saved step of ``run_dir`` (the final checkpoint alone for a run without steps/).
+    ``progress(done, total)`` is called after each step."""
+    steps = list_steps(run_dir)
+    todo: list[int | None] = list(steps) if steps else [None]
+    base = None
+    out = ProbesOverSteps(prop, [s if s is not None else -1 for s in todo])
+    for k, s in enumerate(todo):
+        tag = _csv_tag(labels_csv)
+        if base is None and (str(Path(run_dir).resolve()), s, prop, tag, _weights_mtime(Path(run_dir), s)) \
+                not in _MEMORY:
+            base = load_checkpoint(run_dir)
+        out.results.append(probe_step(run_dir, s, prop, labels_csv, disk, bundle=base))
+        if progress is not None:
+            progress(k + 1, len(todo))
+    return out
