@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 
 from explorer import memo as m
 
@@ -18,10 +19,14 @@ def test_computes_once_per_owner_and_key_and_forgets_with_the_owner():
     assert m.memo(b, ("k", 1), lambda: calls.append("b1") or [3]) == [3]  # another owner: its own result
     assert m.memo(a, ("k", 2), lambda: calls.append("a2") or [4]) == [4]
     assert calls == ["a1", "b1", "a2"]
-    n = len(m._memo)
+    assert a in m._memo and b in m._memo
+    gone = weakref.ref(a)
     del a
     gc.collect()
-    assert len(m._memo) == n - 1  # a's results went with it
+    # a's results went with it: the memo kept no strong reference (other tests' owners may go at the same
+    # gc.collect, so count nothing but these two)
+    assert gone() is None
+    assert b in m._memo and m._memo[b][("k", 1)] == [3]
 
 
 def test_keeps_at_most_per_owner_results_dropping_the_least_recent():
