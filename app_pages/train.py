@@ -10,7 +10,7 @@ from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS
 from bertcore.presets import preset as preset_configs
 from bertcore.training import service
 from bertcore.training.history import History
-from explorer import livechart, state, train_form, training_run, uploads
+from explorer import livechart, skills_view, state, train_form, training_run, uploads
 from explorer.page_errors import user_action
 
 HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
@@ -136,9 +136,13 @@ def _saved_history(active, hist) -> None:
     rows = read_probe_csv(Path(run_dir) / "probe.csv") if run_dir else []
     st.caption(f"History of the active model, “{active.label}”" + (f" (run folder `{run_dir}`)." if run_dir else "."))
     probe = Probe(rows[0]["text"], rows[0]["pair_a"], rows[0]["pair_b"]) if rows else None
+    skills = skills_view.saved_skills(run_dir)
+    names = skills_view.skill_names(skills)
     livechart.live_panel(f"saved-{active.label}-{len(hist)}", int(hist["step"].max()),
-                         livechart.history_rows(History.read_frame(hist)), livechart.probe_rows(rows), None,
-                         livechart.probe_caption(probe), key="train_live")
+                         livechart.skills_rows(History.read_frame(hist), skills, names), livechart.probe_rows(rows),
+                         None, livechart.probe_caption(probe), key="train_live", charts=livechart.train_charts(names),
+                         show_probe=True)
+    skills_view.show_first_passes(skills, names)
 
 
 def _live(running: bool) -> None:
@@ -163,10 +167,13 @@ def _live(running: bool) -> None:
                        f"{tps:,.0f} tokens/s · faint lines: the training batch; bold: held-out batches with fixed "
                        "masks (`Trainer.evaluate`)")
         probe = run.probe_objects[0] if getattr(run, "probe_objects", None) else None
-        livechart.live_panel(f"{id(run):x}", run.jobs[0].train_config.steps, livechart.history_rows(hist),
+        skills = s.skills[0] if s.skills else None
+        names = skills_view.skill_names(skills)
+        livechart.live_panel(f"{id(run):x}", run.jobs[0].train_config.steps, livechart.skills_rows(hist, skills, names),
                              livechart.probe_rows(s.probes[0] if s.probes else []),
                              s.baselines[0] if s.baselines else None, livechart.probe_caption(probe),
-                             key="train_live")
+                             key="train_live", charts=livechart.train_charts(names), show_probe=True)
+        skills_view.show_first_passes(skills, names)
         if running and not s.running:  # finished since the timer started: rerun so it stops
             state.adopt_finished_runs()
             st.rerun()
@@ -223,7 +230,7 @@ def render() -> None:
     running = run is not None and run.running
     label = (f"Training · {_summary(run.jobs[0])}" if running else
              "Configuration: corpus, model, training and the live probe")
-    bcfg = tcfg = probe = None
+    bcfg = tcfg = probe = skill_csv = None
     problem = None
     with st.expander(label, expanded=not running):
         with user_action("Read the corpus", "The corpus cannot be used: ") as act:
@@ -250,6 +257,7 @@ def render() -> None:
             st.caption(f"`bertcore.config.estimate`: **{est['params']:,} parameters** ({parts}); about "
                        f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {service.max_model_mb():,.0f} MB).")
         probe, probe_problem = train_form.probe_inputs(corpus, tok, ckey, running, bk["max_position_embeddings"])
+        skill_csv = skills_view.skill_upload(tok, running)
         problem = problem or probe_problem
     if problem and not running:
         st.error(f"Cannot start: {problem}")
@@ -257,8 +265,8 @@ def render() -> None:
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
     if b1.button("Start", key="train_start", type="primary", disabled=running or problem is not None):
         with user_action("Start the training"):
-            err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe)],
-                                  corpus, tok)
+            err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe,
+                                                    skill_csv=skill_csv)], corpus, tok)
             if err:
                 st.error(err)
             else:

@@ -53,6 +53,7 @@ from bertcore.cli_explain import add_explain_parsers, cmd_ablate, cmd_explain
 from bertcore.cli_finetune import add_finetune_parsers, cmd_classify, cmd_finetune
 from bertcore.cli_heads import add_heads_parser, cmd_heads
 from bertcore.cli_probe import add_probe_parser, cmd_probe
+from bertcore.cli_skills import add_skills_parser, cmd_skills
 
 MAX_DRAWS = 1_000_000
 
@@ -87,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --preset: tiny (trains in about a minute) or paper (the model size of the seed's own "
                    "code or paper; 'seed' is its old name)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--skills", metavar="FILE", help="your own skill items, scored at every evaluation like the "
+                   "built-in ones: a CSV with the header text,right,wrong and one [MASK] per text")
     add_data_args(t)
 
     add_prepare_parser(sub)
@@ -133,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_finetune_parsers(sub)
     add_heads_parser(sub)
     add_probe_parser(sub)
+    add_skills_parser(sub)
     return p
 
 
@@ -145,7 +149,13 @@ def _train_spec(args):
     if args.vocab_size is not None and kind != "wordpiece":
         raise CliError("--vocab-size only applies to --tokenizer wordpiece (a word-level vocabulary keeps every word)")
     name = os.path.basename(os.path.normpath(os.path.expanduser(args.out))) if args.out else ""
-    return RunSpec(bert, train, corpus=args.corpus, tokenizer=kind,
+    skill_csv = None
+    if args.skills:
+        try:
+            skill_csv = (os.path.basename(args.skills), open(os.path.expanduser(args.skills), "rb").read())
+        except OSError as e:
+            raise CliError(f"cannot read --skills {args.skills}: {e.strerror or e}; check the path") from None
+    return RunSpec(bert, train, corpus=args.corpus, tokenizer=kind, skill_csv=skill_csv,
                    tokenizer_vocab_size=args.vocab_size or (bert.vocab_size if vocab_given else None), preset=args.preset,
                    name=name or f"{args.preset or 'cli'}, seed {train.seed}", source=f"bertcore train on {args.corpus}")
 
@@ -154,6 +164,9 @@ def cmd_train(args) -> int:
     if args.data is not None and args.tokenizer is not None:
         raise CliError(f"--tokenizer {args.tokenizer} does not apply with --data: the prepared folder has its own "
                        "WordPiece vocabulary (`bertcore prepare --vocab-size N` or --vocab vocab.txt); drop --tokenizer")
+    if args.skills and (args.data is not None or args.resume is not None):
+        raise CliError("--skills works when a run starts from --corpus (a resumed run scores the items it saved); "
+                       "drop --skills")
     if args.data is not None or (args.resume is not None and is_shard_run(args.resume)):
         return cmd_train_data(args)
     refuse_data_options(args)
@@ -162,8 +175,8 @@ def cmd_train(args) -> int:
     if args.resume is not None:
         given = [o for o, v in (("--out", args.out), ("--steps", args.steps), ("--seed", args.seed),
                                 ("--set", args.overrides), ("--preset", args.preset)) if v]
-        if args.corpus != "builtin" or args.tokenizer is not None:
-            given.append("--corpus/--tokenizer")
+        if args.corpus != "builtin" or args.tokenizer is not None or args.skills:
+            given.append("--corpus/--tokenizer/--skills")
         if given:
             raise CliError(f"--resume continues a run with its saved settings; drop {', '.join(given)}")
     else:
@@ -349,7 +362,7 @@ COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_ma
             "inspect": cmd_inspect, "explain": cmd_explain, "ablate": cmd_ablate, "mask": cmd_mask,
             "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
             "finetune": cmd_finetune, "classify": cmd_classify, "heads": cmd_heads,
-            "probe": cmd_probe}
+            "probe": cmd_probe, "skills": cmd_skills}
 
 
 def _fail(msg: str) -> int:

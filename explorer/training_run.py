@@ -120,6 +120,7 @@ class Job:
     resume_dir: Any = None  # a stopped run directory to continue instead of a new run
     probe: Any = "default"  # bertcore.analysis.live_probe.Probe, "default" (from the corpus) or None
     model: Any = None  # a prepared initial model (Compare: same initial weights); None builds one from the seed
+    skill_csv: Any = None  # (name, bytes) of the user's own skill items (text,right,wrong), scored with the built-in
 
 
 @dataclass
@@ -140,6 +141,7 @@ class RunSnapshot:
     run_dirs: list = field(default_factory=list)  # one run directory (or None) per job
     probes: list = field(default_factory=list)  # Trainer.probe_history rows per job
     baselines: list = field(default_factory=list)  # Trainer.unigram_baseline per job (None before it exists)
+    skills: list = field(default_factory=list)  # Trainer.skills_history per job (a History, or None: no skills)
 
     @property
     def progress(self) -> float:
@@ -199,6 +201,7 @@ class TrainingRun:
         self.run_dirs: list = [None for _ in self.jobs]
         self._probes: list[list[dict]] = [[] for _ in self.jobs]
         self._baselines: list = [None for _ in self.jobs]
+        self._skills: list = [None for _ in self.jobs]
         self.probe_objects: list = [None for _ in self.jobs]
         self._status = "idle"
         self._message: str | None = None
@@ -255,13 +258,13 @@ class TrainingRun:
             status, message, errors = self._status, self._message, list(self._errors)
             end = self._finished if self._finished is not None else time.monotonic()
             dirs = list(self.run_dirs)
-            probes, baselines = [list(p) for p in self._probes], list(self._baselines)
+            probes, baselines, skills = [list(p) for p in self._probes], list(self._baselines), list(self._skills)
         elapsed = max(0.0, end - self._started) if self._started else 0.0
         eta = None
         if done and status in ("running", "preparing"):
             eta = elapsed / done * max(0, total_steps - done)
         return RunSnapshot(status, self.running, job, step, steps, done, total_steps, elapsed, eta, hists,
-                           [j.label for j in self.jobs], message, errors, dirs, probes, baselines)
+                           [j.label for j in self.jobs], message, errors, dirs, probes, baselines, skills)
 
     # -- worker thread: never calls st.* --
     def _callbacks(self, i: int) -> Callbacks:
@@ -273,6 +276,7 @@ class TrainingRun:
                 self._baselines[i] = trainer.unigram_baseline
                 self.probe_objects[i] = trainer.probe
                 self._probes[i] = list(trainer.probe_history)
+                self._skills[i] = trainer.skills_history
 
         def on_eval(ev):
             with self._lock:
@@ -305,7 +309,8 @@ class TrainingRun:
                                            corpus_spec=self.corpus_spec,
                                            tokenizer=self.tokenizer if self.tokenizer is not None else "word",
                                            preset=job.preset, name=job.label, source=TRAINED_LABEL,
-                                           probe=job.probe, model=job.model, callbacks=self._callbacks(i))
+                                           probe=job.probe, model=job.model, callbacks=self._callbacks(i),
+                                           skill_csv=job.skill_csv)
                     result = service.train(spec, parent=self._parent(), stop=stop)
                 self._finish_job(i, result)
                 if self._errors[i]:
@@ -337,6 +342,7 @@ class TrainingRun:
         with self._lock:
             self.histories[i] = trainer.history  # a resumed run's history replaced the first one
             self._probes[i] = list(trainer.probe_history)
+            self._skills[i] = trainer.skills_history
             self._errors[i] = trainer.error
             self.results[i] = bundle
             self.run_dirs[i] = result.run_dir

@@ -259,7 +259,7 @@ def _subject(rng: random.Random, lex: dict):
     return kind, number, "n", _np(noun, rng, lex["adjs"], number), noun
 
 
-def _pronoun(kind: str, number: str, gender: str) -> str:
+def pronoun(kind: str, number: str, gender: str) -> str:
     if number == "pl":
         return "they"
     if kind == "person":
@@ -267,11 +267,31 @@ def _pronoun(kind: str, number: str, gender: str) -> str:
     return "it"
 
 
-def _sentence(words: str) -> str:
+def sentence(words: str) -> str:
+    """Capitalised, with the final full stop."""
     return words[0].upper() + words[1:] + "."
 
 
-def _pair(rng: random.Random) -> tuple[int, str, str]:
+@dataclass(frozen=True)
+class LabelledPair:
+    """One pair of the grammar with how it was made: the ground truth of the skill items
+    (``bertcore.data.skill_items``). ``b == sentence(conn + ref_b + pred_b)``."""
+    topic: str
+    kind: str  # person | animal | vehicle
+    number: str  # sg | pl
+    gender: str  # m | f | n
+    subject: str  # A's subject noun phrase
+    ref: str  # the subject's head noun (singular) or name
+    pred_a: str
+    conn: str
+    ref_b: str  # how B names the subject: a pronoun, "the NOUN(s)" or the name
+    pred_b: str
+    a: str
+    b: str
+
+
+def labelled_pair(rng: random.Random) -> LabelledPair:
+    """The next pair the grammar draws from ``rng`` (the corpus is a sequence of these), with its parts."""
     ti = rng.randrange(len(TOPICS))
     topic = list(TOPICS)[ti]
     lex = TOPICS[topic]
@@ -281,13 +301,18 @@ def _pair(rng: random.Random) -> tuple[int, str, str]:
     if ref in lex["names"] and rng.random() < 0.5:
         ref_b = ref
     elif ref in lex["names"] or rng.random() < 0.3:
-        ref_b = _pronoun(kind, number, gender)
+        ref_b = pronoun(kind, number, gender)
     else:
         ref_b = f"the {ref if number == 'sg' else plural(ref)}"
     conn = rng.choice(CONNECTIVES)
     a = f"{np_a} {pred_a}"
     b = " ".join(w for w in (conn, ref_b, pred_b) if w)
-    return ti, _sentence(a), _sentence(b)
+    return LabelledPair(topic, kind, number, gender, np_a, ref, pred_a, conn, ref_b, pred_b, sentence(a), sentence(b))
+
+
+def _pair(rng: random.Random) -> tuple[int, str, str]:
+    p = labelled_pair(rng)
+    return list(TOPICS).index(p.topic), p.a, p.b
 
 
 def builtin_corpus(seed: int = 0, n_pairs: int = 24000) -> Corpus:
@@ -343,7 +368,7 @@ def labelled_sentences(seed: int, n: int) -> list[LabelledSentence]:
         lex = TOPICS[topic]
         kind, number, _, np_a, _ = _subject(rng, lex)
         _, pred = _frame(kind, number, lex, rng, None)
-        words = tuple(_sentence(f"{np_a} {pred}")[:-1].split()) + (".",)
+        words = tuple(sentence(f"{np_a} {pred}")[:-1].split()) + (".",)
         k = len(np_a.split())
         out.append(LabelledSentence(words, topic, number, verb=k, subject=k - 1))
     return out

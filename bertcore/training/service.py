@@ -15,13 +15,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from bertcore.analysis.live_probe import read_probe_csv, write_probe_csv
+from bertcore.analysis.skills import SkillSuite
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
 from bertcore.data.corpus import get_corpus, load_corpus_file, suggested_vocab_size
 from bertcore.data.pretraining import MaskingRates
 from bertcore.data.shard_batches import ShardData
 from bertcore.data.shards import ShardReader
+from bertcore.data.skill_items import parse_skill_csv, read_items_jsonl, write_items_jsonl
 from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
@@ -38,6 +42,8 @@ from bertcore.training.trainer import Trainer
 REBUILDABLE_CORPORA = ("builtin", "tutorial")  # specs get_corpus rebuilds exactly (also "builtin:SEED")
 CORPUS_FILE = "corpus.tsv"
 PROBE_FILE = "probe.csv"  # the live probe's rows (bertcore.analysis.live_probe)
+SKILLS_FILE = "skills.csv"  # step x skill: the share of items passed at every evaluation (bertcore.analysis.skills)
+SKILL_ITEMS_FILE = "skills_items.jsonl"  # the items scored (skill, text, right, wrong[, text_b]), to recompute them
 DOCUMENTS_FILE = "corpus_documents.txt"  # the document id of each corpus.tsv line, when the corpus has them
 
 
@@ -82,6 +88,8 @@ class RunSpec:
     probe: Any = "default"  # the live probe (bertcore.analysis.live_probe.Probe), "default" from the corpus, or None
     model: Any = None  # a prepared initial model (Compare designs: same initial weights), trained in place
     callbacks: Callbacks | None = None  # who listens (the trainer keeps its own copy)
+    skills: bool = True  # score the built-in grammar's skills at every evaluation (bertcore.analysis.skills)
+    skill_csv: tuple[str, bytes] | None = None  # (name, bytes) of a user's own items (text,right,wrong), scored too
 
 
 def _is_rebuildable(spec: str) -> bool:
@@ -137,11 +145,15 @@ def _bundle(trainer, meta: dict) -> ModelBundle:
 
 def _save_pretraining(trainer, run_dir: Path, meta: dict) -> None:
     """The pretraining route's files (all but run.json): checkpoint, the weights of this step (replay),
-    probe.csv and the resume state."""
+    probe.csv, the skills scored so far (skills.csv) and their items (skills_items.jsonl), the resume state."""
     save_checkpoint(_bundle(trainer, meta), run_dir)
     save_step(trainer.model, run_dir, trainer.step_count)
     if trainer.probe_history:
         write_probe_csv(trainer.probe_history, run_dir / PROBE_FILE)
+    if trainer.skills is not None:
+        if not (run_dir / SKILL_ITEMS_FILE).is_file():
+            atomic_write(run_dir / SKILL_ITEMS_FILE, write_items_jsonl(trainer.skills.items))
+        atomic_write(run_dir / SKILLS_FILE, trainer.skills_history.to_csv())
     save_trainer_state(trainer, run_dir / RESUME_FILE)
 
 
@@ -188,7 +200,10 @@ def prepare(spec: RunSpec):
     check_budget(bert, tc)
     if model is None and spec.model is not None:
         model = spec.model
-    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, probe=spec.probe, callbacks=spec.callbacks)
+    own = parse_skill_csv(spec.skill_csv[1], spec.skill_csv[0], tokenizer) if spec.skill_csv else None
+    suite = SkillSuite.for_run(corpus, tokenizer, tc.max_seq_len, own, builtin=spec.skills)
+    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, probe=spec.probe, callbacks=spec.callbacks,
+                      skills=suite)
     return trainer, corpus_spec, corpus
 
 
@@ -245,7 +260,8 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Ca
                                  callbacks=callbacks)
     else:
         corpus = _load_corpus(spec_str, d, meta.get("corpus"))
-        trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model, callbacks=callbacks)
+        trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model, callbacks=callbacks,
+                          skills=run_skills(d, bundle.tokenizer, tc.max_seq_len))
     step = load_trainer_state(trainer, d / RESUME_FILE)
     truncate_after(d, step)
     _restore_records(trainer, bundle, d, step)
@@ -264,3 +280,27 @@ def _restore_records(trainer: Trainer, bundle: ModelBundle, run_dir: Path, step:
     rows = read_probe_csv(run_dir / PROBE_FILE)
     if rows:
         trainer.probe_history = [r for r in rows if int(r.get("step", 0)) <= step]
+    if trainer.skills is not None:
+        done = read_skills_csv(run_dir, trainer.skills.names)
+        if done is not None:
+            done.truncate(step)
+            trainer.skills_history = done
+            trainer.train_seconds = float(done.last().get("seconds") or 0.0)
+
+
+def run_skills(run_dir: str | Path, tokenizer, max_len: int) -> SkillSuite | None:
+    """The skills a run scores, from the items it saved (skills_items.jsonl); None for a run without them."""
+    path = Path(run_dir) / SKILL_ITEMS_FILE
+    if not path.is_file():
+        return None
+    return SkillSuite(read_items_jsonl(path.read_text(encoding="utf-8")), tokenizer, max_len)
+
+
+def read_skills_csv(run_dir: str | Path, names: list[str] | None = None) -> History | None:
+    """skills.csv of a run as a History (step, seconds, one column per skill); None when the run has none."""
+    path = Path(run_dir) / SKILLS_FILE
+    if not path.is_file():
+        return None
+    frame = pd.read_csv(path)
+    cols = names if names is not None else [c for c in frame.columns if c not in ("step", "seconds")]
+    return History.read_frame(frame, ("step", "seconds", *cols), ("seconds",))

@@ -17,6 +17,8 @@ a notebook, the CLI (``python -m bertcore train``) and the app's background thre
   and at the end) for the app's attention-over-training view.
 * ``probe_history``: at step 0 and at every evaluation, the live probe (``bertcore.analysis.live_probe``): top-3
   fill-mask candidates for a sentence with [MASK] and P(IsNext) for a pair, one dict row per step.
+* ``skills_history``: with a ``skills`` suite (``bertcore.analysis.skills``), at step 0 and at every evaluation
+  the share of each skill's items passed, and the training seconds so far (a History: step, seconds, skills).
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ import torch
 
 from bertcore.analysis.inference import encode_pair
 from bertcore.analysis.live_probe import default_probe, run_probe
+from bertcore.analysis.skills import SkillSuite
 from bertcore.config import BertConfig, TrainConfig, check_compatible
 from bertcore.data.pretraining import MaskingRates, PretrainingData
 from bertcore.data.tokenization import WordTokenizer
@@ -74,7 +77,8 @@ class Trainer(Stoppable):
     """
 
     def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus=None, tokenizer=None, model=None,
-                 data=None, runtime=None, probe="default", callbacks: Callbacks | None = None):
+                 data=None, runtime=None, probe="default", callbacks: Callbacks | None = None,
+                 skills: SkillSuite | None = None):
         if data is not None:
             tokenizer = data.tokenizer
         elif tokenizer is None:
@@ -144,6 +148,10 @@ class Trainer(Stoppable):
         self.probe = probe if self.runtime.is_main and self.device.type == "cpu" else None
         self.probe_history: list[dict] = []
         self._run_probe()
+        self.train_seconds = 0.0  # time spent in step(), summed (a resumed run goes on from its skills.csv)
+        self.skills = skills if self.runtime.is_main else None
+        self.skills_history = History(("step", "seconds", *skills.names), ("seconds",)) if self.skills else None
+        self._score_skills()
 
     # ------------------------------------------------------------------ public API
     def step(self) -> dict:
@@ -193,6 +201,7 @@ class Trainer(Stoppable):
                "mlm_acc": mlm_ok / n_sel if n_sel else float("nan"),
                "nsp_acc": nsp_ok / n_ex, "lr": lr,
                "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9)}
+        self.train_seconds += time.perf_counter() - t0
         final = step >= tc.steps
         if ((tc.eval_every and step % tc.eval_every == 0) or final) and self.runtime.is_main:
             row.update(self.evaluate())
@@ -248,6 +257,7 @@ class Trainer(Stoppable):
             model.train(was_training)
         mlm_sum, mlm_ok, n_sel, nsp_sum, nsp_ok = tot.tolist()
         self._run_probe()
+        self._score_skills()
         nan = float("nan")
         return {"eval_mlm_loss": mlm_sum / n_sel if n_sel else nan, "eval_nsp_loss": nsp_sum / n_ex if n_ex else nan,
                 "eval_mlm_acc": mlm_ok / n_sel if n_sel else nan, "eval_nsp_acc": nsp_ok / n_ex if n_ex else nan}
@@ -320,6 +330,16 @@ class Trainer(Stoppable):
             return self.step_count
         torch._foreach_copy_([p.detach() for p in self._params], self._good)
         return self._good_step
+
+    def _score_skills(self) -> None:
+        """Score every skill at the current step (one row per step: a second evaluation replaces the first)."""
+        if self.skills is None:
+            return
+        row = {"step": self.step_count, "seconds": self.train_seconds, **self.skills.score(self.model)}
+        if len(self.skills_history) and self.skills_history.last_step == self.step_count:
+            self.skills_history.update_last(row)
+        else:
+            self.skills_history.append(row)
 
     def _run_probe(self) -> None:
         """Ask the probe at the current step (one row per step: a second evaluation replaces the first)."""

@@ -26,7 +26,10 @@ import plotly
 import streamlit as st
 import streamlit.components.v1 as components
 
+from bertcore.data.skill_items import CHANCE
 from bertcore.training.history import History, number
+from explorer.i18n import tr
+from explorer.skills_view import skill_name
 
 FRONTEND = Path(__file__).parent / "frontend"
 TRAIN_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc"]
@@ -73,6 +76,47 @@ def history_rows(history: History | None) -> LiveRows:
     if history is None:
         return LiveRows(lambda n: [], lambda n: [])
     return LiveRows(lambda n: history.series(TRAIN_COLS, n), lambda n: history.series(EVAL_COLS, n, evals_only=True))
+
+
+def skills_rows(history: History | None, skills: History | None, names: list[str]) -> LiveRows:
+    """``history_rows`` with each eval row extended by the skills scored at that step (``skills``: the trainer's
+    skills_history, step x skill), so eval row columns 5.. are the skills in ``names`` order (None before a skill
+    was scored at that step)."""
+    base = history_rows(history)
+    if skills is None or not names:
+        return base
+
+    def evals(n: int) -> list:
+        rows = base.evals(n)
+        by_step = {r[0]: r[1:] for r in skills.series(names)}
+        return [r + list(by_step.get(r[0], [None] * len(names))) for r in rows]
+
+    return LiveRows(base.train, evals)
+
+
+SKILL_COLORS = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#ff7f0e", "#7f7f7f", "#1f77b4",
+                "#d62728"]
+
+
+def train_charts(skill_names: list[str] | None = None) -> list[dict]:
+    """The Train page's charts: loss and accuracy (training batch faint, held-out bold), and with skills a third
+    chart, one line per skill (eval row column 5 + i) and the chance level 0.5 (bertcore.data.skill_items)."""
+    def four(cols):
+        return [{"name": tr("MLM (train)"), "series": "train", "col": cols[0], "color": "#1f77b4"},
+                {"name": tr("NSP (train)"), "series": "train", "col": cols[1], "color": "#d62728"},
+                {"name": tr("MLM (held-out)"), "series": "evals", "col": cols[0], "color": "#1f77b4", "held": True},
+                {"name": tr("NSP (held-out)"), "series": "evals", "col": cols[1], "color": "#d62728", "held": True}]
+
+    charts = [{"id": "loss", "title": tr("Loss (cross-entropy)"), "ytitle": tr("nats"), "yrange": None,
+               "baseline": False, "traces": four((1, 2))},
+              {"id": "acc", "title": tr("Accuracy"), "ytitle": tr("accuracy"), "yrange": [0, 1.02], "baseline": True,
+               "baseline_text": tr("MLM unigram baseline") + " ", "traces": four((3, 4))}]
+    if skill_names:
+        charts.append({"id": "skills", "title": tr("Skills (share of items passed)"), "ytitle": tr("passed"),
+                       "yrange": [0, 1.02], "baseline": False, "hline": CHANCE, "hline_text": tr("chance"),
+                       "traces": [{"name": skill_name(n), "series": "evals", "col": 5 + i, "held": True,
+                                   "color": SKILL_COLORS[i % len(SKILL_COLORS)]} for i, n in enumerate(skill_names)]})
+    return charts
 
 
 def pair_rows(histories: dict) -> LiveRows:

@@ -1,0 +1,185 @@
+"""Scoring skills with known answers (items: ``bertcore.data.skill_items``) on a model, and when each was learned.
+
+An MLM item is passed when the model's MLM output at the [MASK] gives P(right) > P(wrong), i.e. a larger logit
+(the softmax is monotone; BERT §3.1); an NSP item when P(IsNext | A, true B) > P(IsNext | A, wrong B) (§3.2).
+``SkillSuite`` encodes its items once and scores them all in a few batched forward passes in eval mode, so a
+run can score every skill at every held-out evaluation (``bertcore.training.trainer``). The same items and the
+same rule give the same numbers from the CLI (``python -m bertcore skills RUN``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from bertcore.data.corpus import Corpus
+from bertcore.data.pretraining import build_pair, pad_batch
+from bertcore.data.skill_items import CHANCE, SKILLS, SkillItem, builtin_items
+from bertcore.data.user_text import clean_text
+
+BATCH = 512  # sequences per forward pass
+LEVELS = (0.75, 0.9)  # the levels a "first passed" sentence reports
+
+
+def is_builtin_grammar(corpus: Corpus | None) -> bool:
+    """The built-in English grammar (any seed): the corpus whose skills have known answers."""
+    return corpus is not None and corpus.name.startswith("builtin(")
+
+
+def skill_label(name: str) -> str:
+    """"verb_agreement" -> "verb agreement" (a user's "own:file" stays as it is)."""
+    return name if ":" in name else name.replace("_", " ")
+
+
+@dataclass
+class _Encoded:
+    ids: list[list[int]]
+    types: list[list[int]]
+    mask_at: list[int]  # MLM: the [MASK]'s index per sequence; NSP: -1
+    right: list[int]  # MLM: token ids; NSP: index of the true-B sequence
+    wrong: list[int]  # MLM: token ids; NSP: index of the wrong-B sequence
+
+
+class SkillSuite:
+    """Items of one or more skills, encoded for one tokenizer and maximum length. Items a tokenizer cannot
+    score (a word that is not one whole token, a [MASK] cut off by ``max_len``) are left out and counted in
+    ``skipped``."""
+
+    def __init__(self, items: list[SkillItem], tokenizer, max_len: int):
+        self.tokenizer, self.max_len = tokenizer, int(max_len)
+        self.items: list[SkillItem] = []
+        self.skipped: dict[str, int] = {}
+        self._mlm = _Encoded([], [], [], [], [])
+        self._nsp = _Encoded([], [], [], [], [])
+        self._mlm_items: list[int] = []  # index into self.items of each MLM sequence
+        self._nsp_items: list[int] = []  # ... of each NSP item (two sequences each)
+        for it in items:
+            if self._add(it):
+                self.items.append(it)
+            else:
+                self.skipped[it.skill] = self.skipped.get(it.skill, 0) + 1
+        self.names = list(dict.fromkeys(it.skill for it in self.items))
+
+    @classmethod
+    def for_run(cls, corpus: Corpus | None, tokenizer, max_len: int, extra: list[SkillItem] | None = None,
+                builtin: bool = True) -> SkillSuite | None:
+        """The built-in skills (for the built-in grammar, held out from ``corpus``) plus ``extra`` (a user's
+        items); None when there is nothing to score."""
+        items = builtin_items(corpus) if builtin and is_builtin_grammar(corpus) else []
+        items += list(extra or [])
+        suite = cls(items, tokenizer, max_len) if items else None
+        return suite if suite is not None and suite.items else None
+
+    # ------------------------------------------------------------------ encoding
+    def _word_id(self, word: str) -> int | None:
+        ids = self.tokenizer.encode(word)
+        return ids[0] if len(ids) == 1 and ids[0] != self.tokenizer.unk_id else None
+
+    def _encode(self, a: str, b: str | None) -> tuple[list[int], list[int], bool]:
+        tok = self.tokenizer
+        a_ids = tok.encode(clean_text(a)[0])
+        b_ids = tok.encode(clean_text(b)[0]) if b is not None else None
+        full = len(a_ids) + (len(b_ids) + 3 if b_ids is not None else 2)
+        ids, types = build_pair(tok, a_ids, b_ids, min(full, self.max_len))
+        return ids, types, len(ids) < full
+
+    def _add(self, it: SkillItem) -> bool:
+        tok = self.tokenizer
+        if it.is_nsp:
+            seqs = [self._encode(it.text, b) for b in (it.right, it.wrong)]
+            if any(cut for _, _, cut in seqs):
+                return False
+            k = len(self._nsp.ids)
+            for ids, types, _ in seqs:
+                self._nsp.ids.append(ids)
+                self._nsp.types.append(types)
+            self._nsp.right.append(k)
+            self._nsp.wrong.append(k + 1)
+            self._nsp_items.append(len(self.items))
+            return True
+        right, wrong = self._word_id(it.right), self._word_id(it.wrong)
+        if right is None or wrong is None or right == wrong:
+            return False
+        ids, types, _ = self._encode(it.text, it.text_b)
+        at = [i for i, t in enumerate(ids) if t == tok.mask_id]
+        if len(at) != 1:
+            return False
+        self._mlm.ids.append(ids)
+        self._mlm.types.append(types)
+        self._mlm.mask_at.append(at[0])
+        self._mlm.right.append(right)
+        self._mlm.wrong.append(wrong)
+        self._mlm_items.append(len(self.items))
+        return True
+
+    # ------------------------------------------------------------------ scoring
+    @torch.no_grad()
+    def margins(self, model) -> list[float]:
+        """Per item (in ``items`` order): logit(right) − logit(wrong) at the [MASK] for an MLM item, and
+        P(IsNext | true B) − P(IsNext | wrong B) for an NSP item; the item is passed when its margin is > 0."""
+        out = [0.0] * len(self.items)
+        was_training = model.training
+        model.eval()
+        try:
+            dev = next(model.parameters()).device
+            enc, pad = self._mlm, self.tokenizer.pad_id
+            for s in range(0, len(enc.ids), BATCH):
+                b = pad_batch(enc.ids[s:s + BATCH], enc.types[s:s + BATCH], pad)
+                res = model(b["input_ids"].to(dev), token_type_ids=b["token_type_ids"].to(dev),
+                            attention_mask=b["attention_mask"].to(dev))  # the same path as fill-mask
+                rows = torch.arange(res.mlm_logits.shape[0], device=dev)
+                at = torch.tensor(enc.mask_at[s:s + BATCH], device=dev)
+                logits = res.mlm_logits[rows, at].float()  # (B, V)
+                r = torch.tensor(enc.right[s:s + BATCH], device=dev)
+                w = torch.tensor(enc.wrong[s:s + BATCH], device=dev)
+                diff = (logits[rows, r] - logits[rows, w]).tolist()
+                for j, d in enumerate(diff):
+                    out[self._mlm_items[s + j]] = d
+            enc = self._nsp
+            p_next: list[float] = []
+            for s in range(0, len(enc.ids), BATCH):
+                b = pad_batch(enc.ids[s:s + BATCH], enc.types[s:s + BATCH], pad)
+                res = model(b["input_ids"].to(dev), token_type_ids=b["token_type_ids"].to(dev),
+                            attention_mask=b["attention_mask"].to(dev))
+                p_next += torch.softmax(res.nsp_logits.float(), dim=-1)[:, 0].tolist()  # P(IsNext): label 0
+            for k, item in enumerate(self._nsp_items):
+                out[item] = p_next[enc.right[k]] - p_next[enc.wrong[k]]
+        finally:
+            model.train(was_training)
+        return out
+
+    def score(self, model) -> dict[str, float]:
+        """{skill: share of its items passed}, in ``names`` order."""
+        return self.summarise(self.margins(model))
+
+    def summarise(self, margins: list[float]) -> dict[str, float]:
+        passed: dict[str, list[int]] = {k: [0, 0] for k in self.names}
+        for it, m in zip(self.items, margins):
+            passed[it.skill][0] += m > 0
+            passed[it.skill][1] += 1
+        return {k: ok / n for k, (ok, n) in passed.items()}
+
+    def describe(self) -> list[dict]:
+        """Per skill: name, what it tests, chance level, items scored and items left out."""
+        counts: dict[str, int] = {}
+        for it in self.items:
+            counts[it.skill] = counts.get(it.skill, 0) + 1
+        return [{"skill": k, "description": SKILLS.get(k, "your own items (text,right,wrong)"), "chance": CHANCE,
+                 "items": counts[k], "skipped": self.skipped.get(k, 0)} for k in self.names]
+
+
+def first_passes(rows: list[dict], names: list[str], levels=LEVELS, seconds: dict[int, float] | None = None) -> list[dict]:
+    """When each skill first reached each level: ``rows`` are {"step", skill: score} in step order (skills.csv);
+    ``seconds`` maps a step to the training time it was reached at (history.csv), when known. Per (skill, level)
+    reached: {"skill", "level", "step", "seconds" (or None)}, in the order they happened."""
+    out = []
+    for name in names:
+        for level in levels:
+            for r in rows:
+                v = r.get(name)
+                if v is not None and v == v and v >= level:
+                    step = int(r["step"])
+                    out.append({"skill": name, "level": level, "step": step,
+                                "seconds": (seconds or {}).get(step)})
+                    break
+    return sorted(out, key=lambda d: (d["step"], d["skill"], d["level"]))
