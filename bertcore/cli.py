@@ -49,6 +49,7 @@ from bertcore.cli_data import (
 )
 from bertcore.cli_explain import add_explain_parsers, cmd_ablate, cmd_explain
 from bertcore.cli_finetune import add_finetune_parsers, cmd_classify, cmd_finetune
+from bertcore.cli_lens import add_lens_parsers, cmd_lens, cmd_patch
 
 MAX_DRAWS = 1_000_000
 
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_explain_parsers(sub, corpus_help)
     add_finetune_parsers(sub)
+    add_lens_parsers(sub)
     return p
 
 
@@ -342,7 +344,8 @@ def cmd_presets(args) -> int:
 COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_mask, "nsp": cmd_nsp,
             "inspect": cmd_inspect, "explain": cmd_explain, "ablate": cmd_ablate, "mask": cmd_mask,
             "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
-            "finetune": cmd_finetune, "classify": cmd_classify}
+            "finetune": cmd_finetune, "classify": cmd_classify,
+            "lens": cmd_lens, "patch": cmd_patch}
 
 
 def _fail(msg: str) -> int:
