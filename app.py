@@ -22,6 +22,7 @@ PAGES = [
     ("attention.py", "attention", mark("Attention"), ":material/grid_on:", mark("Inspect")),
     ("predict.py", "predict", mark("Predict"), ":material/psychology:", mark("Inspect")),
     ("embeddings.py", "embeddings", mark("Embeddings"), ":material/scatter_plot:", mark("Inspect")),
+    ("lens_patching.py", "lens_patching", mark("Logit lens & patching"), ":material/layers:", mark("Inspect")),
 ]
 
 

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from bertcore.analysis.inference import encode_pair
 from bertcore.analysis.lens import NO_MLM_HEAD, has_mlm_head, readout_mode, word_id
+from bertcore.data.corpus import TOPICS, plural, verb_forms
 from bertcore.errors import InputError
 
 CHUNK_TOKENS = 1 << 16  # rows x tokens per batched run (bounds the memory of long inputs)
@@ -160,6 +161,9 @@ def activation_patching(model, tokenizer, text_a: str, text_b: str, right: str |
                 pos = torch.tensor(cols[s:e])
                 x[torch.arange(e - s), pos] = hs_b[layer][0, pos]
                 raw[layer, s:e] = (read(run_layers(model, x, layer)) - d_a).numpy()
+        if SAME_ANSWER <= abs(d_b - d_a) < 0.05:
+            notes.append(f"A and B give almost the same answer (d_B - d_A = {d_b - d_a:.4g}); the normalised effect "
+                         "divides by that and magnifies small changes; read the raw change too")
         res = PatchResult(list(tokenizer.convert_ids_to_tokens(ids_a)), list(tokenizer.convert_ids_to_tokens(ids_b)),
                           "logit_diff" if mlm else "cls_projection", position, d_a, d_b,
                           _normalise(raw, d_a, d_b), raw, cols, notes=notes)
@@ -167,6 +171,15 @@ def activation_patching(model, tokenizer, text_a: str, text_b: str, right: str |
             res.head_raw = _head_raw(model, hs_a, hs_b, read, d_a)
             res.head_effect = _normalise(res.head_raw, d_a, d_b)
     return res
+
+
+def focus_positions(tokenizer, text_a: str, text_b: str, max_len: int) -> list:
+    """For a long pair: [CLS], the positions where A's and B's tokens differ, and A's [MASK]s (what a page patches
+    by default when patching every position would be slow); all positions when the lengths differ."""
+    ids_a, ids_b = _encode(tokenizer, text_a, max_len)[0], _encode(tokenizer, text_b, max_len)[0]
+    if len(ids_a) != len(ids_b):
+        return list(range(len(ids_a)))
+    return [i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if i == 0 or x != y or x == tokenizer.mask_id]
 
 
 def _context(model, layer: int, x: Tensor) -> Tensor:
@@ -204,3 +217,24 @@ def patch_json(r: PatchResult) -> dict:
     return {"tokens_a": r.tokens_a, "tokens_b": r.tokens_b, "readout": r.readout, "position": r.position,
             "logit_diff_a": r.d_a, "logit_diff_b": r.d_b, "positions": r.positions, "effect": arr(r.effect),
             "raw": arr(r.raw), "head_effect": arr(r.head_effect), "head_raw": arr(r.head_raw), "notes": r.notes}
+
+
+def default_pairs(tokenizer, limit: int = 8) -> list:
+    """Ready pairs from the built-in grammar (``bertcore.data.corpus``) that ``tokenizer`` keeps word for word:
+    (text A, text B, right, wrong) = ("the cow [MASK] hungry .", "the cows [MASK] hungry .", "is", "are"): subject
+    number agreement (the grammar's singular is/has vs plural are/have). [] when the vocabulary lacks them."""
+    out = []
+    for topic in TOPICS.values():
+        for animal, adj in zip(topic["animals"], topic["adjs"]):
+            if " " in animal:
+                continue
+            sg, pl = verb_forms("be")
+            a, b = f"the {animal} [MASK] {adj} .", f"the {plural(animal)} [MASK] {adj} ."
+            if tokenizer.unknown_words(f"the {animal} {plural(animal)} {adj} . {sg} {pl}"):
+                continue
+            if len(tokenizer.encode(a)) == len(tokenizer.encode(b)) and all(
+                    len(tokenizer.encode(w)) == 1 for w in (sg, pl)):
+                out.append((a, b, sg, pl))
+        if len(out) >= limit:
+            break
+    return out[:limit]
