@@ -167,3 +167,23 @@ def test_cli_json_shapes_and_errors(pair, capsys):
     assert capsys.readouterr().err.startswith("error: text A has 7 tokens and text B has 8")
     assert main(["lens", str(run), "no mask here", "--json"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_pre_ln_model_applies_its_final_layernorm_and_ends_at_fill_mask():
+    tok = WordTokenizer.build(TEXTS)
+    torch.manual_seed(8)
+    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, norm_placement="pre", final_layer_norm=True,
+                                          **SIZES)).eval()
+    r = logit_lens(model, tok, A, top_k=3)
+    assert "final LayerNorm" in r.applied
+    fm = fill_mask(model, tok, A, top_k=3)
+    np.testing.assert_allclose([q for _, q in r.top[0][-1]], [q for _, q in fm.masks[0].candidates], atol=1e-6)
+    ids, types, _, pos = mask_positions(tok, A)
+    with torch.no_grad():
+        hs = model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+        p1 = torch.softmax(model.mlm_logits_from(model.bert.encoder.LayerNorm(hs[1][0, pos[0]])), -1)
+    np.testing.assert_allclose([q for _, q in r.top[0][1]], p1.topk(3).values.numpy(), atol=1e-5)
+    same = activation_patching(model, tok, A, A, right="is", wrong="are")
+    assert np.abs(same.raw).max() < 1e-5
+    r = activation_patching(model, tok, A, B, right="is", wrong="are")
+    np.testing.assert_allclose(r.effect[-1, r.position], 1.0, atol=1e-5)
