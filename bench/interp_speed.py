@@ -118,7 +118,7 @@ def page(reps: int) -> dict:
         at.query_params["lp_view"] = view
         at.switch_page("app_pages/lens_patching.py").run()
         ts = []
-        for a, b, right, _ in pairs[1:]:
+        for a, b, _right, _ in pairs[1:]:
             key = "lp_text" if view == "lens" else "lp_a"
             t0 = time.perf_counter()
             at.text_input(key=key).set_value(a)

