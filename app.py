@@ -23,6 +23,7 @@ PAGES = [
     ("predict.py", "predict", mark("Predict"), ":material/psychology:", mark("Inspect")),
     ("embeddings.py", "embeddings", mark("Embeddings"), ":material/scatter_plot:", mark("Inspect")),
     ("probes.py", "probes", mark("Probes"), ":material/biotech:", mark("Inspect")),
+    ("lens_patching.py", "lens_patching", mark("Logit lens & patching"), ":material/layers:", mark("Inspect")),
 ]
 
 

@@ -54,6 +54,7 @@ from bertcore.cli_finetune import add_finetune_parsers, cmd_classify, cmd_finetu
 from bertcore.cli_heads import add_heads_parser, cmd_heads
 from bertcore.cli_probe import add_probe_parser, cmd_probe
 from bertcore.cli_skills import add_skills_parser, cmd_skills
+from bertcore.cli_lens import add_lens_parsers, cmd_lens, cmd_patch
 
 MAX_DRAWS = 1_000_000
 
@@ -137,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_heads_parser(sub)
     add_probe_parser(sub)
     add_skills_parser(sub)
+    add_lens_parsers(sub)
     return p
 
 
@@ -362,7 +364,7 @@ COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_ma
             "inspect": cmd_inspect, "explain": cmd_explain, "ablate": cmd_ablate, "mask": cmd_mask,
             "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
             "finetune": cmd_finetune, "classify": cmd_classify, "heads": cmd_heads,
-            "probe": cmd_probe, "skills": cmd_skills}
+            "probe": cmd_probe, "skills": cmd_skills, "lens": cmd_lens, "patch": cmd_patch}
 
 
 def _fail(msg: str) -> int:

@@ -105,3 +105,32 @@ def probes_csv(steps: Sequence[int], results: Sequence) -> bytes:
             for s, r in zip(steps, results) for lp in r.layers]
     return _csv(pd.DataFrame(rows, columns=["step", "layer", "accuracy", "control_accuracy", "selectivity",
                                             "chance", "control_chance"]))
+
+
+def lens_csv(top: Sequence, word: str | None = None, ranks: Sequence | None = None,
+             probs: Sequence | None = None) -> bytes:
+    """The logit lens at one [MASK]: one row per layer (0 = embedding output) and top-k rank, with the chosen
+    word's rank and probability at that layer when given (``python -m bertcore lens --json`` has the same)."""
+    rows = []
+    for layer, cands in enumerate(top):
+        for k, (t, p) in enumerate(cands):
+            row = {"layer": layer, "k": k + 1, "token": t, "prob": p}
+            if word is not None:
+                row.update(word=word, word_rank=ranks[layer], word_prob=probs[layer])
+            rows.append(row)
+    return _csv(pd.DataFrame(rows))
+
+
+def patch_csv(effect: np.ndarray, raw: np.ndarray, tokens: Sequence[str], positions: Sequence[int]) -> bytes:
+    """The layer x position patching map, long form: layer (0 = embeddings), position (0-based), token of A,
+    normalised effect (0 = A's answer, 1 = B's) and the raw change of logit(right) - logit(wrong)."""
+    rows = [{"layer": layer, "position": p, "token": tokens[p], "effect": effect[layer, c], "raw": raw[layer, c]}
+            for layer in range(effect.shape[0]) for c, p in enumerate(positions)]
+    return _csv(pd.DataFrame(rows))
+
+
+def head_patch_csv(effect: np.ndarray, raw: np.ndarray) -> bytes:
+    """The layer x head patching map (0-based layer of the encoder and head), normalised and raw."""
+    rows = [{"layer": i, "head": h, "effect": effect[i, h], "raw": raw[i, h]}
+            for i in range(effect.shape[0]) for h in range(effect.shape[1])]
+    return _csv(pd.DataFrame(rows))

@@ -226,8 +226,13 @@ class BertAttention(nn.Module):
         self.output = BertSelfOutput(config)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                output_attentions: bool = False, rows: Rows | None = None) -> tuple[Tensor, Tensor | None]:
+                output_attentions: bool = False, rows: Rows | None = None,
+                context_patch=None) -> tuple[Tensor, Tensor | None]:
+        """``context_patch``: a function (B, T, D) -> (B, T, D) applied to the heads' concatenated context before
+        W^O (activation patching of single heads, bertcore.analysis.patching); None = the plain forward."""
         ctx, probs = self.self(self.output.normalize_input(x), mask, head_mask, output_attentions, rows)
+        if context_patch is not None:
+            ctx = context_patch(ctx)
         return self.output(ctx, take_rows(x, rows)), probs  # (B, T, D) or (N, D)
 
 
@@ -264,8 +269,9 @@ class BertLayer(nn.Module):
         self.dropout = Dropout(config.hidden_dropout_prob) if config.block_dropout else None
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                output_attentions: bool = False, rows: Rows | None = None) -> tuple[Tensor, Tensor | None]:
-        h, probs = self.attention(x, mask, head_mask, output_attentions, rows)  # (B, T, D) or (N, D)
+                output_attentions: bool = False, rows: Rows | None = None,
+                context_patch=None) -> tuple[Tensor, Tensor | None]:
+        h, probs = self.attention(x, mask, head_mask, output_attentions, rows, context_patch)  # (B, T, D) or (N, D)
         out = self.output(self.intermediate(self.output.normalize_input(h)), h)
         return (self.dropout(out) if self.dropout is not None else out), probs
 
