@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.data.corpus import load_corpus_file
-from bertcore.data.tokenization import basic_tokenize
+from bertcore.data.tokenization import basic_tokenize, has_cjk
 from bertcore.errors import BertcoreError
 from explorer import corpus_state as cs
 from explorer import figures_learn as F
@@ -16,6 +16,7 @@ from explorer.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.page_errors import user_action
+from explorer.i18n import tr
 
 INTRO = """
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
@@ -181,6 +182,9 @@ def _try_text(tokenizer, default: str) -> None:
     st.plotly_chart(F.tokens_figure(tokens[shown], ids[shown]), key="dt_tokens_chart")
     roles = {tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.pad_id}
     specials = sorted({t for t, i in zip(tokens, ids) if i in roles})
+    if has_cjk(text):
+        st.caption(tr("Chinese characters (Han) are split one character per token, as BERT's own tokenizer does: "
+                      "Chinese writes no spaces between words, so each character is a word-level token."))
     if specials:
         st.caption(f"Typed special tokens ({', '.join(specials)}) are kept as single tokens with their special ids.")
     if unknown:
