@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "whose estimated training memory exceeds BERTCORE_MAX_MODEL_MB (default 1024).")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    corpus_help = "builtin (default), builtin:SEED, tutorial, or a text file (tab-separated pairs or prose)"
+    corpus_help = ("builtin (default, English grammar), builtin-zh (Chinese grammar), NAME:SEED for another seed, "
+                   "tutorial, or a text file (tab-separated pairs or prose)")
 
     t = sub.add_parser("train", help="pre-train a model into a run directory (a checkpoint directory + run.json)")
     t.add_argument("--out", metavar="DIR", help="run directory to write (default: a new folder in "
@@ -260,7 +261,7 @@ def cmd_inspect(args) -> int:
 
 def cmd_mask(args) -> int:
     from bertcore.config import TrainConfig, split_overrides
-    from bertcore.data.corpus import get_corpus
+    from bertcore.data.corpora import get_corpus
     from bertcore.data.pretraining import MaskingRates, PretrainingData, masking_stats
     from bertcore.data.tokenization import WordTokenizer
 

@@ -476,20 +476,6 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
     return Corpus(name, pairs, f"{len(pairs)} pairs from {name} ({mode} mode)", meta=meta, documents=docs)
 
 
-def get_corpus(spec: str) -> Corpus:
-    """'builtin' | 'tutorial' | a file path (``builtin:SEED`` picks another seed)."""
-    if spec == "builtin":
-        return builtin_corpus()
-    if spec.startswith("builtin:"):
-        try:
-            return builtin_corpus(seed=int(spec.split(":", 1)[1]))
-        except ValueError:
-            raise CorpusError(f"corpus {spec!r}: write builtin:SEED with a whole-number seed") from None
-    if spec == "tutorial":
-        return tutorial_corpus()
-    return load_corpus_file(spec)
-
-
 def suggested_vocab_size(corpus: Corpus) -> int:
     """The WordPiece vocabulary size offered for a user corpus: a quarter of its distinct words, rounded to
     100 and kept in [500, 4000]. Small enough that a tiny model's MLM softmax stays cheap, large enough that

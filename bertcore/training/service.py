@@ -18,7 +18,8 @@ from typing import Any
 from bertcore.analysis.live_probe import read_probe_csv, write_probe_csv
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
-from bertcore.data.corpus import get_corpus, load_corpus_file, suggested_vocab_size
+from bertcore.data.corpora import get_corpus, is_builtin_spec
+from bertcore.data.corpus import load_corpus_file, suggested_vocab_size
 from bertcore.data.pretraining import MaskingRates
 from bertcore.data.shard_batches import ShardData
 from bertcore.data.shards import ShardReader
@@ -35,7 +36,6 @@ from bertcore.training.history import History
 from bertcore.training.resume import RESUME_FILE, load_trainer_state, save_trainer_state
 from bertcore.training.trainer import Trainer
 
-REBUILDABLE_CORPORA = ("builtin", "tutorial")  # specs get_corpus rebuilds exactly (also "builtin:SEED")
 CORPUS_FILE = "corpus.tsv"
 PROBE_FILE = "probe.csv"  # the live probe's rows (bertcore.analysis.live_probe)
 DOCUMENTS_FILE = "corpus_documents.txt"  # the document id of each corpus.tsv line, when the corpus has them
@@ -85,7 +85,7 @@ class RunSpec:
 
 
 def _is_rebuildable(spec: str) -> bool:
-    return spec in REBUILDABLE_CORPORA or (spec.startswith("builtin:") and spec[8:].isdigit())
+    return is_builtin_spec(spec)
 
 
 def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None):
