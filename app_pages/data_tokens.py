@@ -29,7 +29,7 @@ then the whitespace words, case kept, by frequency. Corpora come from `bertcore.
 (`builtin_corpus`, `tutorial_corpus`, `load_corpus_file`).
 """
 
-SOURCES = ["built-in", "tutorial two-liner", "upload a .txt file"]
+SOURCES = ["built-in", "tutorial two-liner", "upload a .txt file", "built-in Chinese (中文)"]
 KINDS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}  # corpus_state.KINDS
 MAX_SHOW_TOKENS = 200  # tokens drawn in the figure; the rest are counted, not drawn
 MAX_SHOW_PIECES = 100
@@ -76,9 +76,12 @@ def _pick_corpus():
     """The corpus picker. Returns a CorpusChoice (word-level); keeps the previous corpus when an upload is bad."""
     current = cs.active()
     saved = SOURCES[2] if current.uploaded else SOURCES[1] if current.key == cs.TUTORIAL else SOURCES[0]
+    saved = SOURCES[3] if current.key == cs.BUILTIN_ZH else saved
     source = st.radio("Corpus", SOURCES, index=SOURCES.index(saved), horizontal=True, key="dt_source")
     if source == SOURCES[0]:
         return cs.builtin_choice()
+    if source == SOURCES[3]:
+        return cs.builtin_zh_choice()
     if source == SOURCES[1]:
         return cs.tutorial_choice()
     c1, c2 = st.columns([3, 1])

@@ -9,7 +9,7 @@ import argparse
 import sys
 from concurrent.futures import ProcessPoolExecutor
 
-from bench.skill_seeds import render, run_seed, verdict
+from bench.skill_seeds import MLM_FACTOR, NSP_TARGET, render, run_seed, verdict
 
 CORPUS = "builtin-zh"
 
@@ -25,9 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with ProcessPoolExecutor(max_workers=1) as ex:
         for s in [int(x) for x in args.seeds.split(",")]:
-            v = verdict(ex.submit(run_seed, s, overrides, args.stop_after, CORPUS).result(), args.budget)
-            print(f"seed {s}: nsp {v['nsp_acc']:.3f}, mlm {v['mlm_x']:.2f}x, skill at {v['skill_s']} s", file=sys.stderr,
-                  flush=True)
+            r = ex.submit(run_seed, s, overrides, args.stop_after, CORPUS).result()
+            v = verdict(r, args.budget)
+            first = next(((t, st) for t, st, mlm, nsp in r["evals"] if mlm >= MLM_FACTOR * r["unigram"]
+                          and nsp >= NSP_TARGET), None)  # whatever the budget: on a loaded machine, read the step
+            print(f"seed {s}: nsp {v['nsp_acc']:.3f}, mlm {v['mlm_x']:.2f}x, bar first met at (s, step) {first}, "
+                  f"evals (s, step, mlm, nsp) {r['evals']}", file=sys.stderr, flush=True)
             rows.append(v)
     print(render(rows, args.budget, overrides))
     return 0

@@ -18,6 +18,7 @@ from bertcore.errors import BertcoreError
 from bertcore.presets import preset_tokenizer
 from explorer import corpus_state, workspace
 
+BUILTIN_ZH_LABEL = "built-in Chinese (中文)"
 TOKENIZER_LABELS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}
 TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
                   "tokenizer). WordPiece splits rare words into ##pieces, so real prose has almost no [UNK]. "
@@ -28,7 +29,7 @@ TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punct
 
 def corpus_choice(disabled: bool):
     """(corpus, label) of the chosen corpus: the built-in one, the tutorial two-liner or an upload."""
-    options = ["built-in grammar", "tutorial two-liner"]
+    options = ["built-in grammar", "tutorial two-liner", BUILTIN_ZH_LABEL]
     up = corpus_state.uploaded()  # the corpus this session last uploaded on the Data & tokens page
     uploaded = up.corpus if up is not None else None
     if uploaded is not None:
@@ -37,6 +38,8 @@ def corpus_choice(disabled: bool):
                       help="Upload your own corpus on the Data & tokens page; it then appears here.")
     if choice == options[0]:
         return workspace.shared_corpus_and_tokenizer()[0], choice
+    if choice == BUILTIN_ZH_LABEL:
+        return corpus_state.builtin_zh_choice().corpus, choice
     return (tutorial_corpus() if choice == options[1] else uploaded), choice
 
 
@@ -62,7 +65,7 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
     used = TOKENIZER_LABELS[preset_tokenizer(preset, size)]
     c2.caption(f"**{preset}** at size **{size}** trains with the **{used}** vocabulary by default"
                + ("" if kind == default else f"; you chose **{TOKENIZER_LABELS[kind]}**") + ".")
-    if choice.startswith("built-in") and kind == "word":
+    if choice == "built-in grammar" and kind == "word":
         return workspace.shared_corpus_and_tokenizer()[1], f"builtin|{kind}|0"
     cache = st.session_state.setdefault("train_tok_cache", {})
     key = (choice, id(corpus), kind, vocab)
@@ -76,7 +79,8 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
                 tok = WordTokenizer.build(corpus.texts())
         cache.clear()
         cache[key] = tok
-    return cache[key], ("builtin" if choice.startswith("built-in") else choice) + f"|{kind}|{vocab}"
+    spec = {"built-in grammar": "builtin", BUILTIN_ZH_LABEL: corpus_state.BUILTIN_ZH}.get(choice, choice)
+    return cache[key], spec + f"|{kind}|{vocab}"
 
 
 def upload_max_len(corpus, tok, ckey: str, size: str) -> int | None:
