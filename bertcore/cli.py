@@ -141,13 +141,26 @@ def _train_spec(args):
     from bertcore.presets import preset_tokenizer
     from bertcore.training.service import RunSpec
 
+    from bertcore.data.corpora import get_corpus, is_builtin_spec
+    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
+
     bert, train, vocab_given = train_configs(args)
     kind = args.tokenizer or preset_tokenizer(args.preset, args.size)
     if args.vocab_size is not None and kind != "wordpiece":
         raise CliError("--vocab-size only applies to --tokenizer wordpiece (a word-level vocabulary keeps every word)")
     name = os.path.basename(os.path.normpath(os.path.expanduser(args.out))) if args.out else ""
-    return RunSpec(bert, train, corpus=args.corpus, tokenizer=kind,
-                   tokenizer_vocab_size=args.vocab_size or (bert.vocab_size if vocab_given else None), preset=args.preset,
+    corpus, defaults, vocab = args.corpus, None, args.vocab_size or (bert.vocab_size if vocab_given else None)
+    if args.tokenizer is None and not is_builtin_spec(args.corpus):  # a file: the Train page's defaults for it
+        corpus = get_corpus(args.corpus)
+        d = corpus_defaults(corpus, user_file=True, preset_tokenizer=kind, size=args.size, tokenizer=False)
+        kind, vocab = default_tokenizer(corpus, d.tokenizer, vocab or d.vocab_size), vocab or d.vocab_size
+        d = corpus_defaults(corpus, user_file=True, preset_tokenizer=d.tokenizer, size=args.size,
+                            preset_max_seq_len=train.max_seq_len, tokenizer=kind)
+        if d.max_seq_len is not None and "max_seq_len" not in overrides_dict(args.overrides):
+            train = train.replace(max_seq_len=d.max_seq_len)
+        defaults = d.to_dict()
+    return RunSpec(bert, train, corpus=corpus, corpus_spec=None if corpus is args.corpus else args.corpus,
+                   tokenizer=kind, tokenizer_vocab_size=vocab, preset=args.preset, defaults=defaults,
                    name=name or f"{args.preset or 'cli'}, seed {train.seed}", source=f"bertcore train on {args.corpus}")
 
 

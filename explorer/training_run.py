@@ -120,6 +120,7 @@ class Job:
     resume_dir: Any = None  # a stopped run directory to continue instead of a new run
     probe: Any = "default"  # bertcore.analysis.live_probe.Probe, "default" (from the corpus) or None
     model: Any = None  # a prepared initial model (Compare: same initial weights); None builds one from the seed
+    defaults: dict | None = None  # what bertcore.data.corpus_defaults chose for the corpus (recorded in run.json)
 
 
 @dataclass
@@ -305,7 +306,8 @@ class TrainingRun:
                                            corpus_spec=self.corpus_spec,
                                            tokenizer=self.tokenizer if self.tokenizer is not None else "word",
                                            preset=job.preset, name=job.label, source=TRAINED_LABEL,
-                                           probe=job.probe, model=job.model, callbacks=self._callbacks(i))
+                                           probe=job.probe, model=job.model, callbacks=self._callbacks(i),
+                                           defaults=job.defaults)
                     result = service.train(spec, parent=self._parent(), stop=stop)
                 self._finish_job(i, result)
                 if self._errors[i]:

@@ -82,6 +82,7 @@ class RunSpec:
     probe: Any = "default"  # the live probe (bertcore.analysis.live_probe.Probe), "default" from the corpus, or None
     model: Any = None  # a prepared initial model (Compare designs: same initial weights), trained in place
     callbacks: Callbacks | None = None  # who listens (the trainer keeps its own copy)
+    defaults: dict | None = None  # bertcore.data.corpus_defaults.CorpusDefaults.to_dict(): recorded in run.json
 
 
 def _is_rebuildable(spec: str) -> bool:
@@ -213,7 +214,8 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
                          corpus=corpus.name if corpus is not None else f"shards {Path(spec.data).resolve().name}",
                          source=spec.source, corpus_spec=corpus_spec,
                          tokenizer=getattr(trainer.tokenizer, "kind", "word"),
-                         init_from=str(spec.init_from) if spec.init_from is not None else None)
+                         init_from=str(spec.init_from) if spec.init_from is not None else None,
+                         corpus_defaults=spec.defaults)
     return drive(trainer, d, meta, stop, PRETRAINING)
 
 
