@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.data.corpus import load_corpus_file
-from bertcore.data.tokenization import basic_tokenize
+from bertcore.data.tokenization import basic_tokenize, has_cjk
 from bertcore.errors import BertcoreError
 from explorer import corpus_state as cs
 from explorer import figures_learn as F
@@ -16,6 +16,7 @@ from explorer.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.page_errors import user_action
+from explorer.i18n import tr
 
 INTRO = """
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
@@ -28,7 +29,7 @@ then the whitespace words, case kept, by frequency. Corpora come from `bertcore.
 (`builtin_corpus`, `tutorial_corpus`, `load_corpus_file`).
 """
 
-SOURCES = ["built-in", "tutorial two-liner", "upload a .txt file"]
+SOURCES = ["built-in", "tutorial two-liner", "upload a .txt file", "built-in Chinese (中文)"]
 KINDS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}  # corpus_state.KINDS
 MAX_SHOW_TOKENS = 200  # tokens drawn in the figure; the rest are counted, not drawn
 MAX_SHOW_PIECES = 100
@@ -75,9 +76,12 @@ def _pick_corpus():
     """The corpus picker. Returns a CorpusChoice (word-level); keeps the previous corpus when an upload is bad."""
     current = cs.active()
     saved = SOURCES[2] if current.uploaded else SOURCES[1] if current.key == cs.TUTORIAL else SOURCES[0]
+    saved = SOURCES[3] if current.key == cs.BUILTIN_ZH else saved
     source = st.radio("Corpus", SOURCES, index=SOURCES.index(saved), horizontal=True, key="dt_source")
     if source == SOURCES[0]:
         return cs.builtin_choice()
+    if source == SOURCES[3]:
+        return cs.builtin_zh_choice()
     if source == SOURCES[1]:
         return cs.tutorial_choice()
     c1, c2 = st.columns([3, 1])
@@ -181,6 +185,9 @@ def _try_text(tokenizer, default: str) -> None:
     st.plotly_chart(F.tokens_figure(tokens[shown], ids[shown]), key="dt_tokens_chart")
     roles = {tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.pad_id}
     specials = sorted({t for t, i in zip(tokens, ids) if i in roles})
+    if has_cjk(text):
+        st.caption(tr("Chinese characters (Han) are split one character per token, as BERT's own tokenizer does: "
+                      "Chinese writes no spaces between words, so each character is a word-level token."))
     if specials:
         st.caption(f"Typed special tokens ({', '.join(specials)}) are kept as single tokens with their special ids.")
     if unknown:

@@ -250,7 +250,7 @@ def render() -> None:
         notes = PRESET_NOTES.get(preset, [])
         if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
             st.caption(f"**{preset}** against its seed: " + "; ".join(notes) + ".")
-        bk, tk = _widgets(preset, size, running, tok.vocab_size, train_form.upload_max_len(corpus, tok, ckey, size))
+        bk, tk = _widgets(preset, size, running, tok.vocab_size, train_form.upload_max_len(corpus, tok, ckey, size, preset))
         bcfg, tcfg, est, problem = build_configs(bk, tk)
         if est is not None:
             parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
@@ -266,7 +266,9 @@ def render() -> None:
     if b1.button("Start", key="train_start", type="primary", disabled=running or problem is not None):
         with user_action("Start the training"):
             err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe,
-                                                    skill_csv=skill_csv)], corpus, tok)
+                                                    skill_csv=skill_csv,
+                                                    defaults=train_form.chosen_defaults(corpus, tok, ckey, preset, size).to_dict())],
+                                  corpus, tok)
             if err:
                 st.error(err)
             else:

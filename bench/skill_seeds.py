@@ -30,20 +30,21 @@ def _load() -> list[float]:
         return []
 
 
-def run_seed(seed: int, overrides: dict, stop_after: int | None = None) -> dict:
-    """Train one seed at the defaults (plus ``overrides``); returns its evaluations and verdict."""
+def run_seed(seed: int, overrides: dict, stop_after: int | None = None, corpus: str = "builtin") -> dict:
+    """Train one seed at the defaults (plus ``overrides``) on ``corpus`` (a get_corpus spec); returns its
+    evaluations and verdict."""
     import torch
 
     torch.set_num_threads(1)
     from bertcore.config import BertConfig, TrainConfig, split_overrides
-    from bertcore.data.corpus import builtin_corpus
+    from bertcore.data.corpora import get_corpus
     from bertcore.training.trainer import Trainer
 
     bk, tk = split_overrides(overrides)
     tc = TrainConfig(**{**tk, "seed": seed})
     load0 = _load()
     t0 = time.perf_counter()
-    tr = Trainer(BertConfig(**bk), tc, builtin_corpus())
+    tr = Trainer(BertConfig(**bk), tc, get_corpus(corpus))
     setup = time.perf_counter() - t0
     evals = []
     t0 = time.perf_counter()

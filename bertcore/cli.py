@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "whose estimated training memory exceeds BERTCORE_MAX_MODEL_MB (default 1024).")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    corpus_help = "builtin (default), builtin:SEED, tutorial, or a text file (tab-separated pairs or prose)"
+    corpus_help = ("builtin (default, English grammar), builtin-zh (Chinese grammar), NAME:SEED for another seed, "
+                   "tutorial, or a text file (tab-separated pairs or prose)")
 
     t = sub.add_parser("train", help="pre-train a model into a run directory (a checkpoint directory + run.json)")
     t.add_argument("--out", metavar="DIR", help="run directory to write (default: a new folder in "
@@ -146,6 +147,9 @@ def _train_spec(args):
     from bertcore.presets import preset_tokenizer
     from bertcore.training.service import RunSpec
 
+    from bertcore.data.corpora import get_corpus, is_builtin_spec
+    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
+
     bert, train, vocab_given = train_configs(args)
     kind = args.tokenizer or preset_tokenizer(args.preset, args.size)
     if args.vocab_size is not None and kind != "wordpiece":
@@ -157,8 +161,19 @@ def _train_spec(args):
             skill_csv = (os.path.basename(args.skills), open(os.path.expanduser(args.skills), "rb").read())
         except OSError as e:
             raise CliError(f"cannot read --skills {args.skills}: {e.strerror or e}; check the path") from None
-    return RunSpec(bert, train, corpus=args.corpus, tokenizer=kind, skill_csv=skill_csv,
-                   tokenizer_vocab_size=args.vocab_size or (bert.vocab_size if vocab_given else None), preset=args.preset,
+    corpus, defaults, vocab = args.corpus, None, args.vocab_size or (bert.vocab_size if vocab_given else None)
+    if args.tokenizer is None and not is_builtin_spec(args.corpus):  # a file: the Train page's defaults for it
+        corpus = get_corpus(args.corpus)
+        d = corpus_defaults(corpus, user_file=True, preset_tokenizer=kind, size=args.size, tokenizer=False)
+        kind, vocab = default_tokenizer(corpus, d.tokenizer, vocab or d.vocab_size), vocab or d.vocab_size
+        d = corpus_defaults(corpus, user_file=True, preset_tokenizer=d.tokenizer, size=args.size,
+                            preset_max_seq_len=train.max_seq_len, tokenizer=kind)
+        if d.max_seq_len is not None and "max_seq_len" not in overrides_dict(args.overrides):
+            train = train.replace(max_seq_len=d.max_seq_len)
+        defaults = d.to_dict()
+    return RunSpec(bert, train, corpus=corpus, corpus_spec=None if corpus is args.corpus else args.corpus,
+                   tokenizer=kind, tokenizer_vocab_size=vocab, preset=args.preset, defaults=defaults,
+                   skill_csv=skill_csv,
                    name=name or f"{args.preset or 'cli'}, seed {train.seed}", source=f"bertcore train on {args.corpus}")
 
 
@@ -275,7 +290,7 @@ def cmd_inspect(args) -> int:
 
 def cmd_mask(args) -> int:
     from bertcore.config import TrainConfig, split_overrides
-    from bertcore.data.corpus import get_corpus
+    from bertcore.data.corpora import get_corpus
     from bertcore.data.pretraining import MaskingRates, PretrainingData, masking_stats
     from bertcore.data.tokenization import WordTokenizer
 

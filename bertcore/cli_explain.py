@@ -77,7 +77,7 @@ def _note_truncated(truncated: bool) -> None:
 
 def cmd_ablate(args) -> int:
     from bertcore.analysis import ablation as ab
-    from bertcore.data.corpus import get_corpus
+    from bertcore.data.corpora import get_corpus
 
     if args.curve and args.heads is not None:
         raise CliError("--curve removes every head in order of importance; leave --heads out")

@@ -29,7 +29,7 @@ def _texts(args, bundle) -> tuple[list, str]:
     if args.texts is not None:
         with open(args.texts, encoding="utf-8", errors="replace") as f:
             return hd.parse_texts(f.read(), args.texts), args.texts
-    from bertcore.data.corpus import get_corpus
+    from bertcore.data.corpora import get_corpus
     from bertcore.errors import BertcoreError
     from bertcore.training.service import run_corpus
 

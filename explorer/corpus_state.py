@@ -19,6 +19,7 @@ from typing import Any
 import streamlit as st
 
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
+from bertcore.data.corpora import get_corpus
 from bertcore.data.corpus import load_corpus_file, tutorial_corpus
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import BertcoreError
@@ -26,6 +27,7 @@ from bertcore.io.checkpoint import atomic_write
 from explorer import workspace
 
 BUILTIN, TUTORIAL = "builtin", "tutorial"
+BUILTIN_ZH = "builtin-zh"  # the built-in Chinese grammar (bertcore.data.corpus_zh), a get_corpus spec
 KINDS = ("word", "wordpiece", "seed_word")
 _K_CHOICE = "bx_corpus_choice"  # the active CorpusChoice
 _K_TOKENIZERS = "bx_upload_tokenizers"  # (corpus key, kind, vocab size) -> tokenizer, uploads only
@@ -54,7 +56,7 @@ def _tutorial_corpus():
 @st.cache_resource(show_spinner="Building the tokenizer…", max_entries=16)
 def _shared_tokenizer(key: str, kind: str, vocab_size: int | None):
     """Tokenizers of the built-in and tutorial corpora, shared by all sessions (read-only)."""
-    corpus = builtin_choice().corpus if key == BUILTIN else _tutorial_corpus()
+    corpus = {BUILTIN: builtin_choice, BUILTIN_ZH: builtin_zh_choice}.get(key, tutorial_choice)().corpus
     return build_tokenizer(corpus, kind, vocab_size)
 
 
@@ -70,6 +72,15 @@ def build_tokenizer(corpus, kind: str, vocab_size: int | None = None):
 
 def builtin_choice() -> CorpusChoice:
     return CorpusChoice(workspace.shared_corpus_and_tokenizer()[0], BUILTIN)
+
+
+@st.cache_resource(show_spinner="Building the built-in Chinese corpus…")
+def _builtin_zh_corpus():
+    return get_corpus(BUILTIN_ZH)
+
+
+def builtin_zh_choice() -> CorpusChoice:
+    return CorpusChoice(_builtin_zh_corpus(), BUILTIN_ZH)
 
 
 def tutorial_choice() -> CorpusChoice:

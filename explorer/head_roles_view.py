@@ -21,7 +21,7 @@ import streamlit as st
 from bertcore.analysis import heads as hd
 from bertcore.analysis.ablation import held_out_batches
 from bertcore.analysis.pruning import pruning_curve
-from bertcore.data.corpus import get_corpus
+from bertcore.data.corpora import get_corpus
 from bertcore.errors import BertcoreError
 from bertcore.training import runs
 from bertcore.training.service import run_corpus

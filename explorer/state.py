@@ -136,6 +136,8 @@ def _corpus_spec(corpus) -> str | None:
     """How a resume rebuilds ``corpus``: "builtin" / "tutorial", or None (its pairs are stored in the run)."""
     if corpus is shared_corpus_and_tokenizer()[0]:
         return "builtin"
+    if getattr(corpus, "name", None) == "builtin-zh(seed=0)":
+        return "builtin-zh"
     t = tutorial_corpus()
     if getattr(corpus, "name", None) == t.name and list(getattr(corpus, "pairs", [])) == list(t.pairs):
         return "tutorial"

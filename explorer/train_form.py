@@ -12,12 +12,14 @@ import streamlit as st
 from bertcore.analysis.live_probe import Probe, check_probe, default_probe
 from bertcore.config import TrainConfig
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
-from bertcore.data.corpus import suggested_max_seq_len, suggested_vocab_size, tutorial_corpus
+from bertcore.data.corpus import tutorial_corpus
+from bertcore.data.corpus_defaults import CorpusDefaults, corpus_defaults
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import BertcoreError
 from bertcore.presets import preset_tokenizer
 from explorer import corpus_state, workspace
 
+BUILTIN_ZH_LABEL = "built-in Chinese (中文)"
 TOKENIZER_LABELS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}
 TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
                   "tokenizer). WordPiece splits rare words into ##pieces, so real prose has almost no [UNK]. "
@@ -28,7 +30,7 @@ TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punct
 
 def corpus_choice(disabled: bool):
     """(corpus, label) of the chosen corpus: the built-in one, the tutorial two-liner or an upload."""
-    options = ["built-in grammar", "tutorial two-liner"]
+    options = ["built-in grammar", "tutorial two-liner", BUILTIN_ZH_LABEL]
     up = corpus_state.uploaded()  # the corpus this session last uploaded on the Data & tokens page
     uploaded = up.corpus if up is not None else None
     if uploaded is not None:
@@ -37,6 +39,8 @@ def corpus_choice(disabled: bool):
                       help="Upload your own corpus on the Data & tokens page; it then appears here.")
     if choice == options[0]:
         return workspace.shared_corpus_and_tokenizer()[0], choice
+    if choice == BUILTIN_ZH_LABEL:
+        return corpus_state.builtin_zh_choice().corpus, choice
     return (tutorial_corpus() if choice == options[1] else uploaded), choice
 
 
@@ -45,9 +49,9 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
     own for BERT-pytorch at seed size), else word-level, or WordPiece for an upload (size from
     ``suggested_vocab_size``). The built-in corpus shares its word-level tokenizer."""
     uploaded = choice.startswith("uploaded")
-    default = preset_tokenizer(preset, size)
-    if default == "word" and uploaded:
-        default = "wordpiece"
+    defaults = corpus_defaults(corpus, user_file=uploaded, preset_tokenizer=preset_tokenizer(preset, size), size=size,
+                               tokenizer=False)  # kind and vocabulary only; the length is measured below
+    default = defaults.tokenizer
     kinds = list(TOKENIZER_LABELS)
     if st.session_state.get("train_tok_default") != default:  # a new preset, size or corpus: offer its default
         st.session_state["train_tok_default"] = st.session_state["train_tok_kind"] = default
@@ -56,13 +60,13 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
                     disabled=disabled, format_func=TOKENIZER_LABELS.get, help=TOKENIZER_HELP)
     vocab = 0
     if kind == "wordpiece":
-        vocab = int(c2.number_input("WordPiece vocabulary size", 200, 30000, suggested_vocab_size(corpus), 100,
+        vocab = int(c2.number_input("WordPiece vocabulary size", 200, 30000, defaults.vocab_size or 1000, 100,
                                     key=f"train_vocab_{id(corpus)}", disabled=disabled,
                                     help="Picked from the corpus's distinct words; more costs speed."))
     used = TOKENIZER_LABELS[preset_tokenizer(preset, size)]
     c2.caption(f"**{preset}** at size **{size}** trains with the **{used}** vocabulary by default"
                + ("" if kind == default else f"; you chose **{TOKENIZER_LABELS[kind]}**") + ".")
-    if choice.startswith("built-in") and kind == "word":
+    if choice == "built-in grammar" and kind == "word":
         return workspace.shared_corpus_and_tokenizer()[1], f"builtin|{kind}|0"
     cache = st.session_state.setdefault("train_tok_cache", {})
     key = (choice, id(corpus), kind, vocab)
@@ -76,17 +80,25 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
                 tok = WordTokenizer.build(corpus.texts())
         cache.clear()
         cache[key] = tok
-    return cache[key], ("builtin" if choice.startswith("built-in") else choice) + f"|{kind}|{vocab}"
+    spec = {"built-in grammar": "builtin", BUILTIN_ZH_LABEL: corpus_state.BUILTIN_ZH}.get(choice, choice)
+    return cache[key], spec + f"|{kind}|{vocab}"
 
 
-def upload_max_len(corpus, tok, ckey: str, size: str) -> int | None:
-    """The max sequence length offered for an uploaded corpus at tiny size (None: the preset's own)."""
-    if size != "tiny" or not ckey.startswith("uploaded"):
-        return None
-    cache, key = st.session_state.setdefault("train_max_len", {}), (ckey, id(corpus))
+def chosen_defaults(corpus, tok, ckey: str, preset: str, size: str) -> CorpusDefaults:
+    """``bertcore.data.corpus_defaults.corpus_defaults`` for this corpus (the CLI asks the same function), with the
+    tokenizer built for it; cached per corpus."""
+    cache = st.session_state.setdefault("train_max_len", {})
+    key = (ckey, id(corpus), preset, size)
     if key not in cache:
-        cache[key] = suggested_max_seq_len(corpus, tok, TrainConfig().max_seq_len)
+        cache[key] = corpus_defaults(corpus, user_file=ckey.startswith("uploaded"),
+                                     preset_tokenizer=preset_tokenizer(preset, size), size=size,
+                                     preset_max_seq_len=TrainConfig().max_seq_len, tokenizer=tok)
     return cache[key]
+
+
+def upload_max_len(corpus, tok, ckey: str, size: str, preset: str | None = None) -> int | None:
+    """The max sequence length offered for the corpus (None: the preset's own), from ``chosen_defaults``."""
+    return chosen_defaults(corpus, tok, ckey, preset, size).max_seq_len
 
 
 def probe_inputs(corpus, tok, ckey: str, disabled: bool, max_len: int | None = None):

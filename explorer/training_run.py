@@ -121,6 +121,7 @@ class Job:
     probe: Any = "default"  # bertcore.analysis.live_probe.Probe, "default" (from the corpus) or None
     model: Any = None  # a prepared initial model (Compare: same initial weights); None builds one from the seed
     skill_csv: Any = None  # (name, bytes) of the user's own skill items (text,right,wrong), scored with the built-in
+    defaults: dict | None = None  # what bertcore.data.corpus_defaults chose for the corpus (recorded in run.json)
 
 
 @dataclass
@@ -310,7 +311,7 @@ class TrainingRun:
                                            tokenizer=self.tokenizer if self.tokenizer is not None else "word",
                                            preset=job.preset, name=job.label, source=TRAINED_LABEL,
                                            probe=job.probe, model=job.model, callbacks=self._callbacks(i),
-                                           skill_csv=job.skill_csv)
+                                           skill_csv=job.skill_csv, defaults=job.defaults)
                     result = service.train(spec, parent=self._parent(), stop=stop)
                 self._finish_job(i, result)
                 if self._errors[i]:

@@ -40,7 +40,8 @@ def corpus_file(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ckpt(tmp_path_factory, corpus_file):
     out = tmp_path_factory.mktemp("ck") / "model"
-    p = run("train", "--out", out, "--corpus", corpus_file, "--steps", 20, "--seed", 1, *TINY)
+    # --tokenizer word: a file would get WordPiece by default (bertcore.data.corpus_defaults, as on the Train page)
+    p = run("train", "--out", out, "--corpus", corpus_file, "--steps", 20, "--seed", 1, "--tokenizer", "word", *TINY)
     assert p.returncode == 0, p.stderr
     assert "held-out" in p.stdout and "unigram baseline" in p.stdout and "Traceback" not in p.stderr
     return out

@@ -4,8 +4,10 @@ from collections import Counter
 
 import pytest
 
+from bertcore.data.corpora import get_corpus
+
 from bertcore.data import corpus as corpus_mod
-from bertcore.data.corpus import (NAMES, PEOPLE, TOPICS, builtin_corpus, get_corpus, load_corpus_file, plural,
+from bertcore.data.corpus import (NAMES, PEOPLE, TOPICS, builtin_corpus, load_corpus_file, plural,
                              tutorial_corpus, verb_forms)
 from bertcore.errors import CorpusError
 from bertcore.data.tokenization import basic_tokenize

@@ -45,6 +45,7 @@ from bertcore.data.tokenization import basic_tokenize
 from bertcore.errors import ConfigError, CorpusError
 from bertcore.settings import env_number
 from bertcore.data.user_text import is_blank
+from bertcore.data.segmentation import detect_language, split_sentences
 
 MAX_CORPUS_BYTES = 5 * 1024 * 1024
 """Largest user corpus accepted by default (bytes); ``max_corpus_bytes()`` reads env ``BERTCORE_MAX_CORPUS_BYTES``."""
@@ -409,9 +410,6 @@ def tutorial_corpus() -> Corpus:
 
 
 # ------------------------------------------------------------------ user files
-_SENT_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
-
-
 def max_corpus_bytes() -> int:
     """Largest user corpus accepted, in bytes: env BERTCORE_MAX_CORPUS_BYTES (default ``MAX_CORPUS_BYTES``)."""
     try:
@@ -440,11 +438,6 @@ def decode_text_file(data: bytes, name: str) -> str:
         raise CorpusError(f"{name} is not valid UTF-8 (bad byte 0x{data[e.start]:02x} on line {line}); "
                           "re-save the file as UTF-8") from None
     return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-
-
-def split_sentences(paragraph: str) -> list[str]:
-    """Split prose at ., ! or ? followed by whitespace."""
-    return [s.strip() for s in _SENT_END.split(" ".join(paragraph.split())) if not is_blank(s)]
 
 
 def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto") -> Corpus:
@@ -495,29 +488,17 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
             pairs.append((a, b))
     else:
         docs = []
+        lang = detect_language(text)  # once per file: sentencex's rules for that language (segmentation.py)
         for doc_id, para in enumerate(re.split(r"\n\s*\n", text)):
-            sents = split_sentences(para)
+            sents = split_sentences(para, lang)
             pairs.extend(zip(sents, sents[1:]))
             docs.extend([doc_id] * max(0, len(sents) - 1))
     if len(pairs) < 2:
         raise CorpusError(f"{name} gives {len(pairs)} sentence pair(s); at least 2 are needed because NSP draws its "
                           "NotNext examples from a different pair. Add more lines (prose needs 2+ sentences per "
                           "paragraph)")
-    return Corpus(name, pairs, f"{len(pairs)} pairs from {name} ({mode} mode)", documents=docs)
-
-
-def get_corpus(spec: str) -> Corpus:
-    """'builtin' | 'tutorial' | a file path (``builtin:SEED`` picks another seed)."""
-    if spec == "builtin":
-        return builtin_corpus()
-    if spec.startswith("builtin:"):
-        try:
-            return builtin_corpus(seed=int(spec.split(":", 1)[1]))
-        except ValueError:
-            raise CorpusError(f"corpus {spec!r}: write builtin:SEED with a whole-number seed") from None
-    if spec == "tutorial":
-        return tutorial_corpus()
-    return load_corpus_file(spec)
+    meta = {"mode": mode} if mode == "pairs" else {"mode": mode, "language": lang}
+    return Corpus(name, pairs, f"{len(pairs)} pairs from {name} ({mode} mode)", meta=meta, documents=docs)
 
 
 def suggested_vocab_size(corpus: Corpus) -> int:

@@ -29,7 +29,7 @@ from typing import Iterator
 import numpy as np
 from tqdm import tqdm
 
-from bertcore.data.corpus import split_sentences
+from bertcore.data.segmentation import split_sentences
 from bertcore.data.tokenization import WordPieceTokenizer, load_tokenizer
 from bertcore.errors import CorpusError, InputError
 
@@ -84,12 +84,12 @@ def iter_documents(files: list[Path], progress=None) -> Iterator[tuple[int, int,
                 buf.append(line.strip())
                 continue
             if buf:
-                sents = split_sentences(" ".join(buf))
+                sents = split_sentences("\n".join(buf))
                 buf = []
                 if sents:
                     yield fi, doc_no, sents
                     doc_no += 1
-        if buf and (sents := split_sentences(" ".join(buf))):
+        if buf and (sents := split_sentences("\n".join(buf))):
             yield fi, doc_no, sents
 
 

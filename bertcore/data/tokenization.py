@@ -72,6 +72,12 @@ def _is_cjk(cp: int) -> bool:
             or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
 
 
+def has_cjk(text: str) -> bool:
+    """True when the text holds a CJK ideograph (Han character), which both tokenizers split off as a
+    token of its own (BERT's BasicTokenizer CJK ranges: Chinese has no spaces between words)."""
+    return any(_is_cjk(ord(ch)) for ch in text)
+
+
 def _clean_and_space_cjk(text: str) -> str:
     out = []
     for ch in text:

@@ -21,7 +21,8 @@ from bertcore.analysis.live_probe import read_probe_csv, write_probe_csv
 from bertcore.analysis.skills import SkillSuite
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
-from bertcore.data.corpus import get_corpus, load_corpus_file, suggested_vocab_size
+from bertcore.data.corpora import get_corpus, is_builtin_spec
+from bertcore.data.corpus import load_corpus_file, suggested_vocab_size
 from bertcore.data.pretraining import MaskingRates
 from bertcore.data.shard_batches import ShardData
 from bertcore.data.shards import ShardReader
@@ -39,7 +40,6 @@ from bertcore.training.history import History
 from bertcore.training.resume import RESUME_FILE, load_trainer_state, save_trainer_state
 from bertcore.training.trainer import Trainer
 
-REBUILDABLE_CORPORA = ("builtin", "tutorial")  # specs get_corpus rebuilds exactly (also "builtin:SEED")
 CORPUS_FILE = "corpus.tsv"
 PROBE_FILE = "probe.csv"  # the live probe's rows (bertcore.analysis.live_probe)
 SKILLS_FILE = "skills.csv"  # step x skill: the share of items passed at every evaluation (bertcore.analysis.skills)
@@ -90,10 +90,11 @@ class RunSpec:
     callbacks: Callbacks | None = None  # who listens (the trainer keeps its own copy)
     skills: bool = True  # score the built-in grammar's skills at every evaluation (bertcore.analysis.skills)
     skill_csv: tuple[str, bytes] | None = None  # (name, bytes) of a user's own items (text,right,wrong), scored too
+    defaults: dict | None = None  # bertcore.data.corpus_defaults.CorpusDefaults.to_dict(): recorded in run.json
 
 
 def _is_rebuildable(spec: str) -> bool:
-    return spec in REBUILDABLE_CORPORA or (spec.startswith("builtin:") and spec[8:].isdigit())
+    return is_builtin_spec(spec)
 
 
 def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None):
@@ -228,7 +229,8 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
                          corpus=corpus.name if corpus is not None else f"shards {Path(spec.data).resolve().name}",
                          source=spec.source, corpus_spec=corpus_spec,
                          tokenizer=getattr(trainer.tokenizer, "kind", "word"),
-                         init_from=str(spec.init_from) if spec.init_from is not None else None)
+                         init_from=str(spec.init_from) if spec.init_from is not None else None,
+                         corpus_defaults=spec.defaults)
     return drive(trainer, d, meta, stop, PRETRAINING)
 
 
