@@ -1,0 +1,41 @@
+"""The Skills chart on the Train page in chromium (issue 23): it fills in live, one line per skill with the chance
+line, while the loss and accuracy charts, the probe table and Stop stay in view at 1400x900; the first-pass
+sentences appear under it."""
+from __future__ import annotations
+
+from browser_marks import BROWSER, LOAD, MAIN
+from playwright.sync_api import Page, expect
+
+pytestmark = BROWSER
+
+POINTS = "el => (el.data || []).reduce((n, t) => n + (t.x ? t.x.filter(v => v !== null).length : 0), 0)"
+
+
+def test_skills_chart_fills_in_live_and_everything_stays_in_view(page: Page, app_server, tmp_path):
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"{app_server.url}/train")
+    start = page.locator(".st-key-train_start button")
+    expect(start).to_be_enabled(timeout=LOAD)
+    start.click()
+    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("running", timeout=LOAD)
+    panel = page.frame_locator(".st-key-train_live iframe").first
+    skills = panel.locator("#skills .js-plotly-plot, #skills.js-plotly-plot").first
+    expect(skills).to_be_visible(timeout=LOAD)
+    assert skills.evaluate("el => el.data.length") == 8  # one line per built-in skill
+    assert "chance" in skills.inner_text()
+    counts = []
+    for _ in range(120):
+        counts.append(skills.evaluate(POINTS))
+        if len(set(counts)) >= 3:  # grew twice: two evaluations arrived while the page watched
+            break
+        page.wait_for_timeout(1_000)
+    assert len(set(counts)) >= 3, f"the Skills chart did not fill in: {counts[:3]}...{counts[-3:]}"
+    loss = panel.locator("#loss")
+    for what in (page.locator(".st-key-train_stop button"), loss, panel.locator("#acc"), panel.locator("#skills"),
+                 panel.locator("#probe table")):
+        box = what.bounding_box()
+        assert box and 0 <= box["y"] and box["y"] + box["height"] <= 900, f"not in view at 1400x900: {box}"
+    page.screenshot(path=str(tmp_path / "train-skills.png"))
+    expect(page.locator(MAIN)).to_contain_text("passed", timeout=LOAD)  # a first-pass sentence
+    page.locator(".st-key-train_stop button").click()
+    assert page.locator('[data-testid="stException"]').count() == 0
