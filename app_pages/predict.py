@@ -17,6 +17,7 @@ from explorer import examples, replay, state, workspace
 from explorer.export import attributions_csv, importance_csv, plotly_config
 from explorer.figures_explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
 from explorer.figures_inspect import fill_mask_figure, nsp_figure
+from explorer.i18n import mark, tr
 from explorer.memo import memo as shared_memo
 from explorer.page_errors import user_action
 from bertcore.analysis.inference import mask_positions
@@ -29,7 +30,9 @@ DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
 
 MAX_MASK_CHARTS = 12
-NO_COMPARE = "(no comparison)"
+HELD_OUT_LABELS = {"mlm_loss": mark("held-out MLM loss"), "mlm_acc": mark("held-out MLM acc"),
+                   "nsp_acc": mark("held-out NSP acc")}
+NO_COMPARE = mark("(no comparison)")
 _WORD = re.compile(r"\[(?:MASK|CLS|SEP|PAD|UNK)\]|<(?:mask|sos|eos|pad|unk)>|\w+|[^\w\s]", re.I)
 
 
@@ -60,9 +63,10 @@ def _compare_choice(state, active):
     others = [lbl for lbl in models if lbl != active.label]
     options = [NO_COMPARE] + others
     default = options.index(workspace.UNTRAINED_LABEL) if workspace.UNTRAINED_LABEL in others else 0
-    choice = st.selectbox("Compare side by side with", options, index=default, key="pred_compare",
-                          help="Runs the same input through a second model: the untrained one, or another "
-                               "model of this session (trained, uploaded or pretrained).")
+    choice = st.selectbox(tr("Compare side by side with"), options, index=default, key="pred_compare",
+                          format_func=lambda o: tr(o) if o == NO_COMPARE else o,
+                          help=tr("Runs the same input through a second model: the untrained one, or another "
+                                  "model of this session (trained, uploaded or pretrained)."))
     return [active] + ([models[choice]] if choice != NO_COMPARE else [])
 
 
@@ -75,7 +79,7 @@ def _examples(tok):
 def _mask_name(tok) -> str:
     """How the help texts name the mask token: [MASK], and the vocabulary's own spelling where it differs."""
     own = getattr(tok, "mask_token", "[MASK]")
-    return "[MASK]" if own == "[MASK]" else f"[MASK] (or {own})"
+    return "[MASK]" if own == "[MASK]" else tr("[MASK] (or {own})", own=own)
 
 
 def _unknown_hint(tok, text):
@@ -85,67 +89,68 @@ def _unknown_hint(tok, text):
         return
     if unk:
         shown = ", ".join(list(dict.fromkeys(unk))[:10])
-        st.caption(f"Not in this model's vocabulary (fed as {getattr(tok, 'unk_token', '[UNK]')}): {shown}")
+        st.caption(tr("Not in this model's vocabulary (fed as {unk}): {words}",
+                      unk=getattr(tok, 'unk_token', '[UNK]'), words=shown))
 
 
 def _fill_mask_column(am, text, top_k):
     st.markdown(f"**{am.label}**")
     model, tok = am.model, am.tokenizer
     if not getattr(model, "has_mlm_head", True):
-        st.info(f"{am.label} has no masked-language-model head (it was published as a bare encoder "
-                "without the MLM layer), so it cannot fill in [MASK]. Nothing is predicted here.")
+        st.info(tr("{model} has no masked-language-model head (it was published as a bare encoder "
+                   "without the MLM layer), so it cannot fill in [MASK]. Nothing is predicted here.", model=am.label))
         return
-    with user_action(f"Fill in the [MASK] with {am.label}") as act:
+    with user_action(tr("Fill in the [MASK] with {model}", model=am.label)) as act:
         res = fill_mask(model, tok, text, top_k=top_k)
     if act.failed:
         return
     if res.truncated:
-        st.warning(f"The text was truncated to {len(res.tokens)} tokens (the model's maximum length); "
-                   "masks after that point are not predicted.")
+        st.warning(tr("The text was truncated to {n} tokens (the model's maximum length); "
+                      "masks after that point are not predicted.", n=len(res.tokens)))
     _unknown_hint(tok, text)
     if not res.masks:
-        st.warning("No [MASK] is left after truncation. Put the [MASK] nearer the start.")
+        st.warning(tr("No [MASK] is left after truncation. Put the [MASK] nearer the start."))
         return
-    st.caption("Model input: " + " ".join(f"`{t}`" for t in res.tokens[:60]) +
-               (" …" if len(res.tokens) > 60 else ""))
+    st.caption(tr("Model input: {tokens}", tokens=" ".join(f"`{t}`" for t in res.tokens[:60]) +
+                  (" …" if len(res.tokens) > 60 else "")))
     if len(res.masks) > MAX_MASK_CHARTS:
-        st.info(f"{len(res.masks)} masks: charts for the first {MAX_MASK_CHARTS}. With this many masks the "
-                "model sees little context, so the guesses get poor.")
+        st.info(tr("{n} masks: charts for the first {shown}. With this many masks the "
+                   "model sees little context, so the guesses get poor.", n=len(res.masks), shown=MAX_MASK_CHARTS))
     for k, m in enumerate(res.masks[:MAX_MASK_CHARTS]):
-        st.plotly_chart(fill_mask_figure(m.candidates, title=f"[MASK] {k + 1} (position {m.position})"),
+        st.plotly_chart(fill_mask_figure(m.candidates, title=tr("[MASK] {k} (position {position})", k=k + 1, position=m.position)),
                         key=f"pred_fm_{am.label}_{k}")
 
 
 def _fill_mask_section(state, models, ex):
     mask = _mask_name(models[0].tokenizer)
-    st.subheader("Fill in the [MASK]")
-    mode = st.radio("How to choose the masks", ["Type text with [MASK]", "Click words to mask them"],
-                    horizontal=True, key="pred_mode")
+    st.subheader(tr("Fill in the [MASK]"))
+    mode = st.radio(tr("How to choose the masks"), [mark("Type text with [MASK]"), mark("Click words to mask them")],
+                    horizontal=True, key="pred_mode", format_func=tr)
     if mode == "Type text with [MASK]":
-        text = st.text_area(f"Text with one or more {mask}", value=ex.masked, key="pred_text",
+        text = st.text_area(tr("Text with one or more {mask}", mask=mask), value=ex.masked, key="pred_text",
                             height=80, max_chars=60_000)
     else:
-        sentence = st.text_input("Sentence", value=ex.sentence, key="pred_sentence", max_chars=2_000)
-        with user_action("Read the sentence") as act:
+        sentence = st.text_input(tr("Sentence"), value=ex.sentence, key="pred_sentence", max_chars=2_000)
+        with user_action(tr("Read the sentence")) as act:
             cleaned, _ = clean_text(sentence, "the sentence")  # the library's rule: invisible characters are not words
         if act.failed:
             return None
         words = _words(cleaned, models[0].tokenizer)[:80]
         labels = _pill_labels(words)
         if not words:
-            st.warning("The sentence has no word to click. Type a sentence, then click the words to mask.")
+            st.warning(tr("The sentence has no word to click. Type a sentence, then click the words to mask."))
             return None
-        chosen = st.pills("Click the words to replace with [MASK]", list(range(len(words))),
+        chosen = st.pills(tr("Click the words to replace with [MASK]"), list(range(len(words))),
                           format_func=lambda i: labels[i], selection_mode="multi",
                           key=f"pred_pills_{zlib.crc32(sentence.encode())}")
         if not chosen:
-            st.info("Click one or more words above to mask them.")
+            st.info(tr("Click one or more words above to mask them."))
             return None
         text = _mask_words(words, chosen)
-        st.markdown(f"Masked text: `{text}`")
-    top_k = st.slider("Top-k candidates per mask", 1, 10, 5, key="pred_topk")
+        st.markdown(tr("Masked text: `{text}`", text=text))
+    top_k = st.slider(tr("Top-k candidates per mask"), 1, 10, 5, key="pred_topk")
     first = models[0]
-    with user_action("Read the text with [MASK]") as act:  # the library decides: empty, no [MASK], [MASK] too late
+    with user_action(tr("Read the text with [MASK]")) as act:  # the library decides: empty, no [MASK], [MASK] too late
         mask_positions(first.tokenizer, text, first.model.config.max_position_embeddings)
     if act.failed:
         return None
@@ -158,13 +163,14 @@ def _fill_mask_section(state, models, ex):
 
 def _nsp_section(models, ex):
     tok = models[0].tokenizer
-    st.subheader("Next-sentence prediction")
-    st.markdown(f"The NSP head reads the {tok.cls_token} vector of `{tok.pair_template()}` and gives two logits; "
-                "P(IsNext) is the softmax of the first one (label 0 = IsNext, as in transformers).")
+    st.subheader(tr("Next-sentence prediction"))
+    st.markdown(tr("The NSP head reads the {cls} vector of `{pair}` and gives two logits; "
+                   "P(IsNext) is the softmax of the first one (label 0 = IsNext, as in transformers).",
+                   cls=tok.cls_token, pair=tok.pair_template()))
     c1, c2 = st.columns(2)
-    a = c1.text_area("Sentence A", value=ex.a, key="pred_nsp_a", height=70, max_chars=60_000)
-    b = c2.text_area("Sentence B", value=ex.b, key="pred_nsp_b", height=70, max_chars=60_000)
-    with user_action("Read the sentence pair") as act:  # the library decides whether A and B hold words
+    a = c1.text_area(tr("Sentence A"), value=ex.a, key="pred_nsp_a", height=70, max_chars=60_000)
+    b = c2.text_area(tr("Sentence B"), value=ex.b, key="pred_nsp_b", height=70, max_chars=60_000)
+    with user_action(tr("Read the sentence pair")) as act:  # the library decides whether A and B hold words
         encode_pair(tok, a, b)
     if act.failed:
         return None
@@ -173,10 +179,10 @@ def _nsp_section(models, ex):
         with col:
             st.markdown(f"**{am.label}**")
             if not getattr(am.model, "has_nsp_head", True):
-                st.info(f"{am.label} has no next-sentence-prediction head (it was published without it), "
-                        "so it cannot say whether B follows A. Nothing is predicted here.")
+                st.info(tr("{model} has no next-sentence-prediction head (it was published without it), "
+                           "so it cannot say whether B follows A. Nothing is predicted here.", model=am.label))
                 continue
-            with user_action(f"Predict the next sentence with {am.label}") as act:
+            with user_action(tr("Predict the next sentence with {model}", model=am.label)) as act:
                 p = float(nsp_probability(am.model, am.tokenizer, a, b))
             if act.failed:
                 continue
@@ -210,29 +216,29 @@ def _why_targets(am, text, pair) -> list:
     return out
 
 
-@user_action("Explain the prediction")
+@user_action(tr("Explain the prediction"))
 def _why_section(active, text, pair):
 
 
-    st.subheader("Why it predicts that")
-    st.markdown(
+    st.subheader(tr("Why it predicts that"))
+    st.markdown(tr(
         "Three answers for the active model, side by side (`bertcore.analysis.explain.explain_all`). **Attention "
         "rollout** (Abnar & Zuidema 2020): how much of each token reaches the explained position through attention "
         "alone. **Gradient × input** and **integrated gradients** (Sundararajan et al. 2017): each token's share "
         "of the log-probability, with the integral from a baseline where every word is [MASK] (positions and "
-        "segments kept). Integrated gradients sum to f(input) − f(baseline); the gap says how close they get.")
+        "segments kept). Integrated gradients sum to f(input) − f(baseline); the gap says how close they get."))
     st.latex(r"\mathrm{IG}_i = (x_i - x'_i)\int_0^1 \frac{\partial f(x' + \alpha(x - x'))}{\partial x_i}\,d\alpha")
     targets = _why_targets(active, text, pair)
     if not targets:
-        st.info("Nothing to explain yet: type a text with [MASK] above, or two sentences for NSP. (A model without "
-                "MLM and NSP heads, such as all-MiniLM-L6-v2, can only be explained by rollout on the Attention page.)")
+        st.info(tr("Nothing to explain yet: type a text with [MASK] above, or two sentences for NSP. (A model without "
+                   "MLM and NSP heads, such as all-MiniLM-L6-v2, can only be explained by rollout on the Attention page.)"))
         return
     labels = [t[0] for t in targets]
     c1, c2 = st.columns([2, 1])
-    pick = c1.segmented_control("Explain", labels, default=labels[0], key="pred_why_target", required=True)
-    steps = c2.select_slider("Integrated-gradients steps", [MIN_IG_STEPS, 64, 100, 200], 64, key="pred_why_steps")
+    pick = c1.segmented_control(tr("Explain"), labels, default=labels[0], key="pred_why_target", required=True)
+    steps = c2.select_slider(tr("Integrated-gradients steps"), [MIN_IG_STEPS, 64, 100, 200], 64, key="pred_why_steps")
     label, a, b, target = targets[labels.index(pick) if pick in labels else 0]
-    with user_action("Explain the prediction") as act, st.spinner("Integrating gradients…"):
+    with user_action(tr("Explain the prediction")) as act, st.spinner(tr("Integrating gradients…")):
         # shared by every session that asks the same of this model
         r = shared_memo(active.model, ("why", a, b, target, steps),
                         lambda: explain_all(active.model, active.tokenizer, a, b, target, steps=steps))
@@ -240,22 +246,25 @@ def _why_section(active, text, pair):
         return
     shown = f"'{r['target_label']}'" if target != "nsp" else "IsNext"
     fig = token_strip_figure(r["tokens"], r["scores"], r["position"],
-                             title=f"why {shown}? (the explained position {r['position']} is outlined)")
+                             title=tr("why {shown}? (the explained position {position} is outlined)",
+                                      shown=shown, position=r['position']))
     st.plotly_chart(fig, key="pred_why_fig", config=plotly_config("why_" + target.replace(":", ""), "svg"))
     m = st.columns(5)
     for col, (pair_name, rho) in zip(m, r["rank_correlation"].items()):
         p, q = pair_name.split("~")
-        col.metric(f"Spearman ρ: {METHOD_LABELS[p]} vs {METHOD_LABELS[q]}", "n/a" if rho != rho else f"{rho:+.2f}")
+        col.metric(tr("Spearman ρ: {a} vs {b}", a=tr(METHOD_LABELS[p]), b=tr(METHOD_LABELS[q])),
+                   tr("n/a") if rho != rho else f"{rho:+.2f}")
     for col, name in zip(m[3:], ("integrated_gradients", "grad_x_input")):
         res = r["results"][name]
-        col.metric(f"completeness gap, {METHOD_LABELS[name]}", f"{res.completeness_gap:.3f}",
-                   help=f"|Σ attributions − (f(x) − f(x'))| / |f(x) − f(x')| with f(x) = {res.f_input:.3f}, "
-                        f"f(x') = {res.f_baseline:.3f} (baseline: {res.baseline})")
-    table = pd.DataFrame({"position": range(len(r["tokens"])), "token": r["tokens"],
-                          **{METHOD_LABELS[k]: v for k, v in r["scores"].items()}})
-    with st.expander("The numbers (text alternative)"):
+        col.metric(tr("completeness gap, {method}", method=tr(METHOD_LABELS[name])), f"{res.completeness_gap:.3f}",
+                   help=tr("|Σ attributions − (f(x) − f(x'))| / |f(x) − f(x')| with f(x) = {fx}, "
+                           "f(x') = {fb} (baseline: {baseline})", fx=f"{res.f_input:.3f}",
+                           fb=f"{res.f_baseline:.3f}", baseline=res.baseline))
+    table = pd.DataFrame({tr("position"): range(len(r["tokens"])), tr("token"): r["tokens"],
+                          **{tr(METHOD_LABELS[k]): v for k, v in r["scores"].items()}})
+    with st.expander(tr("The numbers (text alternative)")):
         st.dataframe(table, hide_index=True, key="pred_why_table")
-    st.download_button("Attributions as CSV", attributions_csv(r["tokens"], r["scores"]),
+    st.download_button(tr("Attributions as CSV"), attributions_csv(r["tokens"], r["scores"]),
                        file_name=f"attributions_{target.replace(':', '')}.csv", mime="text/csv",
                        key="pred_dl_why", on_click="ignore")
 
@@ -276,24 +285,25 @@ def _settings(tc) -> str | None:
     return json.dumps(tc.to_dict() if hasattr(tc, "to_dict") else dict(tc), sort_keys=True, default=str)
 
 
-@user_action("Switch heads off")
+@user_action(tr("Switch heads off"))
 def _ablation_section(state, active, text, pair):
 
 
-    st.subheader("Switch heads off")
-    st.markdown("Michel et al. (2019) asked whether all heads are needed. Click heads to switch them off (their "
-                "attention probabilities are multiplied by 0, `head_mask`) and watch the predictions above and the "
-                "held-out metrics on fixed pairs of the built-in corpus change (`bertcore.analysis.ablation`).")
+    st.subheader(tr("Switch heads off"))
+    st.markdown(tr("Michel et al. (2019) asked whether all heads are needed. Click heads to switch them off (their "
+                   "attention probabilities are multiplied by 0, `head_mask`) and watch the predictions above and the "
+                   "held-out metrics on fixed pairs of the built-in corpus change (`bertcore.analysis.ablation`)."))
     model, tok = active.model, active.tokenizer
     if not (getattr(model, "has_mlm_head", True) and getattr(model, "has_nsp_head", True)):
-        st.info(f"{active.label} has no MLM or NSP head, so switching heads off has no prediction to change here.")
+        st.info(tr("{model} has no MLM or NSP head, so switching heads off has no prediction to change here.",
+                   model=active.label))
         return
     L, H = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
-    off = st.pills("Heads switched off", list(range(L * H)), format_func=lambda i: f"L{i // H + 1} H{i % H + 1}",
+    off = st.pills(tr("Heads switched off"), list(range(L * H)), format_func=lambda i: f"L{i // H + 1} H{i % H + 1}",
                    selection_mode="multi", key=f"pred_abl_heads_{L}x{H}") or []
     heads = [(i // H, i % H) for i in off]
     mask = ab.head_mask_for(heads, L, H)
-    with user_action("Evaluate with the heads off") as act:
+    with user_action(tr("Evaluate with the heads off")) as act:
         batches = _held_out(state, active)
         tc = getattr(active.bundle, "train_config", None)
         data_key = (_settings(tc), model.config.max_position_embeddings)
@@ -303,12 +313,12 @@ def _ablation_section(state, active, text, pair):
         return
     m = st.columns(3)
     for col, k in zip(m, ("mlm_loss", "mlm_acc", "nsp_acc")):
-        col.metric(f"held-out {k.replace('_', ' ').replace('mlm', 'MLM').replace('nsp', 'NSP')}", f"{after[k]:.4f}",
+        col.metric(tr(HELD_OUT_LABELS[k]), f"{after[k]:.4f}",
                    delta=f"{after[k] - base[k]:+.3g}" if heads else None,
                    delta_color="inverse" if k.endswith("loss") else "normal")
     n_examples = sum(int(b["input_ids"].shape[0]) for b in batches)
-    st.caption(f"Over {n_examples} held-out examples from the built-in corpus's held-out pairs, each masked once "
-               "with fixed masks (`bertcore.analysis.ablation.held_out_batches`).")
+    st.caption(tr("Over {n} held-out examples from the built-in corpus's held-out pairs, each masked once "
+                  "with fixed masks (`bertcore.analysis.ablation.held_out_batches`).", n=n_examples))
     rows = []
     for a, b, what in ((text, None, "fill-mask"), *(((pair[0], pair[1], "NSP"),) if pair else ())):
         if not a:
@@ -325,32 +335,33 @@ def _ablation_section(state, active, text, pair):
                          "all heads on": ", ".join(f"{t} {p:.2f}" for t, p in m_on["candidates"][:3]),
                          "with the heads off": ", ".join(f"{t} {p:.2f}" for t, p in m_off["candidates"][:3])})
     if rows:
-        st.dataframe(pd.DataFrame(rows), hide_index=True, key="pred_abl_table")
-    st.markdown("**Importance map**: every head switched off alone; the change of a held-out metric.")
+        headers = {k: tr(k) for k in (mark("prediction"), mark("all heads on"), mark("with the heads off"))}
+        st.dataframe(pd.DataFrame(rows).rename(columns=headers), hide_index=True, key="pred_abl_table")
+    st.markdown(tr("**Importance map**: every head switched off alone; the change of a held-out metric."))
     imp_key = ("importance", active.label, id(model))
     memo = st.session_state.get("pred_memo", {})
-    if imp_key not in memo and not st.button(f"Compute the importance map ({L * H} evaluations)",
+    if imp_key not in memo and not st.button(tr("Compute the importance map ({n} evaluations)", n=L * H),
                                              key="pred_abl_importance"):
         return
     imp = _cached(imp_key, lambda: shared_memo(model, ("importance", *data_key),
                                         lambda: ab.head_importance(model, batches, baseline=base)))
-    metric = st.segmented_control("Metric", list(METRIC_LABELS), default="d_mlm_loss",
-                                  format_func=METRIC_LABELS.get, key="pred_abl_metric", required=True)
+    metric = st.segmented_control(tr("Metric"), list(METRIC_LABELS), default="d_mlm_loss",
+                                  format_func=lambda k: tr(METRIC_LABELS[k]), key="pred_abl_metric", required=True)
     st.plotly_chart(importance_figure(imp["heads"], L, H, metric or "d_mlm_loss", off=heads), key="pred_abl_map",
                     config=plotly_config("head_importance", "svg"))
-    st.download_button("Importance map as CSV", importance_csv(imp["heads"]), file_name="head_importance.csv",
+    st.download_button(tr("Importance map as CSV"), importance_csv(imp["heads"]), file_name="head_importance.csv",
                        mime="text/csv", key="pred_dl_importance", on_click="ignore")
 
 
 def render():
-    st.title("Predict")
+    st.title(tr("Predict"))
     active = replay.at_step(state.get_active(), "pred")
-    st.markdown(
+    st.markdown(tr(
         "BERT is pre-trained on two tasks, and their heads can be asked directly. **Fill-mask**: the MLM "
-        f"head turns the final hidden state at each {active.tokenizer.mask_token} into a probability for every "
+        "head turns the final hidden state at each {mask} into a probability for every "
         "vocabulary word "
         "(`bertcore.analysis.inference.fill_mask`). **Next sentence**: the NSP head says how likely B really "
-        "followed A (`bertcore.analysis.inference.nsp_probability`).")
+        "followed A (`bertcore.analysis.inference.nsp_probability`).", mask=active.tokenizer.mask_token))
     st.latex(formulas(active.model.config)["mlm"])  # the active model's own head, activation and tying
     if active.kind == "untrained":
         state.untrained_notice()

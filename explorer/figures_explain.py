@@ -8,11 +8,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.figures_inspect import thinned, token_labels
+from explorer.i18n import mark, tr
 
-METHOD_LABELS = {"rollout": "attention rollout", "grad_x_input": "gradient × input",
-                 "integrated_gradients": "integrated gradients"}
-METRIC_LABELS = {"d_mlm_loss": "Δ held-out MLM loss", "d_mlm_acc": "Δ held-out MLM accuracy",
-                 "d_nsp_loss": "Δ held-out NSP loss", "d_nsp_acc": "Δ held-out NSP accuracy"}
+METHOD_LABELS = {"rollout": mark("attention rollout"), "grad_x_input": mark("gradient × input"),
+                 "integrated_gradients": mark("integrated gradients")}
+METRIC_LABELS = {"d_mlm_loss": mark("Δ held-out MLM loss"), "d_mlm_acc": mark("Δ held-out MLM accuracy"),
+                 "d_nsp_loss": mark("Δ held-out NSP loss"), "d_nsp_acc": mark("Δ held-out NSP accuracy")}
 
 
 def token_strip_figure(tokens: Sequence[str], scores: dict, position: int | None = None, title: str = "") -> go.Figure:
@@ -28,12 +29,12 @@ def token_strip_figure(tokens: Sequence[str], scores: dict, position: int | None
     scale = np.abs(raw).max(axis=1, keepdims=True)
     scale[scale == 0] = 1.0
     z = (raw / scale).astype(np.float32)
-    rows = [METHOD_LABELS.get(n, n) for n in names]
+    rows = [tr(METHOD_LABELS[n]) if n in METHOD_LABELS else n for n in names]
     fig = go.Figure(go.Heatmap(
         z=z, x=labels, y=rows, zmin=-1.0, zmax=1.0, colorscale="RdBu", reversescale=True,
         customdata=raw.astype(np.float32), text=[[f"{v:.2g}" for v in r] for r in raw], texttemplate="%{text}",
-        textfont=dict(size=9), colorbar=dict(title="score / max|score|", thickness=12),
-        hovertemplate="%{y}<br>token %{x}<br>score %{customdata:.4f}<extra></extra>",
+        textfont=dict(size=9), colorbar=dict(title=tr("score / max|score|"), thickness=12),
+        hovertemplate="%{y}<br>" + tr("token") + " %{x}<br>" + tr("score") + " %{customdata:.4f}<extra></extra>",
     ))
     if position is not None and 0 <= position < len(labels):
         fig.add_shape(type="rect", x0=position - 0.5, x1=position + 0.5, y0=-0.5, y1=len(rows) - 0.5,
@@ -55,18 +56,19 @@ def importance_figure(rows: Sequence[dict], n_layers: int, n_heads: int, metric:
         z[int(r["layer"]), int(r["head"])] = float(r[metric])
     lim = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
     lim = lim or 1.0
+    name = tr(METRIC_LABELS[metric]) if metric in METRIC_LABELS else metric
     fig = go.Figure(go.Heatmap(
         z=z, x=[f"H{h + 1}" for h in range(n_heads)], y=[f"L{i + 1}" for i in range(n_layers)],
         zmin=-lim, zmax=lim, colorscale="RdBu", reversescale=metric.endswith("loss"),
-        texttemplate="%{z:+.3f}", colorbar=dict(title=METRIC_LABELS.get(metric, metric), thickness=12),
-        hovertemplate="%{y} %{x}<br>" + METRIC_LABELS.get(metric, metric) + " when off: %{z:+.4f}<extra></extra>",
+        texttemplate="%{z:+.3f}", colorbar=dict(title=name, thickness=12),
+        hovertemplate="%{y} %{x}<br>" + tr("{metric} when off:", metric=name) + " %{z:+.4f}<extra></extra>",
     ))
     if off:
         fig.add_trace(go.Scatter(
-            x=[f"H{h + 1}" for _, h in off], y=[f"L{i + 1}" for i, _ in off], mode="markers", name="switched off",
+            x=[f"H{h + 1}" for _, h in off], y=[f"L{i + 1}" for i, _ in off], mode="markers", name=tr("switched off"),
             marker=dict(symbol="x-thin", size=22, line=dict(width=3, color="black")), hoverinfo="skip"))
     fig.update_layout(
-        title=f"{METRIC_LABELS.get(metric, metric)} when one head is off", height=max(240, 50 * n_layers + 110),
+        title=tr("{metric} when one head is off", metric=name), height=max(240, 50 * n_layers + 110),
         yaxis=dict(autorange="reversed", type="category"), xaxis=dict(type="category"), showlegend=False,
         margin=dict(l=10, r=10, t=40, b=10),
     )
