@@ -5,14 +5,16 @@ import html
 
 import plotly.graph_objects as go
 
+from explorer.i18n import mark, tr
+
 # (key, title, detail template, x-centre, y-centre); the pipeline reads top to bottom.
 STEPS = [
-    ("text", "Text", "“{example}”", 0.5, 6.0),
-    ("tokens", "Tokens", "{pair} · segments {segments} · vocab {vocab_size}", 0.5, 5.0),
-    ("embeddings", "Embeddings", "{embed} · d={hidden}", 0.5, 4.0),
-    ("encoder", "Encoder × {layers}", "{heads} heads of self-attention + FFN {ffn} · {norm}-LN", 0.5, 2.8),
-    ("mlm", "MLM head", "predict the masked tokens ({mlm_head})", 0.25, 1.4),
-    ("nsp", "NSP head", "IsNext / NotNext from {cls} ({nsp_head})", 0.75, 1.4),
+    ("text", mark("Text"), "“{example}”", 0.5, 6.0),
+    ("tokens", mark("Tokens"), mark("{pair} · segments {segments} · vocab {vocab_size}"), 0.5, 5.0),
+    ("embeddings", mark("Embeddings"), "{embed} · d={hidden}", 0.5, 4.0),
+    ("encoder", mark("Encoder × {layers}"), mark("{heads} heads of self-attention + FFN {ffn} · {norm}-LN"), 0.5, 2.8),
+    ("mlm", mark("MLM head"), mark("predict the masked tokens ({mlm_head})"), 0.25, 1.4),
+    ("nsp", mark("NSP head"), mark("IsNext / NotNext from {cls} ({nsp_head})"), 0.75, 1.4),
 ]
 COLORS = {"text": "#eceff1", "tokens": "#e3f2fd", "embeddings": "#e8f5e9", "encoder": "#fff3e0",
           "mlm": "#fce4ec", "nsp": "#ede7f6"}
@@ -21,16 +23,16 @@ COLORS = {"text": "#eceff1", "tokens": "#e3f2fd", "embeddings": "#e8f5e9", "enco
 def segment_labels(config) -> str:
     """The segment ids the model embeds, as its config says (``segment_ids``; none without a segment table)."""
     if not config.type_vocab_size:
-        return "none (no segment embedding)"
+        return tr("none (no segment embedding)")
     return "A=1, B=2, padding=0" if config.segment_ids == "1/2" else "A=0, B=1"
 
 
 def embedding_parts(config) -> str:
     """The input representation's sum as the config builds it: scale, segment table, positions, LayerNorm."""
-    parts = ["√d·token" if config.embedding_scale else "token"]
+    parts = [tr("√d·token") if config.embedding_scale else tr("token")]
     if config.type_vocab_size:
-        parts.append("segment")
-    parts.append(f"position ({config.position_embedding})")
+        parts.append(tr("segment"))
+    parts.append(tr("position ({kind})", kind=config.position_embedding))
     return " + ".join(parts) + (" → LayerNorm" if config.embedding_layer_norm else "")
 
 
@@ -43,7 +45,7 @@ def pipeline_steps(config, example: str = "the cat eats the cheese", tokenizer=N
                 vocab_size=config.vocab_size, hidden=config.hidden_size, layers=config.num_hidden_layers, heads=config.num_attention_heads,
                 ffn=config.intermediate_size, norm=config.norm_placement, mlm_head=config.mlm_head,
                 nsp_head=config.nsp_head)
-    return [dict(key=k, title=t.format(**vals), detail=d.format(**vals), x=x, y=y) for k, t, d, x, y in STEPS]
+    return [dict(key=k, title=tr(t).format(**vals), detail=tr(d).format(**vals), x=x, y=y) for k, t, d, x, y in STEPS]
 
 
 def _plotly_text(text: str) -> str:

@@ -8,11 +8,13 @@ from bertcore.errors import BertcoreError
 from bertcore.model.bert import count_parameters
 from bertcore.training import runs
 from explorer import finetunes, i18n, state, training_run, workspace
+from explorer.i18n import mark, tr
 from explorer.page_errors import user_action
 
 MINILM_LABEL = workspace.MINILM_LABEL
 _K_MSG = "sb_message"
 SIDEBAR_POLL_SECONDS = 2.0
+_STATUS_WORDS = (mark("finished"), mark("stopped"), mark("abandoned"), mark("error"))  # tr(status) on screen
 
 
 def param_count(model) -> int:
@@ -40,20 +42,23 @@ def _status_block() -> None:
         live = [r for r in runs if r.running]
         for run in live:
             s = run.snapshot()
-            label = " vs ".join(s.labels) if len(s.labels) > 1 else "training"
-            st.progress(s.progress, text=f"{label}: step {s.total_done}/{s.total_steps}, "
-                                         f"ETA {training_run.fmt_seconds(s.eta)}")
+            label = " vs ".join(s.labels) if len(s.labels) > 1 else tr("training")
+            st.progress(s.progress, text=tr("{label}: step {done}/{total}, ETA {eta}", label=label,
+                                            done=s.total_done, total=s.total_steps,
+                                            eta=training_run.fmt_seconds(s.eta)))
         ft = finetunes.live()
         if ft is not None and ft.running:
             live.append(ft)
             f = ft.snapshot()
-            st.progress(f.progress, text=f"fine-tune (both models): step {f.step}/{f.steps}")
+            st.progress(f.progress, text=tr("fine-tune (both models): step {step}/{steps}",
+                                                        step=f.step, steps=f.steps))
         sw = finetunes.live_sweep()
         if sw is not None and sw.running:  # the Fine-tune page's label sweep (its heartbeat too)
             live.append(sw)
             d = sw.snapshot()
-            st.progress(len(d["points"]) / max(1, len(d["planned"])), text=f"label sweep: {len(d['points'])} of "
-                                                                          f"{len(d['planned'])} points")
+            st.progress(len(d["points"]) / max(1, len(d["planned"])), text=tr("label sweep: {done} of {total} points",
+                                                                                  done=len(d["points"]),
+                                                                                  total=len(d["planned"])))
         main = state.get_run()
         if running and not live:  # a run ended since this fragment started ticking: rerun the app
             state.adopt_finished_runs()
@@ -62,11 +67,12 @@ def _status_block() -> None:
             if main is not None and main.status in ("finished", "stopped", "abandoned", "error"):
                 s = main.snapshot()
                 if s.message:
-                    st.caption(f"Last training: {s.message}")
+                    st.caption(tr("Last training: {message}", message=s.message))
                 else:
-                    st.caption(f"Last training: {s.status} after {s.total_done} steps.")
+                    st.caption(tr("Last training: {status} after {steps} steps.", status=tr(s.status),
+                                  steps=s.total_done))
             else:
-                st.caption("No training running.")
+                st.caption(tr("No training running."))
 
     _status()
 
@@ -81,9 +87,9 @@ def _switcher(active) -> None:
     labels = list(choices)
     if active.label not in labels:
         labels.insert(0, active.label)
-    choice = st.selectbox("Switch model", labels, index=labels.index(active.label),
-                          help="Fresh untrained (shared), this workspace's runs (trained, uploaded), a pretrained "
-                               "BERT, or a folder opened below.")
+    choice = st.selectbox(tr("Switch model"), labels, index=labels.index(active.label),
+                          help=tr("Fresh untrained (shared), this workspace's runs (trained, uploaded), a pretrained "
+                                  "BERT, or a folder opened below."))
     if choice != active.label:
         err = state.select_active(choice)
         if err:
@@ -94,55 +100,58 @@ def _switcher(active) -> None:
 @user_action("Manage the runs")
 def _run_manager() -> None:
     infos = workspace.workspace_runs()
-    with st.expander(f"Runs in this workspace ({len(infos)})"):
+    with st.expander(tr("Runs in this workspace ({n})", n=len(infos))):
         if not infos:
-            st.caption("No runs yet: train on the Train page. Runs are kept on the server's disk.")
+            st.caption(tr("No runs yet: train on the Train page. Runs are kept on the server's disk."))
         else:
             by_id = {r.id: r for r in infos}
-            rid = st.selectbox("Run", list(by_id), key="sb_run",
+            rid = st.selectbox(tr("Run"), list(by_id), key="sb_run",
                                format_func=lambda i: f"{by_id[i].name} — {by_id[i].summary()}")
             info = by_id[rid]
             st.caption(f"{info.summary()}" + (f" · {info.reason}" if info.reason and not info.damaged else "")
                        + f" · {info.size_bytes / 2**20:.1f} MB")
             _run_actions(info)
-        st.caption("Bookmark this page's link (it ends with ?ws=…): it is your workspace. "
-                   "Anyone with the link sees its runs.")
+        st.caption(tr("Bookmark this page's link (it ends with ?ws=…): it is your workspace. "
+                      "Anyone with the link sees its runs."))
 
 
 def _run_actions(info) -> None:
     c1, c2 = st.columns(2)
-    if info.loadable and not info.live and c1.button("Use", key="sb_run_use", help="Make it the active model"):
+    if info.loadable and not info.live and c1.button(tr("Use"), key="sb_run_use",
+                                                             help=tr("Make it the active model")):
         err = state.select_active(f"run:{info.id}")
         if err:
             _say("error", err)
         st.rerun()
-    if info.resumable and c2.button("Resume", key="sb_run_resume", help=f"Continue from step {info.steps_done}"):
+    if info.resumable and c2.button(tr("Resume"), key="sb_run_resume",
+                                                    help=tr("Continue from step {step}", step=info.steps_done)):
         err = state.resume_run(info.id)
-        _say(*(("error", err) if err else ("success", f"Resuming “{info.name}” from step {info.steps_done}.")))
+        _say(*(("error", err) if err else ("success", tr("Resuming “{name}” from step {step}.", name=info.name,
+                                                                 step=info.steps_done))))
         st.rerun()
     if not info.damaged:
-        new = st.text_input("Name", value=info.name, key=f"sb_run_name_{info.id}", max_chars=runs.MAX_NAME_LEN)
-        if new != info.name and st.button("Rename", key="sb_run_rename"):
+        new = st.text_input(tr("Name"), value=info.name, key=f"sb_run_name_{info.id}", max_chars=runs.MAX_NAME_LEN)
+        if new != info.name and st.button(tr("Rename"), key="sb_run_rename"):
             try:
                 runs.rename_run(info.path, new)
             except BertcoreError as e:
                 _say("error", str(e))
             st.rerun()
-        if st.button("Prepare zip", key="sb_run_zip", help="A zip of the run folder (a checkpoint)"):
+        if st.button(tr("Prepare zip"), key="sb_run_zip", help=tr("A zip of the run folder (a checkpoint)")):
             st.session_state["sb_zip"] = (info.id, runs.zip_run(info.path))
         z = st.session_state.get("sb_zip")
         if z is not None and z[0] == info.id:
-            st.download_button("Download .zip", z[1], file_name=f"{info.id}.zip", mime="application/zip",
+            st.download_button(tr("Download .zip"), z[1], file_name=f"{info.id}.zip", mime="application/zip",
                                key="sb_run_dl", on_click="ignore")
     if not info.live:
-        sure = st.checkbox("Yes, delete this run for good", key=f"sb_run_sure_{info.id}")
-        if st.button("Delete", key="sb_run_delete", disabled=not sure):
+        sure = st.checkbox(tr("Yes, delete this run for good"), key=f"sb_run_sure_{info.id}")
+        if st.button(tr("Delete"), key="sb_run_delete", disabled=not sure):
             try:
                 runs.delete_run(info.path, root=workspace.workspace_path())
             except BertcoreError as e:
                 _say("error", str(e))
             else:
-                _say("success", f"Deleted “{info.name}”.")
+                _say("success", tr("Deleted “{name}”.", name=info.name))
                 if st.session_state.get("bx_active") == f"run:{info.id}":
                     state.select_active("untrained")
             st.rerun()
@@ -150,12 +159,12 @@ def _run_actions(info) -> None:
 
 @user_action("Open a local folder")
 def _open_folder() -> None:
-    with st.expander("Open a local folder"):
-        path = st.text_input("bertcore run / checkpoint folder, or a transformers BERT folder", key="sb_hf_path",
-                             placeholder="/path/to/run (config.json + model.safetensors + vocab.txt)")
-        if st.button("Open", key="sb_hf_import"):
+    with st.expander(tr("Open a local folder")):
+        path = st.text_input(tr("bertcore run / checkpoint folder, or a transformers BERT folder"), key="sb_hf_path",
+                             placeholder=tr("/path/to/run (config.json + model.safetensors + vocab.txt)"))
+        if st.button(tr("Open"), key="sb_hf_import"):
             err = state.open_folder(path)
-            _say(*(("error", err) if err else ("success", f"Opened {path.strip()}.")))
+            _say(*(("error", err) if err else ("success", tr("Opened {path}.", path=path.strip()))))
             st.rerun()
 
 
@@ -169,12 +178,12 @@ def render_sidebar() -> None:
         note = st.session_state.pop(workspace.WS_NOTE_KEY, None)
         if note:
             st.warning(note)
-        st.markdown(f"**Active model:** {active.label}")
-        kind = {"untrained": "random weights", "trained": "trained here", "uploaded": "uploaded checkpoint",
-                "pretrained": "imported pretrained"}.get(active.kind, active.kind)
-        st.caption(f"{param_count(active.model):,} parameters · {kind}")
+        st.markdown(tr("**Active model:** {label}", label=active.label))
+        kind = {"untrained": tr("random weights"), "trained": tr("trained here"), "uploaded": tr("uploaded checkpoint"),
+                "pretrained": tr("imported pretrained")}.get(active.kind, active.kind)
+        st.caption(tr("{n} parameters · {kind}", n=f"{param_count(active.model):,}", kind=kind))
         if not getattr(active.model, "has_mlm_head", True) or not getattr(active.model, "has_nsp_head", True):
-            st.caption("This model has no trained MLM/NSP head: fill-mask / NSP are not meaningful.")
+            st.caption(tr("This model has no trained MLM/NSP head: fill-mask / NSP are not meaningful."))
         _status_block()
         _switcher(active)
         _run_manager()
@@ -182,4 +191,4 @@ def render_sidebar() -> None:
         msg = st.session_state.pop(_K_MSG, None)
         if msg:
             (st.error if msg[0] == "error" else st.success)(msg[1])
-        st.page_link("app_pages/train.py", label="Train a model", icon=":material/model_training:")
+        st.page_link("app_pages/train.py", label=tr("Train a model"), icon=":material/model_training:")
