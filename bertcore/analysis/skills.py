@@ -53,6 +53,7 @@ class SkillSuite:
         self._nsp = _Encoded([], [], [], [], [])
         self._mlm_items: list[int] = []  # index into self.items of each MLM sequence
         self._nsp_items: list[int] = []  # ... of each NSP item (two sequences each)
+        self._nsp_seen: dict[tuple, int] = {}  # (ids, types) -> index in self._nsp
         for it in items:
             if self._add(it):
                 self.items.append(it)
@@ -89,12 +90,16 @@ class SkillSuite:
             seqs = [self._encode(it.text, b) for b in (it.right, it.wrong)]
             if any(cut for _, _, cut in seqs):
                 return False
-            k = len(self._nsp.ids)
-            for ids, types, _ in seqs:
-                self._nsp.ids.append(ids)
-                self._nsp.types.append(types)
-            self._nsp.right.append(k)
-            self._nsp.wrong.append(k + 1)
+            at = []
+            for ids, types, _ in seqs:  # a true pair is scored once however many items use it
+                key = (tuple(ids), tuple(types))
+                if key not in self._nsp_seen:
+                    self._nsp_seen[key] = len(self._nsp.ids)
+                    self._nsp.ids.append(ids)
+                    self._nsp.types.append(types)
+                at.append(self._nsp_seen[key])
+            self._nsp.right.append(at[0])
+            self._nsp.wrong.append(at[1])
             self._nsp_items.append(len(self.items))
             return True
         right, wrong = self._word_id(it.right), self._word_id(it.wrong)
@@ -116,37 +121,51 @@ class SkillSuite:
     @torch.no_grad()
     def margins(self, model) -> list[float]:
         """Per item (in ``items`` order): logit(right) − logit(wrong) at the [MASK] for an MLM item, and
-        P(IsNext | true B) − P(IsNext | wrong B) for an NSP item; the item is passed when its margin is > 0."""
+        P(IsNext | true B) − P(IsNext | wrong B) for an NSP item; the item is passed when its margin is > 0.
+        Sequences go in batches of similar length (less padding), and the model is asked only for the rows it
+        needs (``mlm_labels``: the last layer and the MLM head run at [CLS] and the [MASK] alone; the same
+        numbers as the full forward pass of fill-mask)."""
         out = [0.0] * len(self.items)
         was_training = model.training
         model.eval()
         try:
             dev = next(model.parameters()).device
-            enc, pad = self._mlm, self.tokenizer.pad_id
-            for s in range(0, len(enc.ids), BATCH):
-                b = pad_batch(enc.ids[s:s + BATCH], enc.types[s:s + BATCH], pad)
-                res = model(b["input_ids"].to(dev), token_type_ids=b["token_type_ids"].to(dev),
-                            attention_mask=b["attention_mask"].to(dev))  # the same path as fill-mask
-                rows = torch.arange(res.mlm_logits.shape[0], device=dev)
-                at = torch.tensor(enc.mask_at[s:s + BATCH], device=dev)
-                logits = res.mlm_logits[rows, at].float()  # (B, V)
-                r = torch.tensor(enc.right[s:s + BATCH], device=dev)
-                w = torch.tensor(enc.wrong[s:s + BATCH], device=dev)
-                diff = (logits[rows, r] - logits[rows, w]).tolist()
-                for j, d in enumerate(diff):
-                    out[self._mlm_items[s + j]] = d
+            enc = self._mlm
+            for batch in self._batches(enc.ids):
+                ids, types, att, labels = self._padded(enc, batch, dev, with_mask=True)
+                res = model(ids, token_type_ids=types, attention_mask=att, mlm_labels=labels)
+                logits = res.mlm_logits.float()  # (B, V): one [MASK] per sequence, in batch order
+                rows = torch.arange(len(batch), device=dev)
+                r = torch.tensor([enc.right[k] for k in batch], device=dev)
+                w = torch.tensor([enc.wrong[k] for k in batch], device=dev)
+                for k, d in zip(batch, (logits[rows, r] - logits[rows, w]).tolist()):
+                    out[self._mlm_items[k]] = d
             enc = self._nsp
-            p_next: list[float] = []
-            for s in range(0, len(enc.ids), BATCH):
-                b = pad_batch(enc.ids[s:s + BATCH], enc.types[s:s + BATCH], pad)
-                res = model(b["input_ids"].to(dev), token_type_ids=b["token_type_ids"].to(dev),
-                            attention_mask=b["attention_mask"].to(dev))
-                p_next += torch.softmax(res.nsp_logits.float(), dim=-1)[:, 0].tolist()  # P(IsNext): label 0
+            p_next = [0.0] * len(enc.ids)
+            for batch in self._batches(enc.ids):
+                ids, types, att, labels = self._padded(enc, batch, dev, with_mask=False)
+                res = model(ids, token_type_ids=types, attention_mask=att, mlm_labels=labels)  # [CLS] rows only
+                for k, p in zip(batch, torch.softmax(res.nsp_logits.float(), dim=-1)[:, 0].tolist()):
+                    p_next[k] = p  # P(IsNext): label 0
             for k, item in enumerate(self._nsp_items):
                 out[item] = p_next[enc.right[k]] - p_next[enc.wrong[k]]
         finally:
             model.train(was_training)
         return out
+
+    @staticmethod
+    def _batches(seqs: list[list[int]]) -> list[list[int]]:
+        order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
+        return [order[s:s + BATCH] for s in range(0, len(order), BATCH)]
+
+    def _padded(self, enc: _Encoded, batch: list[int], dev, with_mask: bool):
+        b = pad_batch([enc.ids[k] for k in batch], [enc.types[k] for k in batch], self.tokenizer.pad_id)
+        ids = b["input_ids"].to(dev)
+        labels = torch.full_like(ids, -100)
+        if with_mask:
+            rows = torch.arange(len(batch), device=dev)
+            labels[rows, torch.tensor([enc.mask_at[k] for k in batch], device=dev)] = 0
+        return ids, b["token_type_ids"].to(dev), b["attention_mask"].to(dev), labels
 
     def score(self, model) -> dict[str, float]:
         """{skill: share of its items passed}, in ``names`` order."""
