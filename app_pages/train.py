@@ -11,6 +11,7 @@ from bertcore.presets import preset as preset_configs
 from bertcore.training import service
 from bertcore.training.history import History
 from explorer import livechart, skills_view, state, train_form, training_run, uploads
+from explorer.i18n import tr
 from explorer.page_errors import user_action
 
 HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
@@ -30,78 +31,78 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int, max_len: i
     k = f"train_{preset}_{size}_"
     cm, ct = st.columns(2)
     with cm:
-        st.markdown("**Model** (`bertcore.config.BertConfig`)")
+        st.markdown(tr("**Model** (`bertcore.config.BertConfig`)"))
         # None = init std scaled to the chosen width (BertConfig.initializer_range), unless the preset sets one
         bk = {**b, "vocab_size": vocab_size, "initializer_range": pb.get("initializer_range")}
-        bk["num_hidden_layers"] = st.slider("encoder layers", 1, 12, int(b["num_hidden_layers"]), key=k + "L",
+        bk["num_hidden_layers"] = st.slider(tr("encoder layers"), 1, 12, int(b["num_hidden_layers"]), key=k + "L",
                                             disabled=disabled)
-        bk["num_attention_heads"] = st.select_slider("attention heads", [1, 2, 3, 4, 6, 8, 12, 16],
+        bk["num_attention_heads"] = st.select_slider(tr("attention heads"), [1, 2, 3, 4, 6, 8, 12, 16],
                                                      int(b["num_attention_heads"]), key=k + "H", disabled=disabled)
-        bk["hidden_size"] = int(st.number_input("hidden size d_model", 4, 1024, int(b["hidden_size"]), 1,
+        bk["hidden_size"] = int(st.number_input(tr("hidden size d_model"), 4, 1024, int(b["hidden_size"]), 1,
                                                 key=k + "D", disabled=disabled,
-                                                help="Must be divisible by the number of heads (and even for "
-                                                     "sinusoidal positions)."))
-        bk["intermediate_size"] = st.select_slider("FFN size", [16, 32, 64, 128, 256, 512, 1024, 2048, 3072, 4096],
+                                                help=tr("Must be divisible by the number of heads (and even "
+                                                        "for sinusoidal positions).")))
+        bk["intermediate_size"] = st.select_slider(tr("FFN size"), [16, 32, 64, 128, 256, 512, 1024, 2048, 3072, 4096],
                                                    int(b["intermediate_size"]), key=k + "F", disabled=disabled)
-        drop = st.slider("dropout", 0.0, 0.5, float(b["hidden_dropout_prob"]), 0.05, key=k + "drop",
+        drop = st.slider(tr("dropout"), 0.0, 0.5, float(b["hidden_dropout_prob"]), 0.05, key=k + "drop",
                          disabled=disabled)
         bk["hidden_dropout_prob"] = bk["attention_probs_dropout_prob"] = drop
-        bk["max_position_embeddings"] = st.select_slider("max positions", [16, 32, 48, 64, 128, 256, 512],
+        bk["max_position_embeddings"] = st.select_slider(tr("max positions"), [16, 32, 48, 64, 128, 256, 512],
                                                          int(b["max_position_embeddings"]), key=k + "P",
                                                          disabled=disabled)
         c1, c2 = st.columns(2)
-        bk["position_embedding"] = c1.selectbox("positions", ["learned", "sinusoidal"],
+        bk["position_embedding"] = c1.selectbox(tr("positions"), ["learned", "sinusoidal"],
                                                 ["learned", "sinusoidal"].index(b["position_embedding"]),
                                                 key=k + "pos", disabled=disabled)
-        bk["norm_placement"] = c2.selectbox("LayerNorm", NORMS, NORMS.index(b["norm_placement"]),
+        bk["norm_placement"] = c2.selectbox(tr("LayerNorm"), NORMS, NORMS.index(b["norm_placement"]),
                                             key=k + "norm", disabled=disabled,
-                                            help="post: LN(x + F(x)) (BERT); pre: x + F(LN(x)); sublayer_output: "
-                                                 "x + LN(F(x)) (the blog seed)")
-        bk["mlm_head"] = c1.selectbox("MLM head", MLM_HEADS, MLM_HEADS.index(b["mlm_head"]), key=k + "mlm",
+                                            help=tr("post: LN(x + F(x)) (BERT); pre: x + F(LN(x)); "
+                                                    "sublayer_output: x + LN(F(x)) (the blog seed)"))
+        bk["mlm_head"] = c1.selectbox(tr("MLM head"), MLM_HEADS, MLM_HEADS.index(b["mlm_head"]), key=k + "mlm",
                                       disabled=disabled)
-        bk["nsp_head"] = c2.selectbox("NSP head", ["pooler", "first_token"],
+        bk["nsp_head"] = c2.selectbox(tr("NSP head"), ["pooler", "first_token"],
                                       ["pooler", "first_token"].index(b["nsp_head"]), key=k + "nsp",
                                       disabled=disabled)
-        bk["hidden_act"] = c1.selectbox("activation", HIDDEN_ACTS, HIDDEN_ACTS.index(b["hidden_act"]),
+        bk["hidden_act"] = c1.selectbox(tr("activation"), HIDDEN_ACTS, HIDDEN_ACTS.index(b["hidden_act"]),
                                         key=k + "act", disabled=disabled)
         kept = {f: b[f] for f in ("layer_norm_style", "embedding_scale", "embedding_layer_norm", "embedding_dropout",
                                   "train_position_embeddings", "train_pad_embedding", "ffn_dropout", "block_dropout",
                                   "attention_padding_mask", "segment_ids", "init") if f in b}
-        st.caption("Also from the preset: " + ", ".join(f"{f}={v}" for f, v in kept.items()))
+        st.caption(tr("Also from the preset: {settings}", settings=", ".join(f"{f}={v}" for f, v in kept.items())))
     with ct:
-        st.markdown("**Training** (`bertcore.config.TrainConfig`)")
+        st.markdown(tr("**Training** (`bertcore.config.TrainConfig`)"))
         tk = {}
-        tk["steps"] = st.slider("steps", 20, 5000, int(t["steps"]), 10, key=k + "steps", disabled=disabled)
-        tk["batch_size"] = st.select_slider("batch size", [4, 8, 16, 32, 64, 128, 256, 512], int(t["batch_size"]),
+        tk["steps"] = st.slider(tr("steps"), 20, 5000, int(t["steps"]), 10, key=k + "steps", disabled=disabled)
+        tk["batch_size"] = st.select_slider(tr("batch size"), [4, 8, 16, 32, 64, 128, 256, 512], int(t["batch_size"]),
                                             key=k + "B", disabled=disabled)
         lr0 = min(LRS, key=lambda x: abs(x - float(t["lr"])))
-        tk["lr"] = st.select_slider("peak learning rate", LRS, lr0, key=k + "lr", disabled=disabled,
+        tk["lr"] = st.select_slider(tr("peak learning rate"), LRS, lr0, key=k + "lr", disabled=disabled,
                                     format_func=lambda x: f"{x:g}",
-                                    help="Try 10 to see a NaN stop: the last good weights are kept.")
-        tk["warmup_steps"] = st.slider("warmup steps", 0, 1000, int(t["warmup_steps"]), 10, key=k + "warm",
+                                    help=tr("Try 10 to see a NaN stop: the last good weights are kept."))
+        tk["warmup_steps"] = st.slider(tr("warmup steps"), 0, 1000, int(t["warmup_steps"]), 10, key=k + "warm",
                                        disabled=disabled)
         t_max = int(max_len or t["max_seq_len"])  # an upload of long text gets a shorter default (see render)
-        tk["max_seq_len"] = st.slider("max sequence length", 8, 256, t_max, 4, key=k + f"T{t_max}",
+        tk["max_seq_len"] = st.slider(tr("max sequence length"), 8, 256, t_max, 4, key=k + f"T{t_max}",
                                       disabled=disabled,
-                                      help=None if max_len is None else "Picked for this corpus by "
-                                      "`bertcore.data.corpus.suggested_max_seq_len`: its median pair is longer, "
-                                      "so a shorter cut keeps a step about as fast as on the built-in corpus. "
-                                      "Raise it for more context per pair.")
-        tk["mlm_probability"] = st.slider("mask rate (share of tokens selected)", 0.05, 0.5,
+                                      help=None if max_len is None else tr(
+                                          "Picked for this corpus by `bertcore.data.corpus.suggested_max_seq_len`: "
+                                          "its median pair is longer, so a shorter cut keeps a step about as fast "
+                                          "as on the built-in corpus. Raise it for more context per pair."))
+        tk["mlm_probability"] = st.slider(tr("mask rate (share of tokens selected)"), 0.05, 0.5,
                                           float(t["mlm_probability"]), 0.01, key=k + "mr", disabled=disabled)
         c1, c2 = st.columns(2)
         tk["mask_token_frac"] = c1.slider("→ [MASK]", 0.0, 1.0, float(t["mask_token_frac"]), 0.05, key=k + "m80",
                                           disabled=disabled)
-        tk["random_token_frac"] = c2.slider("→ random", 0.0, 1.0, float(t["random_token_frac"]), 0.05,
+        tk["random_token_frac"] = c2.slider(tr("→ random"), 0.0, 1.0, float(t["random_token_frac"]), 0.05,
                                             key=k + "m10", disabled=disabled)
-        st.caption(f"→ kept unchanged: {max(0.0, 1 - tk['mask_token_frac'] - tk['random_token_frac']):.2f} "
-                   "(BERT: 80/10/10)")
-        tk["seed"] = int(st.number_input("seed", 0, 2**31 - 1, int(t["seed"]), key=k + "seed", disabled=disabled))
+        st.caption(tr("→ kept unchanged: {share} (BERT: 80/10/10)",
+                      share=f"{max(0.0, 1 - tk['mask_token_frac'] - tk['random_token_frac']):.2f}"))
+        tk["seed"] = int(st.number_input(tr("seed"), 0, 2**31 - 1, int(t["seed"]), key=k + "seed", disabled=disabled))
         for f in ("weight_decay", "grad_clip", "nsp_positive_prob", "eval_size", "held_out_frac", "num_threads"):
             tk[f] = t[f]
         if t["pad_to"]:  # a seed that pads every example to a fixed length (BERT-pytorch's seq_len)
             tk["pad_to"] = max(int(t["pad_to"]), tk["max_seq_len"])
-            st.caption(f"Every batch is padded to {tk['pad_to']} tokens, as the seed pads to its seq_len.")
+            st.caption(tr("Every batch is padded to {n} tokens, as the seed pads to its seq_len.", n=tk["pad_to"]))
         tk["eval_every"] = max(10, tk["steps"] // 20)
         tk["snapshot_every"] = max(5, tk["steps"] // 40)
     return bk, tk
@@ -125,16 +126,19 @@ def build_configs(bk: dict, tk: dict):
 def _summary(job) -> str:
     """One line: the running job's model and training settings."""
     b, t = job.model_config, job.train_config
-    return (f"{job.label}: {b.num_hidden_layers} layers × {b.num_attention_heads} heads, d {b.hidden_size}, FFN "
-            f"{b.intermediate_size}, {b.norm_placement}-LN, {b.position_embedding} positions · {t.steps} steps, batch "
-            f"{t.batch_size}, lr {t.lr:g}, warmup {t.warmup_steps}, max len {t.max_seq_len}, seed {t.seed}")
+    return tr("{label}: {layers} layers × {heads} heads, d {d}, FFN {ffn}, {norm}-LN, {pos} positions · {steps} steps, "
+              "batch {batch}, lr {lr}, warmup {warmup}, max len {max_len}, seed {seed}", label=job.label,
+              layers=b.num_hidden_layers, heads=b.num_attention_heads, d=b.hidden_size, ffn=b.intermediate_size,
+              norm=b.norm_placement, pos=b.position_embedding, steps=t.steps, batch=t.batch_size, lr=f"{t.lr:g}",
+              warmup=t.warmup_steps, max_len=t.max_seq_len, seed=t.seed)
 
 
 def _saved_history(active, hist) -> None:
     """The active model's saved history and probe table (its run directory's history.csv and probe.csv)."""
     run_dir = getattr(active.bundle, "run_dir", None)
     rows = read_probe_csv(Path(run_dir) / "probe.csv") if run_dir else []
-    st.caption(f"History of the active model, “{active.label}”" + (f" (run folder `{run_dir}`)." if run_dir else "."))
+    st.caption(tr("History of the active model, “{model}” (run folder `{run_dir}`).", model=active.label, run_dir=run_dir)
+               if run_dir else tr("History of the active model, “{model}”.", model=active.label))
     probe = Probe(rows[0]["text"], rows[0]["pair_a"], rows[0]["pair_b"]) if rows else None
     skills = skills_view.saved_skills(run_dir)
     names = skills_view.skill_names(skills)
@@ -147,13 +151,13 @@ def _saved_history(active, hist) -> None:
 
 def _live(running: bool) -> None:
     @st.fragment(run_every=1.0 if running else None)
-    @user_action("Show the training")
+    @user_action(tr("Show the training"))
     def live():
         run = state.get_run()
         if run is None:  # e.g. after a reload: the active model's saved history (its run's history.csv)
             hist = getattr(state.get_active().bundle, "history", None)
             if hist is None or not len(hist):
-                st.info("No training yet in this workspace. Press **Start**.")
+                st.info(tr("No training yet in this workspace. Press **Start**."))
                 return
             _saved_history(state.get_active(), hist)
             return
@@ -163,9 +167,9 @@ def _live(running: bool) -> None:
         if hist is not None and len(hist):
             recent = hist.rows_since(max(0, len(hist) - 20))
             tps = sum(r["tokens_per_s"] for r in recent) / len(recent)
-            st.caption(f"step {recent[-1]['step']} · lr {recent[-1]['lr']:.2e} (warmup, then linear decay) · "
-                       f"{tps:,.0f} tokens/s · faint lines: the training batch; bold: held-out batches with fixed "
-                       "masks (`Trainer.evaluate`)")
+            st.caption(tr("step {step} · lr {lr} (warmup, then linear decay) · {tps} tokens/s · faint lines: the "
+                          "training batch; bold: held-out batches with fixed masks (`Trainer.evaluate`)",
+                          step=recent[-1]["step"], lr=f"{recent[-1]['lr']:.2e}", tps=f"{tps:,.0f}"))
         probe = run.probe_objects[0] if getattr(run, "probe_objects", None) else None
         skills = s.skills[0] if s.skills else None
         names = skills_view.skill_names(skills)
@@ -182,89 +186,90 @@ def _live(running: bool) -> None:
 
 
 def _downloads_and_upload(active) -> None:
-    st.subheader("Checkpoints")
+    st.subheader(tr("Checkpoints"))
     c1, c2 = st.columns(2)
     with c1:
-        st.markdown(f"Active model: **{active.label}**")
+        st.markdown(tr("Active model: **{model}**", model=active.label))
         if active.kind != "untrained":
             cache = st.session_state.setdefault("train_zip", {})
-            if st.button("Prepare checkpoint zip", key="train_prepare_zip"):
-                with user_action("Prepare the checkpoint zip", "Could not save the checkpoint: "):
+            if st.button(tr("Prepare checkpoint zip"), key="train_prepare_zip"):
+                with user_action(tr("Prepare the checkpoint zip"), tr("Could not save the checkpoint: ")):
                     cache.clear()
                     cache[id(active.bundle)] = uploads.checkpoint_zip_bytes(active.bundle)
             data = cache.get(id(active.bundle))
             if data is not None:
-                st.download_button("Download checkpoint (.zip)", data, file_name="bert-checkpoint.zip",
+                st.download_button(tr("Download checkpoint (.zip)"), data, file_name="bert-checkpoint.zip",
                                    mime="application/zip", key="train_dl_zip", on_click="ignore")
         hist = getattr(active.bundle, "history", None)
         if hist is not None and len(hist):
-            st.download_button("Download history (.csv)", hist.to_csv(index=False).encode(), file_name="history.csv",
+            st.download_button(tr("Download history (.csv)"), hist.to_csv(index=False).encode(), file_name="history.csv",
                                mime="text/csv", key="train_dl_csv", on_click="ignore")
-        st.caption("The zip holds config.json, model.safetensors, the vocabulary and history.csv "
-                   "(`bertcore.io.checkpoint.save_checkpoint`).")
+        st.caption(tr("The zip holds config.json, model.safetensors, the vocabulary and history.csv "
+                      "(`bertcore.io.checkpoint.save_checkpoint`)."))
     with c2:
-        up = st.file_uploader("Upload a checkpoint (.zip)", type=["zip"], key="train_upload")
-        if up is not None and st.button("Load uploaded checkpoint", key="train_load_upload"):
-            with user_action("Load the uploaded checkpoint", "Checkpoint rejected: "):
+        up = st.file_uploader(tr("Upload a checkpoint (.zip)"), type=["zip"], key="train_upload")
+        if up is not None and st.button(tr("Load uploaded checkpoint"), key="train_load_upload"):
+            with user_action(tr("Load the uploaded checkpoint"), tr("Checkpoint rejected: ")):
                 bundle = state.load_uploaded_checkpoint(up.getvalue(), up.name)  # on error the current model stays
                 state.set_active("uploaded", bundle, f"uploaded: {up.name}")
                 st.rerun()
-        st.caption(f"Extracted safely into this session's temp dir: no `..`/absolute paths, at most "
-                   f"{uploads.MAX_UPLOAD_UNCOMPRESSED // 2**20} MB unpacked, and no pickle files (.bin/.pt/.pkl) — "
-                   "weights load only from safetensors (`bertcore.io.checkpoint.load_checkpoint`).")
+        st.caption(tr("Extracted safely into this session's temp dir: no `..`/absolute paths, at most {mb} MB "
+                      "unpacked, and no pickle files (.bin/.pt/.pkl) — weights load only from safetensors "
+                      "(`bertcore.io.checkpoint.load_checkpoint`).", mb=uploads.MAX_UPLOAD_UNCOMPRESSED // 2**20))
 
 
 def size_help(name: str) -> str:
     """The Size choice's help: the selected preset's paper size, read from its config (bertcore.presets)."""
     s = preset_configs(name, "paper")[0]
-    return (f"tiny trains in about a minute; paper is the model size of the seed's own code or paper (here: "
-            f"{s['num_hidden_layers']} "
-            f"layers × {s['hidden_size']}, {s['num_attention_heads']} heads, FFN {s['intermediate_size']}); the "
-            "budget check says whether it may train here.")
+    return tr("tiny trains in about a minute; paper is the model size of the seed's own code or paper (here: "
+              "{layers} layers × {d}, {heads} heads, FFN {ffn}); the budget check says whether it may train here.",
+              layers=s["num_hidden_layers"], d=s["hidden_size"], heads=s["num_attention_heads"],
+              ffn=s["intermediate_size"])
 
 
 def render() -> None:
-    st.title("Train a tiny BERT")
+    st.title(tr("Train a tiny BERT"))
     active = state.get_active()
     run = state.get_run()
     running = run is not None and run.running
-    label = (f"Training · {_summary(run.jobs[0])}" if running else
-             "Configuration: corpus, model, training and the live probe")
+    label = (tr("Training · {summary}", summary=_summary(run.jobs[0])) if running else
+             tr("Configuration: corpus, model, training and the live probe"))
     bcfg = tcfg = probe = skill_csv = None
     problem = None
     with st.expander(label, expanded=not running):
-        with user_action("Read the corpus", "The corpus cannot be used: ") as act:
+        with user_action(tr("Read the corpus"), tr("The corpus cannot be used: ")) as act:
             corpus, choice = train_form.corpus_choice(running)
         if act.failed:
             return
         p1, p2 = st.columns([3, 2])
-        preset = p1.selectbox("Preset", list(PRESETS), key="train_preset", disabled=running,
-                              help="Original BERT, or the design choices of a seed tutorial, as the seed's code "
-                                   "writes them (`python -m bertcore presets`).")
-        size = p2.radio("Size", PRESET_SIZES, key="train_size", horizontal=True, disabled=running,
+        preset = p1.selectbox(tr("Preset"), list(PRESETS), key="train_preset", disabled=running,
+                              help=tr("Original BERT, or the design choices of a seed tutorial, as the seed's code "
+                                      "writes them (`python -m bertcore presets`)."))
+        size = p2.radio(tr("Size"), PRESET_SIZES, key="train_size", horizontal=True, disabled=running,
                         help=size_help(preset))
-        with user_action("Build the vocabulary", "The corpus cannot be used: ") as act:
+        with user_action(tr("Build the vocabulary"), tr("The corpus cannot be used: ")) as act:
             tok, ckey = train_form.tokenizer_choice(corpus, choice, preset, size, running)
         if act.failed:
             return
         notes = PRESET_NOTES.get(preset, [])
         if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
-            st.caption(f"**{preset}** against its seed: " + "; ".join(notes) + ".")
+            st.caption(tr("**{preset}** against its seed: {notes}.", preset=preset, notes="; ".join(notes)))
         bk, tk = _widgets(preset, size, running, tok.vocab_size, train_form.upload_max_len(corpus, tok, ckey, size, preset))
         bcfg, tcfg, est, problem = build_configs(bk, tk)
         if est is not None:
             parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
-            st.caption(f"`bertcore.config.estimate`: **{est['params']:,} parameters** ({parts}); about "
-                       f"**{est['memory_bytes'] / 2**20:,.1f} MB** to train (budget {service.max_model_mb():,.0f} MB).")
+            st.caption(tr("`bertcore.config.estimate`: **{params} parameters** ({parts}); about **{mb} MB** to train "
+                          "(budget {budget} MB).", params=f"{est['params']:,}", parts=parts,
+                          mb=f"{est['memory_bytes'] / 2**20:,.1f}", budget=f"{service.max_model_mb():,.0f}"))
         probe, probe_problem = train_form.probe_inputs(corpus, tok, ckey, running, bk["max_position_embeddings"])
         skill_csv = skills_view.skill_upload(tok, running)
         problem = problem or probe_problem
     if problem and not running:
-        st.error(f"Cannot start: {problem}")
+        st.error(tr("Cannot start: {problem}", problem=problem))
 
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
-    if b1.button("Start", key="train_start", type="primary", disabled=running or problem is not None):
-        with user_action("Start the training"):
+    if b1.button(tr("Start"), key="train_start", type="primary", disabled=running or problem is not None):
+        with user_action(tr("Start the training")):
             err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe,
                                                     skill_csv=skill_csv,
                                                     defaults=train_form.chosen_defaults(corpus, tok, ckey, preset, size).to_dict())],
@@ -273,25 +278,26 @@ def render() -> None:
                 st.error(err)
             else:
                 st.rerun()
-    if b2.button("Stop", key="train_stop", disabled=not running):
+    if b2.button(tr("Stop"), key="train_stop", disabled=not running):
         run.stop()
         run.join(2.0)
         st.rerun()
-    if b3.button("Reset", key="train_reset", help="Stop and clear the charts; trained models stay in the switcher."):
+    if b3.button(tr("Reset"), key="train_reset",
+                 help=tr("Stop and clear the charts; trained models stay in the switcher.")):
         if run is not None:
             run.stop()
             run.adopted = True
         state.forget_run()
         st.rerun()
-    b4.caption("When training ends (or you press Stop), the model becomes the active model "
-               f"“{training_run.TRAINED_LABEL}” for every page; the sidebar shows progress on other pages.")
+    b4.caption(tr("When training ends (or you press Stop), the model becomes the active model “{label}” for every "
+                  "page; the sidebar shows progress on other pages.", label=tr(training_run.TRAINED_LABEL)))
     _live(running)
     if not running:
-        st.markdown(
+        st.markdown(tr(
             "`bertcore.training.trainer.Trainer` pretrains on MLM (BERT §3.1) + NSP (§3.2) in a background thread. "
             "Held-out curves use fixed masks (`Trainer.evaluate`); the learning rate warms up linearly, then "
             "decays to 0 (§A.2). The probe table asks the same sentence at every evaluation "
-            "(`bertcore.analysis.live_probe`).")
+            "(`bertcore.analysis.live_probe`)."))
         st.latex(r"\eta_t = \eta_{\max}\cdot\min\!\left(\frac{t}{t_{\text{warm}}},\;"
                  r"\frac{T-t}{T-t_{\text{warm}}}\right)")
         _downloads_and_upload(active)

@@ -33,6 +33,7 @@ import logging
 import streamlit as st
 
 from bertcore.errors import BertcoreError
+from explorer.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +86,13 @@ class user_action:  # noqa: N801 - used like a function: `with user_action(...)`
 
 def show_unexpected(what: str, exc: BaseException) -> None:
     """The short message and the "details" expander for a bug (no traceback on screen)."""
-    st.error(f"{UNEXPECTED} in “{what}” ({type(exc).__name__}). The rest of the page still works; try other input. "
-             "The server log has the details for a bug report.")
-    with st.expander("details"):
+    st.error(tr("Something unexpected went wrong in “{what}” ({kind}). The rest of the page still works; try other "
+                "input. The server log has the details for a bug report.", what=what, kind=type(exc).__name__))
+    with st.expander(tr("details")):
         st.code(f"{type(exc).__name__}: {str(exc)[:MAX_DETAIL_CHARS]}", language=None, wrap_lines=True)
 
 
 def run_page(page) -> None:
     """app.py: run the ``st.navigation`` page; an error no user action of the page caught is shown, not raised."""
-    with user_action(getattr(page, "title", "this page"), escaped=True):
+    with user_action(getattr(page, "title", None) or tr("this page"), escaped=True):
         page.run()

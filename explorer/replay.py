@@ -16,13 +16,14 @@ import streamlit as st
 
 from bertcore.errors import BertcoreError
 from bertcore.io.steps import list_steps, load_step, step_path
+from explorer.i18n import tr
 from explorer.workspace import ActiveModel
 
 STEP_PARAM = "step"
 _K_STEP = "bx_replay_step"  # {model key: chosen step}: kept across pages of this session
 
 
-@st.cache_resource(max_entries=24, show_spinner="Loading the model of that step…")
+@st.cache_resource(max_entries=24, show_spinner=False)  # at_step shows the spinner, in the session's language
 def _step_bundle(run_dir: str, step: int, mtime: float, _base):
     """The model after ``step`` of ``run_dir`` (``mtime`` of the step file: a rewritten file is reloaded)."""
     bundle = load_step(run_dir, step, bundle=_base)
@@ -55,17 +56,17 @@ def at_step(active: ActiveModel, key: str) -> ActiveModel:
         return active
     if not steps:
         if (run_dir / "run.json").is_file():
-            st.caption("Replay: this run was trained before the weights of every evaluation were kept, so only its "
-                       "final weights can be shown.")
+            st.caption(tr("Replay: this run was trained before the weights of every evaluation were kept, so only "
+                          "its final weights can be shown."))
         st.query_params.pop(STEP_PARAM, None)
         return active
     if len(steps) == 1:
         return active
     start = chosen_step(active, steps)
-    step = st.select_slider("Replay: the model as it was after step", steps, value=start,
+    step = st.select_slider(tr("Replay: the model as it was after step"), steps, value=start,
                             key=f"{key}_replay_{active.key}_{len(steps)}",
-                            help=f"{len(steps)} saved steps: step 0 (the initial weights) and every held-out "
-                                 "evaluation (`bertcore.io.steps`). The last one is the run's final checkpoint.")
+                            help=tr("{n} saved steps: step 0 (the initial weights) and every held-out evaluation "
+                                    "(`bertcore.io.steps`). The last one is the run's final checkpoint.", n=len(steps)))
     st.session_state.setdefault(_K_STEP, {})[active.key] = step
     if step == steps[-1]:
         st.query_params.pop(STEP_PARAM, None)
@@ -73,9 +74,12 @@ def at_step(active: ActiveModel, key: str) -> ActiveModel:
     st.query_params[STEP_PARAM] = str(step)
     try:
         path = step_path(run_dir, step)
-        bundle = _step_bundle(str(run_dir), int(step), path.stat().st_mtime, active.bundle)
+        with st.spinner(tr("Loading the model of that step…")):
+            bundle = _step_bundle(str(run_dir), int(step), path.stat().st_mtime, active.bundle)
     except (BertcoreError, OSError) as e:
-        st.error(f"The weights of step {step} cannot be loaded ({e}); showing the final model.")
+        st.error(tr("The weights of step {step} cannot be loaded ({error}); showing the final model.", step=step, error=e))
         return active
-    st.caption(f"Showing **{active.label}** as it was after step **{step}** of {steps[-1]}.")
-    return replace(active, bundle=bundle, label=f"{active.label} · step {step}", key=f"{active.key}@{step}")
+    st.caption(tr("Showing **{model}** as it was after step **{step}** of {last}.", model=active.label, step=step,
+                  last=steps[-1]))
+    return replace(active, bundle=bundle, label=tr("{model} · step {step}", model=active.label, step=step),
+                   key=f"{active.key}@{step}")

@@ -26,6 +26,7 @@ from bertcore.data.corpus import tutorial_corpus
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import save_checkpoint
 from bertcore.training import runs
+from explorer.i18n import mark, ntr, tr
 from explorer.training_run import Job, ServerBusy, TrainingRun, find_live, fmt_seconds, register_live
 from explorer.uploads import load_checkpoint_zip
 from explorer.workspace import (
@@ -42,7 +43,10 @@ from explorer.workspace import (
     workspace_path,
 )
 
-DEFAULT_TRAIN_LABEL = "Train the default model (~1 min)"
+DEFAULT_TRAIN_LABEL = mark("Train the default model (~1 min)")
+STATUS_LABELS = {"idle": mark("idle"), "preparing": mark("preparing"), "running": mark("running"),
+                 "stopped": mark("stopped"), "finished": mark("finished"), "abandoned": mark("abandoned"),
+                 "error": mark("error")}  # TrainingRun.status -> its label on screen
 _K_RUN = "bx_run"  # TrainingRun of the Train page / default button
 _K_COMPARE = "bx_compare_run"  # TrainingRun of the Compare page
 _K_TMP = "bx_tmp"  # this session's temp dir (uploads)
@@ -79,15 +83,15 @@ def select_active(key_or_label: str) -> str | None:
 def open_folder(path: str) -> str | None:
     """Make a local folder the active model: a bertcore run/checkpoint folder or a transformers folder."""
     if is_blank(path):  # bertcore's rule: spaces and invisible characters only
-        return "Type the path of a bertcore run/checkpoint folder or a transformers BERT folder first."
+        return tr("Type the path of a bertcore run/checkpoint folder or a transformers BERT folder first.")
     try:
         p = Path(path.strip()).expanduser()
         is_dir = p.is_dir()
     except (OSError, RuntimeError, ValueError) as e:  # too long, an unknown ~user, a NUL byte ...
-        return (f"“{path.strip()[:80]}” is not a usable folder path ({getattr(e, 'strerror', None) or e}); "
-                "give the folder that holds config.json")
+        return tr("“{path}” is not a usable folder path ({error}); give the folder that holds config.json",
+                  path=path.strip()[:80], error=getattr(e, 'strerror', None) or e)
     if not is_dir:
-        return f"{p} is not a folder on this server; give the folder that holds config.json"
+        return tr("{path} is not a folder on this server; give the folder that holds config.json", path=p)
     key = f"dir:{p.resolve()}"
     try:
         resolve_model(key)
@@ -108,7 +112,8 @@ def get_active() -> ActiveModel:
         return resolve_model(key, ModelChoices()._labels if key.startswith("run:") else None)
     except (BertcoreError, OSError) as e:
         st.session_state[ACTIVE_KEY] = "untrained"
-        st.session_state[WS_NOTE_KEY] = f"The active model could not be loaded ({e}); showing the untrained model."
+        st.session_state[WS_NOTE_KEY] = tr("The active model could not be loaded ({error}); showing the untrained "
+                                           "model.", error=e)
         return untrained_model()
 
 
@@ -149,7 +154,7 @@ def start_run(jobs, corpus, tokenizer=None, key: str = _K_RUN) -> str | None:
     Returns an error message (busy server, workspace full, already running) or None."""
     old = get_run(key)
     if old is not None and old.running:
-        return "A training is already running in this workspace; stop it first."
+        return tr("A training is already running in this workspace; stop it first.")
     ws = workspace_id()
     on_end = (lambda d: runs.write_workspace(ws, active=f"run:{Path(d).name}")) if key == _K_RUN else None
     try:  # a full workspace, or a server setting (BERTCORE_*) that is not a number
@@ -165,7 +170,11 @@ def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
     """Start ``run``'s thread and keep it under ``key`` (session and workspace); the server-busy message or None."""
     try:
         run.start()
-    except (ServerBusy, BertcoreError) as e:
+    except ServerBusy as e:
+        return ntr("Server busy: {n} training running (the limit is {cap}, set by BERTCORE_MAX_TRAININGS). Try "
+                   "again in a minute.", "Server busy: {n} trainings running (the limit is {cap}, set by "
+                   "BERTCORE_MAX_TRAININGS). Try again in a minute.", e.running, cap=e.cap)
+    except BertcoreError as e:
         return str(e)
     st.session_state[key] = run
     register_live(ws, key, run)
@@ -176,17 +185,17 @@ def resume_run(run_id: str) -> str | None:
     """Continue a stopped run of this workspace in the background (Train page slot); an error message or None."""
     d = runs.find_run(workspace_path(), run_id)
     if d is None:
-        return "That run is no longer in this workspace."
+        return tr("That run is no longer in this workspace.")
     info = runs.read_run(d)
     if not info.resumable:
-        return f"“{info.name}” cannot be resumed ({info.summary()})."
+        return tr("“{name}” cannot be resumed ({why}).", name=info.name, why=info.summary())
     try:
         tc = TrainConfig.from_json(d / "train_config.json")
     except (BertcoreError, OSError, ValueError) as e:
-        return f"“{info.name}” cannot be resumed: its train_config.json is damaged ({e})."
+        return tr("“{name}” cannot be resumed: its train_config.json is damaged ({error}).", name=info.name, error=e)
     old = get_run()
     if old is not None and old.running:
-        return "A training is already running in this workspace; stop it first."
+        return tr("A training is already running in this workspace; stop it first.")
     ws = workspace_id()
     try:
         run = TrainingRun([Job(None, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
@@ -230,23 +239,23 @@ def default_train_button(key: str) -> None:
     run = get_run()
     if run is not None and run.running:
         s = run.snapshot()
-        st.info(f"Training in the background: step {s.total_done}/{s.total_steps}. "
-                "The sidebar shows its progress; the Train page shows the live charts.")
+        st.info(tr("Training in the background: step {done}/{total}. The sidebar shows its progress; the Train page "
+                   "shows the live charts.", done=s.total_done, total=s.total_steps))
         return
-    if st.button(DEFAULT_TRAIN_LABEL, key=key, type="primary"):
+    if st.button(tr(DEFAULT_TRAIN_LABEL), key=key, type="primary"):
         corpus, tok = shared_corpus_and_tokenizer()
         err = start_run(default_jobs(), corpus, tok)
         if err:
             st.error(err)
         else:
-            st.success("Training started in the background; it becomes the active model when done.")
+            st.success(tr("Training started in the background; it becomes the active model when done."))
 
 
 def untrained_notice() -> None:
     """A clear label when the active model is the untrained one."""
     if get_active().kind == "untrained":
-        st.info("**Untrained model.** The active model has random weights (seed 0): what you see here is "
-                "the starting point, not learned behaviour. Train the default model below or on the Train page.")
+        st.info(tr("**Untrained model.** The active model has random weights (seed 0): what you see here is the "
+                   "starting point, not learned behaviour. Train the default model below or on the Train page."))
 
 
 
@@ -271,12 +280,19 @@ def show_run_status(s, per_job: bool = False) -> None:
     """Progress bar (step, elapsed, ETA) and any error of a ``TrainingRun.snapshot()``.
 
     ``per_job`` names the job being trained and prefixes errors with its label (Compare page)."""
-    eta = f" · ETA {fmt_seconds(s.eta)}" if s.running else ""
-    job = f"training {s.labels[s.job_index]} · " if per_job else ""
-    st.progress(s.progress, text=f"{s.status}: {job}step {s.total_done}/{s.total_steps} · "
-                                 f"elapsed {fmt_seconds(s.elapsed)}{eta}")
+    fields = dict(status=tr(STATUS_LABELS.get(s.status, s.status)), done=s.total_done, total=s.total_steps,
+                  elapsed=fmt_seconds(s.elapsed), eta=fmt_seconds(s.eta))
+    if per_job:
+        fields["job"] = s.labels[s.job_index]
+        text = (tr("{status}: training {job} · step {done}/{total} · elapsed {elapsed} · ETA {eta}", **fields)
+                if s.running else tr("{status}: training {job} · step {done}/{total} · elapsed {elapsed}", **fields))
+    else:
+        text = (tr("{status}: step {done}/{total} · elapsed {elapsed} · ETA {eta}", **fields) if s.running
+                else tr("{status}: step {done}/{total} · elapsed {elapsed}", **fields))
+    st.progress(s.progress, text=text)
     if s.message:
         st.error(s.message)
     for label, err in zip(s.labels, s.errors):
         if err:
-            st.error(f"{label if per_job else 'Training'} stopped: {err}")
+            st.error(tr("{job} stopped: {error}", job=label, error=err) if per_job
+                     else tr("Training stopped: {error}", error=err))

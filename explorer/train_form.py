@@ -18,10 +18,14 @@ from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import BertcoreError
 from bertcore.presets import preset_tokenizer
 from explorer import corpus_state, workspace
+from explorer.i18n import mark, tr
 
-BUILTIN_ZH_LABEL = "built-in Chinese (中文)"
-TOKENIZER_LABELS = {"word": "word-level", "wordpiece": "WordPiece", "seed_word": "seed vocabulary"}
-TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
+BUILTIN_LABEL = mark("built-in grammar")
+TUTORIAL_LABEL = mark("tutorial two-liner")
+BUILTIN_ZH_LABEL = mark("built-in Chinese (中文)")
+UPLOADED_PREFIX = "uploaded: "  # the option of this session's upload: "uploaded: <name>"
+TOKENIZER_LABELS = {"word": mark("word-level"), "wordpiece": mark("WordPiece"), "seed_word": mark("seed vocabulary")}
+TOKENIZER_HELP = mark("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
                   "tokenizer). WordPiece splits rare words into ##pieces, so real prose has almost no [UNK]. "
                   "Seed vocabulary: BERT-pytorch's (seeds 000/003) <pad> <unk> <eos> <sos> <mask> at ids 0-4, then "
                   "whitespace words, case kept, by frequency; inputs read <sos> A <eos> B <eos>. Type [MASK] or "
@@ -30,18 +34,26 @@ TOKENIZER_HELP = ("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punct
 
 def corpus_choice(disabled: bool):
     """(corpus, label) of the chosen corpus: the built-in one, the tutorial two-liner or an upload."""
-    options = ["built-in grammar", "tutorial two-liner", BUILTIN_ZH_LABEL]
+    options = [BUILTIN_LABEL, TUTORIAL_LABEL, BUILTIN_ZH_LABEL]
     up = corpus_state.uploaded()  # the corpus this session last uploaded on the Data & tokens page
     uploaded = up.corpus if up is not None else None
     if uploaded is not None:
-        options.append(f"uploaded: {getattr(uploaded, 'name', 'corpus')}")
-    choice = st.radio("Corpus", options, key="train_corpus", horizontal=True, disabled=disabled,
-                      help="Upload your own corpus on the Data & tokens page; it then appears here.")
+        options.append(f"{UPLOADED_PREFIX}{getattr(uploaded, 'name', 'corpus')}")
+    choice = st.radio(tr("Corpus"), options, key="train_corpus", horizontal=True, disabled=disabled,
+                      format_func=corpus_label,  # the values stay English: session state and tests use them
+                      help=tr("Upload your own corpus on the Data & tokens page; it then appears here."))
     if choice == options[0]:
         return workspace.shared_corpus_and_tokenizer()[0], choice
     if choice == BUILTIN_ZH_LABEL:
         return corpus_state.builtin_zh_choice().corpus, choice
     return (tutorial_corpus() if choice == options[1] else uploaded), choice
+
+
+def corpus_label(option: str) -> str:
+    """A corpus option as shown, in the session's language."""
+    if option.startswith(UPLOADED_PREFIX):
+        return tr("uploaded: {name}", name=option[len(UPLOADED_PREFIX):])
+    return tr(option)
 
 
 def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool):
@@ -56,22 +68,26 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
     if st.session_state.get("train_tok_default") != default:  # a new preset, size or corpus: offer its default
         st.session_state["train_tok_default"] = st.session_state["train_tok_kind"] = default
     c1, c2 = st.columns(2)
-    kind = c1.radio("Tokenizer", kinds, key="train_tok_kind", horizontal=True,  # the value set just above
-                    disabled=disabled, format_func=TOKENIZER_LABELS.get, help=TOKENIZER_HELP)
+    kind = c1.radio(tr("Tokenizer"), kinds, key="train_tok_kind", horizontal=True,  # the value set just above
+                    disabled=disabled, format_func=lambda k: tr(TOKENIZER_LABELS[k]), help=tr(TOKENIZER_HELP))
     vocab = 0
     if kind == "wordpiece":
-        vocab = int(c2.number_input("WordPiece vocabulary size", 200, 30000, defaults.vocab_size or 1000, 100,
+        vocab = int(c2.number_input(tr("WordPiece vocabulary size"), 200, 30000, defaults.vocab_size or 1000, 100,
                                     key=f"train_vocab_{id(corpus)}", disabled=disabled,
-                                    help="Picked from the corpus's distinct words; more costs speed."))
-    used = TOKENIZER_LABELS[preset_tokenizer(preset, size)]
-    c2.caption(f"**{preset}** at size **{size}** trains with the **{used}** vocabulary by default"
-               + ("" if kind == default else f"; you chose **{TOKENIZER_LABELS[kind]}**") + ".")
-    if choice == "built-in grammar" and kind == "word":
+                                    help=tr("Picked from the corpus's distinct words; more costs speed.")))
+    used = tr(TOKENIZER_LABELS[preset_tokenizer(preset, size)])
+    if kind == default:
+        c2.caption(tr("**{preset}** at size **{size}** trains with the **{used}** vocabulary by default.",
+                      preset=preset, size=size, used=used))
+    else:
+        c2.caption(tr("**{preset}** at size **{size}** trains with the **{used}** vocabulary by default; you chose "
+                      "**{chosen}**.", preset=preset, size=size, used=used, chosen=tr(TOKENIZER_LABELS[kind])))
+    if choice == BUILTIN_LABEL and kind == "word":
         return workspace.shared_corpus_and_tokenizer()[1], f"builtin|{kind}|0"
     cache = st.session_state.setdefault("train_tok_cache", {})
     key = (choice, id(corpus), kind, vocab)
     if key not in cache:
-        with st.spinner("Building the vocabulary…"):
+        with st.spinner(tr("Building the vocabulary…")):
             if kind == "wordpiece":
                 tok = WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab)
             elif kind == "seed_word":
@@ -80,7 +96,7 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
                 tok = WordTokenizer.build(corpus.texts())
         cache.clear()
         cache[key] = tok
-    spec = {"built-in grammar": "builtin", BUILTIN_ZH_LABEL: corpus_state.BUILTIN_ZH}.get(choice, choice)
+    spec = {BUILTIN_LABEL: "builtin", BUILTIN_ZH_LABEL: corpus_state.BUILTIN_ZH}.get(choice, choice)
     return cache[key], spec + f"|{kind}|{vocab}"
 
 
@@ -112,15 +128,15 @@ def probe_inputs(corpus, tok, ckey: str, disabled: bool, max_len: int | None = N
             cache[ckey] = Probe("the [MASK] is here .", "a", "b")
     d = cache[ckey]
     k = f"train_probe_{abs(hash(ckey)) % 10**8}_"
-    st.markdown("**Live probe** (`bertcore.analysis.live_probe`): asked at every evaluation")
+    st.markdown(tr("**Live probe** (`bertcore.analysis.live_probe`): asked at every evaluation"))
     c1, c2, c3 = st.columns([2, 2, 2])
-    probe = Probe(c1.text_input("sentence with one [MASK]", d.text, key=k + "text", disabled=disabled),
-                  c2.text_input("pair: sentence A", d.a, key=k + "a", disabled=disabled),
-                  c3.text_input("pair: sentence B (P(IsNext)?)", d.b, key=k + "b", disabled=disabled))
+    probe = Probe(c1.text_input(tr("sentence with one [MASK]"), d.text, key=k + "text", disabled=disabled),
+                  c2.text_input(tr("pair: sentence A"), d.a, key=k + "a", disabled=disabled),
+                  c3.text_input(tr("pair: sentence B (P(IsNext)?)"), d.b, key=k + "b", disabled=disabled))
     try:
         unknown = check_probe(probe, tok, max_len)
     except BertcoreError as e:
-        return None, f"the probe: {e}"
+        return None, tr("the probe: {error}", error=e)
     if unknown:
-        st.caption(f"Not in the vocabulary (they become [UNK]): {', '.join(unknown[:10])}")
+        st.caption(tr("Not in the vocabulary (they become [UNK]): {words}", words=", ".join(unknown[:10])))
     return probe, None

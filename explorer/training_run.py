@@ -27,8 +27,9 @@ from bertcore.training import runs, service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 from bertcore.training.history import History
+from explorer.i18n import mark
 
-TRAINED_LABEL = "trained in this session"
+TRAINED_LABEL = mark("trained in this session")  # the runs' source (run.json); pages show tr(TRAINED_LABEL)
 
 
 # ----------------------------------------------------------------------------- limits
@@ -61,7 +62,12 @@ def max_trainings() -> int:
 
 # ----------------------------------------------------------------------------- runner
 class ServerBusy(RuntimeError):
-    """Raised by TrainingRun.start when the process-wide cap on trainings is reached."""
+    """Raised by TrainingRun.start when the process-wide cap on trainings is reached (``running`` of ``cap``; the
+    page words it in the session's language, explorer.state)."""
+
+    def __init__(self, message: str, running: int = 0, cap: int = 0):
+        super().__init__(message)
+        self.running, self.cap = running, cap
 
 
 _SLOT_LOCK = threading.Lock()
@@ -79,7 +85,7 @@ def _acquire_slot(run_id: int) -> None:
         if n >= cap:
             raise ServerBusy(
                 f"Server busy: {n} training{'s' if n != 1 else ''} running (the limit is {cap}, "
-                "set by BERTCORE_MAX_TRAININGS). Try again in a minute."
+                "set by BERTCORE_MAX_TRAININGS). Try again in a minute.", n, cap
             )
         _RUNNING.add(run_id)
 

@@ -107,12 +107,14 @@ def train_charts(skill_names: list[str] | None = None) -> list[dict]:
                 {"name": tr("MLM (held-out)"), "series": "evals", "col": cols[0], "color": "#1f77b4", "held": True},
                 {"name": tr("NSP (held-out)"), "series": "evals", "col": cols[1], "color": "#d62728", "held": True}]
 
-    charts = [{"id": "loss", "title": tr("Loss (cross-entropy)"), "ytitle": tr("nats"), "yrange": None,
-               "baseline": False, "traces": four((1, 2))},
-              {"id": "acc", "title": tr("Accuracy"), "ytitle": tr("accuracy"), "yrange": [0, 1.02], "baseline": True,
-               "baseline_text": tr("MLM unigram baseline") + " ", "traces": four((3, 4))}]
+    step = tr("step")
+    charts = [{"id": "loss", "title": tr("Loss (cross-entropy)"), "xtitle": step, "ytitle": tr("nats"),
+               "yrange": None, "baseline": False, "traces": four((1, 2))},
+              {"id": "acc", "title": tr("Accuracy"), "xtitle": step, "ytitle": tr("accuracy"), "yrange": [0, 1.02],
+               "baseline": True, "baseline_text": tr("MLM unigram baseline") + " ", "traces": four((3, 4))}]
     if skill_names:
-        charts.append({"id": "skills", "title": tr("Skills (share of items passed)"), "ytitle": tr("passed"),
+        charts.append({"id": "skills", "title": tr("Skills (share of items passed)"), "xtitle": step,
+                       "ytitle": tr("passed"),
                        "yrange": [0, 1.02], "baseline": False, "hline": CHANCE, "hline_text": tr("chance"),
                        "traces": [{"name": skill_name(n), "series": "evals", "col": 5 + i, "held": True,
                                    "color": SKILL_COLORS[i % len(SKILL_COLORS)]} for i, n in enumerate(skill_names)]})
@@ -147,9 +149,11 @@ def probe_rows(rows: list[dict]) -> list:
 
 
 def probe_caption(probe) -> str:
+    """The probe table's heading (HTML): the probe's sentence and pair."""
     if probe is None:
-        return "No probe for this run."
-    return (f"<b>{html.escape(probe.text)}</b><br>pair: “{html.escape(probe.a)}” → “{html.escape(probe.b)}”")
+        return html.escape(tr("No probe for this run."))
+    return tr("<b>{text}</b><br>pair: “{a}” → “{b}”", text=html.escape(probe.text), a=html.escape(probe.a),
+              b=html.escape(probe.b))
 
 
 def _new_rows(read: Callable[[int], list], since: int) -> tuple[int, list]:
@@ -183,7 +187,8 @@ def live_panel(run_id: str, steps: int, rows: LiveRows, probe: list, baseline: f
     probe_start = min(sent["probe"], len(probe))
     args = dict(run=run_id, steps=int(steps), baseline=baseline, chart_height=int(chart_height),
                 probe_what=probe_what, train_start=train_start, train=train, evals_start=evals_start, evals=evals,
-                probe_start=probe_start, probe=probe[probe_start:])
+                probe_start=probe_start, probe=probe[probe_start:],
+                probe_head=[tr("step"), tr("fill-mask: top 3"), "P(IsNext)"])
     if charts is not None:
         args.update(charts=charts, show_probe=bool(show_probe))
     st.session_state[sent_key] = {"run": run_id, "train": train_start + len(train), "evals": evals_start + len(evals),
