@@ -24,20 +24,21 @@ from explorer.seed_example import render_seed003
 from bertcore.config import TrainConfig
 from explorer.figures_learn import percent
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
+from explorer.i18n import mark, tr
 from explorer.page_errors import user_action
 
 # The rates below are the sliders' (their defaults: TrainConfig's); the paper's own are named as BERT's.
-INTRO = """
+INTRO = mark("""
 BERT learns from two self-made tasks. **Masked LM** (§3.1): a share of the tokens is *selected*, {rate} with the
 sliders below (BERT: 15%); of those, {mask} are replaced by `{mask_token}`, {rnd} by a random token and {keep} are
 kept (BERT: 80/10/10), and the model must predict the original token at every selected position (the label is −100,
 i.e. ignored, everywhere else). **Next sentence prediction** (§3.2): a share `nsp_positive_prob` of the pairs, {nsp}
 by default (BERT: half), keep their true sentence B (IsNext, label 0); the others get a random B (NotNext, label 1).
 Everything here is computed by `bertcore.data.pretraining` (`build_pair`, `mask_tokens`, `masking_stats`).
-"""
+""")
 DEFAULTS = TrainConfig()  # the sliders start at the training defaults
 
-SOURCES = ["a pair from the corpus", "type a pair"]
+SOURCES = [mark("a pair from the corpus"), mark("type a pair")]
 DRAWS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
 STATS_PAIRS = 5000  # the convergence chart draws from the first pairs of the corpus
 
@@ -49,7 +50,7 @@ def _intro(mask_token: str) -> str:
     rate = float(ss.get("mn_rate", DEFAULTS.mlm_probability))
     mask = float(ss.get("mn_mask", DEFAULTS.mask_token_frac))
     rnd = float(ss.get("mn_random", DEFAULTS.random_token_frac))
-    return INTRO.format(rate=percent(rate), mask=percent(mask), rnd=percent(rnd), keep=percent(max(0.0, 1 - mask - rnd)),
+    return tr(INTRO, rate=percent(rate), mask=percent(mask), rnd=percent(rnd), keep=percent(max(0.0, 1 - mask - rnd)),
                         mask_token=mask_token, nsp=percent(DEFAULTS.nsp_positive_prob))
 
 
@@ -76,7 +77,7 @@ def _as_list(x) -> list[int]:
     return [int(v) for v in x]
 
 
-@st.cache_data(show_spinner="Drawing masked examples…", max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=32)
 def _convergence(key: str, _corpus, _tokenizer, max_len: int, rates: tuple, seed: int) -> list[dict]:
     sub = Corpus(_corpus.name, list(_corpus.pairs[:STATS_PAIRS]), _corpus.description)
     data = PretrainingData(sub, _tokenizer, max_len, MaskingRates(*rates), DEFAULTS.nsp_positive_prob, 0.0, seed)
@@ -85,25 +86,26 @@ def _convergence(key: str, _corpus, _tokenizer, max_len: int, rates: tuple, seed
 
 def _controls(mask_token: str = "[MASK]"):
     c1, c2, c3 = st.columns(3)
-    rate = c1.slider("selection rate (mlm_probability)", 0.0, 1.0, DEFAULTS.mlm_probability, 0.01, key="mn_rate")
-    mask = c2.slider(f"{mask_token} share of selected", 0.0, 1.0, DEFAULTS.mask_token_frac, 0.05, key="mn_mask")
-    rnd = c3.slider("random-token share of selected", 0.0, 1.0, DEFAULTS.random_token_frac, 0.05, key="mn_random")
+    rate = c1.slider(tr("selection rate (mlm_probability)"), 0.0, 1.0, DEFAULTS.mlm_probability, 0.01, key="mn_rate")
+    mask = c2.slider(tr("{mask_token} share of selected", mask_token=mask_token), 0.0, 1.0, DEFAULTS.mask_token_frac, 0.05, key="mn_mask")
+    rnd = c3.slider(tr("random-token share of selected"), 0.0, 1.0, DEFAULTS.random_token_frac, 0.05, key="mn_random")
     keep = 1.0 - mask - rnd
     d1, d2, d3 = st.columns([2, 1, 2])
     st.session_state.setdefault("mn_seed", 0)
-    d1.number_input("seed", 0, 2**31 - 1, step=1, key="mn_seed")
-    d2.button("Re-draw", on_click=_bump_seed, key="mn_redraw", help="next seed: a new random draw")
+    d1.number_input(tr("seed"), 0, 2**31 - 1, step=1, key="mn_seed")
+    d2.button(tr("Re-draw"), on_click=_bump_seed, key="mn_redraw", help=tr("next seed: a new random draw"))
     max_len = d3.slider("max_seq_len", 8, 128, DEFAULTS.max_seq_len, key="mn_max_len")
     if keep < -1e-9:
-        st.error(f"{mask_token} share + random share = {mask + rnd:.2f} > 1. They are shares of the *selected* tokens "
-                 "(the rest are kept unchanged), so lower one of them.")
+        st.error(tr("{mask_token} share + random share = {total} > 1. They are shares of the *selected* tokens "
+                    "(the rest are kept unchanged), so lower one of them.", mask_token=mask_token,
+                    total=f"{mask + rnd:.2f}"))
         return None
-    st.caption(f"Kept unchanged: {percent(max(keep, 0))} of the selected tokens (= 1 − mask − random).")
+    st.caption(tr("Kept unchanged: {keep} of the selected tokens (= 1 − mask − random).", keep=percent(max(keep, 0))))
     return rate, mask, rnd, max(keep, 0.0), max_len
 
 
 def _pair_input(corpus):
-    source = st.radio("Input", SOURCES, horizontal=True, key="mn_source")
+    source = st.radio(tr("Input"), SOURCES, horizontal=True, key="mn_source", format_func=tr)
     n = len(corpus.pairs)
     if source == SOURCES[0]:
         c1, c2 = st.columns([4, 1])
@@ -111,21 +113,19 @@ def _pair_input(corpus):
             if not 0 <= int(st.session_state.get("mn_index", 0)) < n:
                 st.session_state["mn_index"] = 0  # the corpus changed under a stored index
             st.session_state.setdefault("mn_index", 0)
-            idx = c1.slider("pair index", 0, n - 1, key="mn_index")
-            c2.button("Random pair", on_click=_random_index, args=(n,), key="mn_random_pair")
+            idx = c1.slider(tr("pair index"), 0, n - 1, key="mn_index")
+            c2.button(tr("Random pair"), on_click=_random_index, args=(n,), key="mn_random_pair")
         else:
             idx = 0
         a, b = corpus.pairs[min(idx, n - 1)]
         return a, b, idx
-    a = st.text_input("sentence A", value="the cat eats the cheese in the kitchen .", key="mn_text_a")
-    b = st.text_input("sentence B", value="it is sticky near the stove .", key="mn_text_b")
+    a = st.text_input(tr("sentence A"), value="the cat eats the cheese in the kitchen .", key="mn_text_a")
+    b = st.text_input(tr("sentence B"), value="it is sticky near the stove .", key="mn_text_b")
     return a, b, None
 
 
 @user_action("Mask one example")
 def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed: int):
-
-
     rate, mask, rnd, _keep, _ = rates
     a_ids, b_ids = tokenizer.encode(a), (tokenizer.encode(b) if b is not None else None)
     n_in = len(a_ids) + len(b_ids or []) + (3 if b_ids is not None else 2)
@@ -134,9 +134,9 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
     seed_format = tokenizer.kind == "seed_word"  # BERT-pytorch labels segment A with 1 and B with 2 (0 = padding)
     shown_types = [t + 1 for t in types] if seed_format else types
     if n_in > max_len:
-        st.warning(f"The pair has {n_in} tokens with {tokenizer.cls_token}/{tokenizer.sep_token}; it was "
-                   f"truncated to max_seq_len = {max_len} "
-                   "(longest sentence first), as in training.")
+        st.warning(tr("The pair has {n} tokens with {cls}/{sep}; it was truncated to max_seq_len = {max_len} "
+                      "(longest sentence first), as in training.", n=n_in, cls=tokenizer.cls_token,
+                      sep=tokenizer.sep_token, max_len=max_len))
     gen = torch.Generator().manual_seed(int(seed))
     masked, labels, decisions = P.mask_tokens(torch.tensor(ids), tokenizer, P.MaskingRates(rate, mask, rnd), gen)
     masked, labels = _as_list(masked), _as_list(labels)
@@ -145,61 +145,65 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
     layout = tokenizer.pair_template(b="B" if b_ids is not None else None)
     fig = F.masking_figure(tokens, ids, shown_types, decisions, tokenizer.convert_ids_to_tokens(masked), masked,
                            labels, special, rates=P.MaskingRates(rate, mask, rnd),
-                           title=f"{layout} with the masking of seed {seed}",
+                           title=tr("{layout} with the masking of seed {seed}", layout=layout, seed=seed),
                            first_segment=1 if seed_format else 0, mask_token=tokenizer.mask_token)
     st.plotly_chart(fig, key="mn_mask_chart")
     sel = [d for d in decisions if d.selected]
     counts = {k: sum(d.action == k for d in sel) for k in ("mask", "random", "keep")}
     maskable = len(ids) - len(special)
     mask_tok = tokenizer.mask_token
-    st.caption(f"{len(sel)} of {maskable} maskable tokens selected · {counts['mask']} → {mask_tok} · "
-               f"{counts['random']} → random · {counts['keep']} kept. The loss is computed only where the label "
-               f"is not −100. Special tokens (incl. a typed {mask_tok}) are never selected.")
+    st.caption(tr("{sel} of {maskable} maskable tokens selected · {n_mask} → {mask_tok} · {n_random} → random · "
+                  "{n_keep} kept. The loss is computed only where the label is not −100. Special tokens (incl. a "
+                  "typed {mask_tok}) are never selected.", sel=len(sel), maskable=maskable, n_mask=counts["mask"],
+                  mask_tok=mask_tok, n_random=counts["random"], n_keep=counts["keep"]))
     if seed_format:
-        st.caption("Segment ids as BERT-pytorch labels them: 1 for `<sos> A <eos>`, 2 for `B <eos>`, 0 for "
-                   "padding (a model with segment_ids=1/2 embeds these rows); the ids are the seed vocabulary's.")
+        st.caption(tr("Segment ids as BERT-pytorch labels them: 1 for `<sos> A <eos>`, 2 for `B <eos>`, 0 for "
+                      "padding (a model with segment_ids=1/2 embeds these rows); the ids are the seed vocabulary's."))
     if maskable == 0:
-        st.info("Nothing to mask: the pair holds only special tokens.")
+        st.info(tr("Nothing to mask: the pair holds only special tokens."))
 
 
 @user_action("Draw the NSP examples")
 def _nsp_section(corpus, a: str, true_b: str | None, idx: int | None, seed: int):
-    st.subheader("Next sentence prediction")
+    st.subheader(tr("Next sentence prediction"))
     rng = random.Random(int(seed))
     others = [j for j in range(len(corpus.pairs)) if j != idx and corpus.pairs[j][1] != true_b]
     if not others:
-        st.info("The corpus has no other sentence B to draw a NotNext example from.")
+        st.info(tr("The corpus has no other sentence B to draw a NotNext example from."))
         return
     j = others[rng.randrange(len(others))]
     rows = []
     if true_b:
-        rows.append({"sentence A": a, "sentence B": true_b, "B is": "the true next sentence",
-                     "NSP label": "0 = IsNext"})
-    rows.append({"sentence A": a, "sentence B": corpus.pairs[j][1], "B is": f"random (from pair {j})",
-                 "NSP label": "1 = NotNext"})
+        rows.append({tr("sentence A"): a, tr("sentence B"): true_b, tr("B is"): tr("the true next sentence"),
+                     tr("NSP label"): "0 = IsNext"})
+    rows.append({tr("sentence A"): a, tr("sentence B"): corpus.pairs[j][1], tr("B is"): tr("random (from pair {j})", j=j),
+                 tr("NSP label"): "1 = NotNext"})
     st.table(pd.DataFrame(rows))
-    st.caption(f"In training each pair keeps its true B with probability nsp_positive_prob "
-               f"({DEFAULTS.nsp_positive_prob:g} by default, `TrainConfig`) and otherwise gets the B of a random other "
-               "pair (never the true one), as in `PretrainingData.make_example`.")
+    st.caption(tr("In training each pair keeps its true B with probability nsp_positive_prob "
+                  "({p} by default, `TrainConfig`) and otherwise gets the B of a random other "
+                  "pair (never the true one), as in `PretrainingData.make_example`.",
+                  p=f"{DEFAULTS.nsp_positive_prob:g}"))
 
 
 @user_action("Count the masking rates")
 def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
-    st.subheader("Empirical rates over N draws")
+    st.subheader(tr("Empirical rates over N draws"))
     rate, mask, rnd, keep, max_len = rates
     key = f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}"
-    stats = _convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed))
+    with st.spinner(tr("Drawing masked examples…")):
+        stats = _convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed))
     configured = {"selected_rate": rate, "mask_share": mask, "random_share": rnd, "keep_share": keep}
     st.plotly_chart(F.masking_convergence_figure(stats, configured, tokenizer.mask_token), key="mn_stats_chart")
     last = stats[-1]
-    st.caption(f"`masking_stats(data, draws=N)` for N = {', '.join(map(str, DRAWS))} examples (first "
-               f"{min(STATS_PAIRS, len(corpus.pairs))} pairs). At N = {last['draws']}: "
-               f"{last['tokens_seen']:,} tokens seen, selected {last['selected_rate']:.3f}, "
-               f"{tokenizer.mask_token} {last['mask_share']:.3f}, random {last['random_share']:.3f}, "
-               f"kept {last['keep_share']:.3f}. "
-               "With few draws the rates wobble; with many they approach the dashed configured values "
-               "(`mask_tokens` selects at least one token per sequence and corrects the per-token rate for that; only at "
-               "very low rates, where one token per sequence is already more than asked, does it stay above).")
+    st.caption(tr("`masking_stats(data, draws=N)` for N = {draws} examples (first {pairs} pairs). At N = {n}: "
+                  "{seen} tokens seen, selected {selected}, {mask_token} {mask}, random {random}, kept {keep}. "
+                  "With few draws the rates wobble; with many they approach the dashed configured values "
+                  "(`mask_tokens` selects at least one token per sequence and corrects the per-token rate for that; "
+                  "only at very low rates, where one token per sequence is already more than asked, does it stay "
+                  "above).", draws=", ".join(map(str, DRAWS)), pairs=min(STATS_PAIRS, len(corpus.pairs)),
+                  n=last["draws"], seen=f"{last['tokens_seen']:,}", selected=f"{last['selected_rate']:.3f}",
+                  mask_token=tokenizer.mask_token, mask=f"{last['mask_share']:.3f}",
+                  random=f"{last['random_share']:.3f}", keep=f"{last['keep_share']:.3f}"))
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -221,11 +225,25 @@ def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
                                 STATS_PAIRS)
     expected = expected_selection_rate(lengths, rate)
     c1, c2 = st.columns([3, 1])
-    c1.caption("**Selection rule** (`bertcore.data.pretraining.masking_rule`): "
-               + masking_rule(MaskingRates(rate, mask, rnd), tokenizer.mask_token))
-    c2.metric("selected on this corpus", f"{expected:.1%}", delta=f"{expected - rate:+.1%} vs slider",
-              delta_color="off", help=f"Expected share of maskable tokens selected over the first {len(lengths):,} "
-              "pairs at this max_seq_len (the empirical rate over many draws is in the chart at the bottom).")
+    c1.caption(tr("**Selection rule** (`bertcore.data.pretraining.masking_rule`): {rule}",
+                  rule=rule_text(MaskingRates(rate, mask, rnd), tokenizer.mask_token)))
+    c2.metric(tr("selected on this corpus"), f"{expected:.1%}",
+              delta=tr("{delta} vs slider", delta=f"{expected - rate:+.1%}"), delta_color="off",
+              help=tr("Expected share of maskable tokens selected over the first {n} pairs at this max_seq_len "
+                      "(the empirical rate over many draws is in the chart at the bottom).", n=f"{len(lengths):,}"))
+
+
+def rule_text(r: MaskingRates, mask_token: str) -> str:
+    """``masking_rule``'s words in the session's language (in English exactly ``masking_rule``'s text; a test
+    holds them equal)."""
+    p = r.mlm_probability
+    return tr("Each non-special token is selected by a Bernoulli draw; a sequence with n such tokens gets at least "
+              "one. So that the expected count stays n x {p}, the per-token rate q solves n q + (1 - q)^n = n x {p} "
+              "when n x {p} >= 1; when n x {p} < 1 exactly one token is selected, so short sequences are selected "
+              "at 1/n > {p4} (BERT's create_pretraining_data.py also selects max(1, round(n x {p})) tokens). "
+              "Of the selected: {mask} -> {mask_token}, {random} -> a random token, {keep} kept (BERT §3.1 draws "
+              "0.8 / 0.1 / 0.1).", p=f"{p:g}", p4=f"{p:.4g}", mask=f"{r.mask_token_frac:.4g}",
+              random=f"{r.random_token_frac:.4g}", keep=f"{r.keep_frac:.4g}", mask_token=mask_token)
 
 
 def _typed(a: str, b: str):
@@ -239,7 +257,7 @@ def _typed(a: str, b: str):
 
 
 def render() -> None:
-    st.title("Masking & NSP")
+    st.title(tr("Masking & NSP"))
     st.latex(r"\mathcal{L} = -\sum_{i \in \text{selected}} \log p_\theta(x_i \mid \tilde{x})"
              r"\;-\; \log p_\theta(\text{IsNext/NotNext} \mid \tilde{x})")
     with user_action("Read the corpus and tokenizer") as act:
@@ -247,30 +265,31 @@ def render() -> None:
     if act.failed:
         return
     st.markdown(_intro(tokenizer.mask_token))
-    st.caption(f"Corpus **{corpus.name}** ({len(corpus.pairs):,} pairs) with a {tokenizer.kind} tokenizer "
-               f"of {tokenizer.vocab_size:,} tokens; change both on the *Data & tokens* page.")
+    st.caption(tr("Corpus **{name}** ({pairs} pairs) with a {kind} tokenizer of {size} tokens; change both on "
+                  "the *Data & tokens* page.", name=corpus.name, pairs=f"{len(corpus.pairs):,}", kind=tokenizer.kind,
+                  size=f"{tokenizer.vocab_size:,}"))
     rates = _controls(tokenizer.mask_token)
     if rates is not None:
         _selection_rule(corpus, tokenizer, ckey, rates)
     a, b, idx = _pair_input(corpus)
     seed = int(st.session_state.get("mn_seed", 0))
     if is_blank(a):  # the library's rule: spaces and invisible characters only
-        st.info("Type a sentence A (and a sentence B) to build a pair.")
+        st.info(tr("Type a sentence A (and a sentence B) to build a pair."))
         return
     with user_action("Read the pair") as act:
         a, b, cut = _typed(a, b)
     if act.failed:
         return
     if cut:
-        st.warning(f"Very long input: only the first {MAX_TEXT_CHARS:,} characters of each sentence are read "
-                   "(the pair is truncated to max_seq_len anyway).")
+        st.warning(tr("Very long input: only the first {n} characters of each sentence are read "
+                      "(the pair is truncated to max_seq_len anyway).", n=f"{MAX_TEXT_CHARS:,}"))
     if rates is None:
         return
-    st.subheader("Masked LM: one example")
+    st.subheader(tr("Masked LM: one example"))
     _masking_section(tokenizer, a, b, rates, rates[4], seed)
     if b is None:
-        st.info(f"Sentence B is empty, so the example is {tokenizer.pair_template(b=None)}; type a B for the "
-                "NSP part.")
+        st.info(tr("Sentence B is empty, so the example is {template}; type a B for the NSP part.",
+                   template=tokenizer.pair_template(b=None)))
     _nsp_section(corpus, a, b, idx, seed)
     if ckey.startswith("tutorial|"):
         render_seed003("mn_seed003")
