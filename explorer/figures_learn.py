@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from bertcore.data.tokenization import canonical_special
+from explorer.i18n import mark, tr
 
 # Masking decision categories, in code order (the z value of a cell is its index here). masking_figure adds each
 # action's share of the selected tokens, from the rates the page uses, to its legend label.
@@ -279,8 +280,8 @@ def heatmap(z: Any, title: str, x_title: str, y_title: str, colorscale: str = "R
 
 def pe_table_figure(table: Any) -> go.Figure:
     t = _f32(table)
-    return heatmap(t, f"Sinusoidal table: {t.shape[0]} positions × {t.shape[1]} dimensions",
-                   "dimension", "position")
+    return heatmap(t, tr("Sinusoidal table: {n} positions × {d} dimensions", n=t.shape[0], d=t.shape[1]),
+                   tr("dimension"), tr("position"))
 
 
 def pe_curves_figure(table: Any, dims: Sequence[int]) -> go.Figure:
@@ -294,44 +295,44 @@ def pe_curves_figure(table: Any, dims: Sequence[int]) -> go.Figure:
             continue
         fn = "sin" if d % 2 == 0 else "cos"
         i2 = d - d % 2
-        fig.add_trace(go.Scatter(x=pos, y=t[:, d], mode="lines", name=f"dim {d} ({fn}, 2i={i2})"))
-    fig.update_layout(title="PE(pos, d) for the chosen dimensions", xaxis_title="position",
-                      yaxis_title="value", height=350, margin={"t": 50})
+        fig.add_trace(go.Scatter(x=pos, y=t[:, d], mode="lines", name=tr("dim {d} ({fn}, 2i={i2})", d=d, fn=fn, i2=i2)))
+    fig.update_layout(title=tr("PE(pos, d) for the chosen dimensions"), xaxis_title=tr("position"),
+                      yaxis_title=tr("value"), height=350, margin={"t": 50})
     return fig
 
 
 def similarity_figure(sim: Any, kind: str, title: str) -> go.Figure:
-    label = "cosine similarity" if kind == "cosine" else "dot product"
+    label = tr("cosine similarity") if kind == "cosine" else tr("dot product")
     s = _f32(sim)
-    return heatmap(s, f"{title}: {label}", "position", "position",
+    return heatmap(s, f"{title}: {label}", tr("position"), tr("position"),
                    colorscale="Viridis", zmid=None, height=400)
 
 
 def side_by_side_similarity(left: Any, right: Any, kind: str, left_title: str, right_title: str) -> go.Figure:
     """Two position-similarity heatmaps, each with its own colour scale (they differ in magnitude)."""
-    label = "cosine similarity" if kind == "cosine" else "dot product"
+    label = tr("cosine similarity") if kind == "cosine" else tr("dot product")
     fig = make_subplots(rows=1, cols=2, subplot_titles=(left_title, right_title), horizontal_spacing=0.12)
     for col, (mat, cx) in enumerate(((left, 0.43), (right, 1.0)), start=1):
         fig.add_trace(go.Heatmap(z=_f32(mat), colorscale="Viridis", colorbar={"x": cx, "len": 0.9},
                                  hovertemplate="pos %{y} · pos %{x}: %{z:.4f}<extra></extra>"), row=1, col=col)
-        fig.update_yaxes(autorange="reversed", title_text="position", row=1, col=col)
-        fig.update_xaxes(title_text="position", row=1, col=col)
-    fig.update_layout(title=f"Position-to-position {label}", height=420, margin={"t": 70})
+        fig.update_yaxes(autorange="reversed", title_text=tr("position"), row=1, col=col)
+        fig.update_xaxes(title_text=tr("position"), row=1, col=col)
+    fig.update_layout(title=tr("Position-to-position {label}", label=label), height=420, margin={"t": 70})
     return fig
 
 
 EMBEDDING_PARTS = [
-    ("token", "token embedding"),
-    ("segment", "segment embedding"),
-    ("position", "position embedding"),
-    ("sum", "sum (token + segment + position)"),
-    ("normed", "after LayerNorm (what layer 1 sees)"),
+    ("token", mark("token embedding")),
+    ("segment", mark("segment embedding")),
+    ("position", mark("position embedding")),
+    ("sum", mark("sum (token + segment + position)")),
+    ("normed", mark("after LayerNorm (what layer 1 sees)")),
 ]
 
 
 def embedding_stack_figure(embeddings: Mapping[str, Any], tokens: Sequence[str]) -> go.Figure:
     """Stacked [T, D] heatmaps, one per embedding part, each with its own colour scale (centred at 0)."""
-    parts = [(k, t) for k, t in EMBEDDING_PARTS if k in embeddings]
+    parts = [(k, tr(t)) for k, t in EMBEDDING_PARTS if k in embeddings]
     n = len(parts)
     fig = make_subplots(rows=n, cols=1, subplot_titles=[t for _, t in parts], vertical_spacing=0.06 if n > 1 else 0)
     ylabels = [f"{i}: {t}" for i, t in enumerate(tokens)]
@@ -346,7 +347,7 @@ def embedding_stack_figure(embeddings: Mapping[str, Any], tokens: Sequence[str])
         m = float(np.abs(z).max()) if z.size else 1.0
         fig.layout[ca] = {"colorscale": "RdBu", "reversescale": True, "cmin": -m or -1, "cmax": m or 1,
                           "colorbar": {"len": (dom[1] - dom[0]), "y": (dom[0] + dom[1]) / 2, "thickness": 12}}
-    fig.update_xaxes(title_text="dimension", row=n, col=1)
+    fig.update_xaxes(title_text=tr("dimension"), row=n, col=1)
     per = max(120, 16 * len(tokens) + 40)
     fig.update_layout(height=min(3000, per * n + 60), margin={"t": 40, "b": 40},
                       title=None)
