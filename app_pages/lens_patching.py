@@ -7,6 +7,7 @@ import streamlit as st
 from bertcore.analysis.inference import encode_pair
 from bertcore.analysis.lens import NO_MLM_HEAD, applied_description, has_mlm_head, logit_lens
 from bertcore.analysis.patching import activation_patching, default_pairs, focus_positions
+from bertcore.data.user_text import is_blank
 from explorer import replay, state
 from explorer.export import head_patch_csv, lens_csv, patch_csv, plotly_config
 from explorer.figures_interp import head_patch_figure, lens_table, patch_figure, word_curve_figure
@@ -63,7 +64,8 @@ def _lens_view(model, tok, first):
                   "(Predict page).", what=applied_description(model)))
     with user_action(tr("Run the logit lens")) as act:
         r = memo(model, ("lens", text, int(k), word.strip(), _limit(model)),
-                 lambda: logit_lens(model, tok, text, top_k=int(k), word=word.strip() or None, max_len=_limit(model)))
+                 lambda: logit_lens(model, tok, text, top_k=int(k), word=None if is_blank(word) else word.strip(),
+                                    max_len=_limit(model)))
     if act.failed:
         return
     for m, pos in enumerate(r.positions[:8]):
@@ -106,8 +108,9 @@ def _patch_view(model, tok, first):
             st.caption(tr("Long input: patching [CLS], the positions where A and B differ and the [MASK] "
                           "({n} positions).", n=len(positions)))
         key = ("patch", a, b, right.strip(), wrong.strip(), heads, tuple(positions or ()), limit)
-        r = memo(model, key, lambda: activation_patching(model, tok, a, b, right.strip() or None,
-                                                         wrong.strip() or None, heads, positions, limit))
+        r = memo(model, key, lambda: activation_patching(
+            model, tok, a, b, None if is_blank(right) else right.strip(), None if is_blank(wrong) else wrong.strip(),
+            heads, positions, limit))
     if act.failed:
         return
     for n in r.notes:

@@ -227,7 +227,9 @@ def test_pretrained_minilm_attention_and_positional(offline_page: Page, app_serv
     assert_page_ok(page, *PAGES["attention"])
     # The sidebar's model switcher: pick the packaged all-MiniLM-L6-v2.
     # (by its label: the language switch is a selectbox in the sidebar too)
-    page.locator(f'{SIDEBAR} [data-testid="stSelectbox"]').filter(has_text="Switch model").click()
+    switch = page.locator(f'{SIDEBAR} [data-testid="stSelectbox"]').filter(has_text="Switch model")
+    switch.scroll_into_view_if_needed()  # at the sidebar's foot its list would open below the window
+    switch.locator("input").click()  # the box itself, not its label row
     page.get_by_role("option", name=re.compile("all-MiniLM-L6-v2")).first.click()
     expect(page.locator(SIDEBAR)).to_contain_text("all-MiniLM-L6-v2", timeout=LOAD)
     expect(page.locator(MAIN)).to_contain_text("6 layers × 12 heads", timeout=LOAD)
