@@ -9,6 +9,7 @@ from explorer import replay, state
 from explorer.figures_inspect import embedding_scatter_figure, pca
 from explorer.figures_overview import embedding_parts
 from bertcore.data.user_text import is_blank
+from explorer.i18n import mark, tr
 from explorer.page_errors import user_action
 
 DEFAULT_SENTENCES = (
@@ -25,10 +26,10 @@ MAX_SENTENCES = 40
 SENTENCE_MAX_TOKENS = 64
 SPECIAL = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
 COLOR_BY = {
-    "word": "the token itself (the same word in different sentences gets one colour)",
-    "sentence": "which input line the token came from",
-    "position": "the token's position in its sequence",
-    "special vs normal": "[CLS]/[SEP]/[UNK] against ordinary tokens",
+    "word": mark("the token itself (the same word in different sentences gets one colour)"),
+    "sentence": mark("which input line the token came from"),
+    "position": mark("the token's position in its sequence"),
+    "special vs normal": mark("[CLS]/[SEP]/[UNK] against ordinary tokens"),
 }
 
 
@@ -47,7 +48,7 @@ def _vocab_subset(tok, sentence_tokens: list[str], n: int) -> tuple[list[int], l
         if i is not None and i not in seen:
             ids.append(i)
             seen.add(i)
-    groups = ["in your sentences"] * len(ids)
+    groups = [tr("in your sentences")] * len(ids)
     added = 0
     small = len(vocab) <= 5000
     for i, t in enumerate(vocab):
@@ -57,10 +58,10 @@ def _vocab_subset(tok, sentence_tokens: list[str], n: int) -> tuple[list[int], l
             continue
         if canonical_special(t) in SPECIAL:
             ids.append(i)
-            groups.append("special")
+            groups.append(tr("special"))
         elif small or _is_useful(t):
             ids.append(i)
-            groups.append("vocabulary")
+            groups.append(tr("vocabulary"))
             added += 1
         else:
             continue
@@ -73,29 +74,29 @@ def _token_table(am, sentences, tokens_in_sentences):
     model, tok = am.model, am.tokenizer
     W = model.bert.embeddings.word_embeddings.weight.detach().float().numpy()
     V = W.shape[0]
-    st.subheader("(a) The token embedding table")
-    st.markdown(f"Row *i* of `bert.embeddings.word_embeddings` ({V} × {W.shape[1]}) is the vector that "
-                "token *i* starts from, before position and segment are added. Tokens the model uses in "
-                "similar ways drift close together during training; an untrained table is random noise.")
+    st.subheader(tr("(a) The token embedding table"))
+    st.markdown(tr("Row *i* of `bert.embeddings.word_embeddings` ({v} × {d}) is the vector that token *i* starts "
+                   "from, before position and segment are added. Tokens the model uses in similar ways drift close "
+                   "together during training; an untrained table is random noise.", v=V, d=W.shape[1]))
     if V > 2000:
-        n = st.slider("Vocabulary tokens to plot (besides the tokens of your sentences)", 100, 3000, 600, 100,
+        n = st.slider(tr("Vocabulary tokens to plot (besides the tokens of your sentences)"), 100, 3000, 600, 100,
                       key="emb_vocab_n",
-                      help=f"The vocabulary has {V} tokens. Shown: the first N whole-word tokens "
-                           "(no ##pieces, digits or [unused] slots) plus every token of your sentences.")
+                      help=tr("The vocabulary has {v} tokens. Shown: the first N whole-word tokens (no ##pieces, "
+                              "digits or [unused] slots) plus every token of your sentences.", v=V))
     else:
         n = V
     ids, groups = _vocab_subset(tok, tokens_in_sentences, n)
     labels_all = tok.convert_ids_to_tokens(ids)
     if len(ids) < 3:
-        st.info("Too few tokens to plot; type a few sentences below.")
+        st.info(tr("Too few tokens to plot; type a few sentences below."))
         return
     coords, ratio = pca(W[ids], 2)
     many = len(ids) > 150
-    text = [lbl if (not many or g != "vocabulary") else "" for lbl, g in zip(labels_all, groups)]
+    text = [lbl if (not many or g != tr("vocabulary")) else "" for lbl, g in zip(labels_all, groups)]
     fig = embedding_scatter_figure(coords, text, groups, ratio, hover=labels_all,
-                                   group_colors={"vocabulary": "#bbbbbb", "special": "#e45756",
-                                                 "in your sentences": "#1f77b4"},
-                                   title=f"PCA of {len(ids)} rows of the token embedding table")
+                                   group_colors={tr("vocabulary"): "#bbbbbb", tr("special"): "#e45756",
+                                                 tr("in your sentences"): "#1f77b4"},
+                                   title=tr("PCA of {n} rows of the token embedding table", n=len(ids)))
     st.plotly_chart(fig, key="emb_table_fig")
 
 
@@ -107,7 +108,7 @@ def _collect_hidden(am, sentences):
         try:
             insp = inspect_pair(am.model, am.tokenizer, s, None, max_len=limit)
         except BertcoreError as e:
-            problems.append(f"line {si + 1}: {e}")
+            problems.append(tr("line {n}: {error}", n=si + 1, error=e))
             continue
         if insp.truncated:
             truncated.append(si + 1)
@@ -118,29 +119,30 @@ def _collect_hidden(am, sentences):
 
 @user_action("Plot the hidden states")
 def _hidden_states(am, sentences):
-    st.subheader("(b) Hidden states, layer by layer")
-    st.markdown("Each token of each line below becomes one point per layer. Layer 0 is the embedding "
-                f"output ({embedding_parts(am.model.config)}); layer ℓ is the output of encoder "
-                "layer ℓ. Watch how the same word in different sentences separates as context mixes in.")
+    st.subheader(tr("(b) Hidden states, layer by layer"))
+    st.markdown(tr("Each token of each line below becomes one point per layer. Layer 0 is the embedding output "
+                   "({parts}); layer ℓ is the output of encoder layer ℓ. Watch how the same word in different "
+                   "sentences separates as context mixes in.", parts=embedding_parts(am.model.config)))
     rows, problems, truncated, limit = _collect_hidden(am, sentences)
     for p in problems[:5]:
         st.warning(p)
     if truncated:
-        st.warning(f"Line(s) {', '.join(map(str, truncated[:10]))} were truncated to {limit} tokens.")
+        st.warning(tr("Line(s) {lines} were truncated to {n} tokens.", lines=", ".join(map(str, truncated[:10])),
+                      n=limit))
     if len(rows) < 3:
-        st.info("Type at least one sentence with a few words to plot hidden states.")
+        st.info(tr("Type at least one sentence with a few words to plot hidden states."))
         return
     L = rows[0][3].shape[0] - 1
     c1, c2, c3 = st.columns([2, 2, 1])
-    layer = c1.slider("Layer (0 = embeddings)", 0, L, L, key=f"emb_layer_{L}")
-    color_by = c2.selectbox("Colour by", list(COLOR_BY), key="emb_color",
-                            help="\n".join(f"- **{k}**: {v}" for k, v in COLOR_BY.items()))
+    layer = c1.slider(tr("Layer (0 = embeddings)"), 0, L, L, key=f"emb_layer_{L}")
+    color_by = c2.selectbox(tr("Colour by"), list(COLOR_BY), key="emb_color", format_func=tr,
+                            help="\n".join(f"- **{tr(k)}**: {tr(v)}" for k, v in COLOR_BY.items()))
     specials = f"{am.tokenizer.cls_token}/{am.tokenizer.sep_token}"  # as the model's vocabulary spells them
     include_special = c3.toggle(specials, value=True, key="emb_special",
-                                help="Special tokens often sit far from the rest and squash the plot.")
+                                help=tr("Special tokens often sit far from the rest and squash the plot."))
     pts = [r for r in rows if include_special or canonical_special(r[2]) not in ("[CLS]", "[SEP]")]
     if len(pts) < 3:
-        st.info(f"Too few tokens left to plot; include {specials} or add sentences.")
+        st.info(tr("Too few tokens left to plot; include {specials} or add sentences.", specials=specials))
         return
     X = np.stack([r[3][layer] for r in pts])
     coords, ratio = pca(X, 2)
@@ -149,35 +151,35 @@ def _hidden_states(am, sentences):
     elif color_by == "sentence":
         groups = [f"{r[0] + 1}: {sentences[r[0]][:30]}" for r in pts]
     elif color_by == "position":
-        groups = [f"pos {r[1]}" for r in pts]
+        groups = [tr("pos {n}", n=r[1]) for r in pts]
     else:
-        groups = ["special" if canonical_special(r[2]) in SPECIAL else "normal" for r in pts]
+        groups = [tr("special") if canonical_special(r[2]) in SPECIAL else tr("normal") for r in pts]
     labels = [r[2] for r in pts]
-    hover = [f"{r[2]} (line {r[0] + 1}, position {r[1]})" for r in pts]
+    hover = [tr("{token} (line {line}, position {pos})", token=r[2], line=r[0] + 1, pos=r[1]) for r in pts]
     fig = embedding_scatter_figure(coords, labels, groups, ratio, hover=hover,
-                                   title=f"PCA of {len(pts)} token vectors at layer {layer}")
+                                   title=tr("PCA of {n} token vectors at layer {layer}", n=len(pts), layer=layer))
     st.plotly_chart(fig, key="emb_hidden_fig")
 
 
 def render():
-    st.title("Embeddings")
+    st.title(tr("Embeddings"))
     active = replay.at_step(state.get_active(), "emb")
-    st.markdown(
+    st.markdown(tr(
         "Vectors with hundreds of dimensions can be looked at through their two directions of largest "
         "variance: principal component analysis, here a plain SVD of the centred vectors. The hidden "
         "states come from `bertcore.analysis.inference.inspect_pair`; the PCA is "
-        "`explorer.figures_inspect.pca` (numpy only).")
+        "`explorer.figures_inspect.pca` (numpy only)."))
     st.latex(r"X - \bar{X} = U \Sigma V^\top,\qquad \text{coordinates} = (X-\bar{X})\,V_{[:, :2]}")
     if active.kind == "untrained":
         state.untrained_notice()
         state.default_train_button("emb_train_default")
-    text = st.text_area("Sentences, one per line", value=DEFAULT_SENTENCES, key="emb_text", height=190,
+    text = st.text_area(tr("Sentences, one per line"), value=DEFAULT_SENTENCES, key="emb_text", height=190,
                         max_chars=60_000)
     lines = [ln.strip() for ln in (text or "").splitlines() if not is_blank(ln)]  # the library's "empty"
     if not lines:
-        st.warning("No sentences: type one sentence per line (for example: the cow eats the hay).")
+        st.warning(tr("No sentences: type one sentence per line (for example: the cow eats the hay)."))
     if len(lines) > MAX_SENTENCES:
-        st.warning(f"{len(lines)} lines; only the first {MAX_SENTENCES} are used.")
+        st.warning(tr("{n} lines; only the first {max} are used.", n=len(lines), max=MAX_SENTENCES))
         lines = lines[:MAX_SENTENCES]
     tok = active.tokenizer
     sent_tokens = []

@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from explorer.attention_stats import STAT_LABELS
+from explorer.i18n import tr
 
 COLORSCALE = "Viridis"
 
@@ -300,9 +301,9 @@ def embedding_scatter_figure(
     r = ratio if ratio is not None else np.zeros(2)
     fig.update_layout(
         title=title or None, height=560,
-        xaxis_title=f"PC1 ({100 * r[0]:.1f}% of variance)",
-        yaxis_title=f"PC2 ({100 * r[1]:.1f}% of variance)",
-        legend=dict(title="colour", itemsizing="constant"),
+        xaxis_title=tr("PC1 ({share:.1f}% of variance)", share=100 * r[0]),
+        yaxis_title=tr("PC2 ({share:.1f}% of variance)", share=100 * r[1]),
+        legend=dict(title=tr("colour"), itemsizing="constant"),
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
     )
     return fig
