@@ -15,9 +15,8 @@ from explorer import figures_learn as F
 from explorer.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
-from explorer.i18n import mark, ntr, tr
+from explorer.i18n import frozen, mark, ntr, tr
 from explorer.page_errors import user_action
-from explorer.i18n import tr
 
 INTRO = mark("""
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
@@ -81,7 +80,7 @@ def _pick_corpus():
     saved = SOURCES[2] if current.uploaded else SOURCES[1] if current.key == cs.TUTORIAL else SOURCES[0]
     saved = SOURCES[3] if current.key == cs.BUILTIN_ZH else saved
     source = st.radio(tr("Corpus"), SOURCES, index=SOURCES.index(saved), horizontal=True, key="dt_source",
-                      format_func=tr)
+                      format_func=frozen())
     if source == SOURCES[0]:
         return cs.builtin_choice()
     if source == SOURCES[3]:
@@ -89,7 +88,7 @@ def _pick_corpus():
     if source == SOURCES[1]:
         return cs.tutorial_choice()
     c1, c2 = st.columns([3, 1])
-    mode = c2.radio(tr("file format"), ["auto", "pairs", "prose"], key="dt_mode", format_func=tr,
+    mode = c2.radio(tr("file format"), ["auto", "pairs", "prose"], key="dt_mode", format_func=frozen(),
                     help=tr("pairs: one 'A<TAB>B' per line · prose: paragraphs split into sentences, "
                             "consecutive sentences form pairs · auto: pairs if most lines hold a TAB"))
     up = c1.file_uploader(tr("Upload a UTF-8 .txt corpus"), type=["txt"], key="dt_upload")
@@ -229,7 +228,7 @@ def render() -> None:
         current = cs.active()
         c1, c2 = st.columns(2)
         kinds, labels = list(KINDS), list(KINDS.values())
-        label = c1.radio(tr("Tokenizer"), labels, horizontal=True, key="dt_kind", format_func=tr,
+        label = c1.radio(tr("Tokenizer"), labels, horizontal=True, key="dt_kind", format_func=frozen(),
                          index=kinds.index(current.kind) if current.key == choice.key else 0,
                          help=tr("seed vocabulary: BERT-pytorch's WordVocab; pairs read <sos> A <eos> B <eos>."))
         kind = kinds[labels.index(label)]

@@ -9,7 +9,7 @@ from explorer import replay, state
 from explorer.figures_inspect import embedding_scatter_figure, pca
 from explorer.figures_overview import embedding_parts
 from bertcore.data.user_text import is_blank
-from explorer.i18n import mark, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 
 DEFAULT_SENTENCES = (
@@ -135,7 +135,7 @@ def _hidden_states(am, sentences):
     L = rows[0][3].shape[0] - 1
     c1, c2, c3 = st.columns([2, 2, 1])
     layer = c1.slider(tr("Layer (0 = embeddings)"), 0, L, L, key=f"emb_layer_{L}")
-    color_by = c2.selectbox(tr("Colour by"), list(COLOR_BY), key="emb_color", format_func=tr,
+    color_by = c2.selectbox(tr("Colour by"), list(COLOR_BY), key="emb_color", format_func=frozen(),
                             help="\n".join(f"- **{tr(k)}**: {tr(v)}" for k, v in COLOR_BY.items()))
     specials = f"{am.tokenizer.cls_token}/{am.tokenizer.sep_token}"  # as the model's vocabulary spells them
     include_special = c3.toggle(specials, value=True, key="emb_special",

@@ -11,7 +11,7 @@ from bertcore.data.user_text import is_blank
 from explorer import replay, state
 from explorer.export import head_patch_csv, lens_csv, patch_csv, plotly_config
 from explorer.figures_interp import head_patch_figure, lens_table, patch_figure, word_curve_figure
-from explorer.i18n import mark, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.memo import memo
 from explorer.page_errors import user_action
 
@@ -135,7 +135,7 @@ def _view() -> str:
     """The view radio; its value is kept in the URL as ``?lp_view=lens|patch`` (language-independent)."""
     asked = st.query_params.get("lp_view")
     options = list(VIEWS)
-    view = st.radio(tr("View"), options, format_func=lambda v: tr(VIEWS[v]), horizontal=True, key="lp_view_radio",
+    view = st.radio(tr("View"), options, format_func=frozen(lambda v: tr(VIEWS[v])), horizontal=True, key="lp_view_radio",
                     index=options.index(asked) if asked in options else 0)
     st.query_params["lp_view"] = view
     return view

@@ -14,7 +14,6 @@ from bertcore.data.pretraining import (
     PretrainingData,
     build_pair,
     expected_selection_rate,
-    masking_rule,
     masking_stats,
 )
 from explorer import corpus_state as cs
@@ -24,7 +23,7 @@ from explorer.seed_example import render_seed003
 from bertcore.config import TrainConfig
 from explorer.figures_learn import percent
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
-from explorer.i18n import mark, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 
 # The rates below are the sliders' (their defaults: TrainConfig's); the paper's own are named as BERT's.
@@ -105,7 +104,7 @@ def _controls(mask_token: str = "[MASK]"):
 
 
 def _pair_input(corpus):
-    source = st.radio(tr("Input"), SOURCES, horizontal=True, key="mn_source", format_func=tr)
+    source = st.radio(tr("Input"), SOURCES, horizontal=True, key="mn_source", format_func=frozen())
     n = len(corpus.pairs)
     if source == SOURCES[0]:
         c1, c2 = st.columns([4, 1])

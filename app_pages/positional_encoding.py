@@ -11,7 +11,7 @@ from explorer import figures_learn as F
 from explorer import state
 from bertcore.model.bert import embedding_init
 from bertcore.data.user_text import is_blank
-from explorer.i18n import mark, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 
 INTRO = mark("""
@@ -50,7 +50,7 @@ def _section_table():
 
     st.subheader(tr("Position-to-position similarity"))
     kind_label = st.radio(tr("measure"), ["cosine similarity", "dot product"], horizontal=True, key="pe_sim_kind",
-                          format_func=tr)
+                          format_func=frozen())
     kind = "cosine" if kind_label.startswith("cosine") else "dot"
     st.plotly_chart(F.similarity_figure(F.similarity(table, kind), kind, tr("Sinusoidal PE")), key="pe_sim_chart")
     st.caption(tr("Similarity depends (almost) only on the distance |p − q|: the bright band along the diagonal "
@@ -123,8 +123,8 @@ def _section_sentence():
         st.warning(tr("The input was longer than the model's {max} positions: it was truncated to {n} tokens "
                       "(longest sentence first).", max=model.config.max_position_embeddings, n=len(tokens)))
     unk = sum(canonical_special(t) == "[UNK]" for t in tokens)
-    st.caption(tr("{n} tokens: {tokens}", n=len(tokens), tokens=" ".join(tokens[:60]) + (" …" if len(tokens) > 60 else ""))
-               + (f" · {unk} [UNK]" if unk else ""))
+    shown = " ".join(tokens[:60]) + (" …" if len(tokens) > 60 else "")
+    st.caption(tr("{n} tokens: {tokens}", n=len(tokens), tokens=shown) + (f" · {unk} [UNK]" if unk else ""))
     if am.kind == "untrained":
         st.caption(untrained_parts(model.config))
     st.plotly_chart(F.embedding_stack_figure(embs, tokens), key="pe_embed_chart")

@@ -17,7 +17,7 @@ from explorer import examples, replay, state, workspace
 from explorer.export import attributions_csv, importance_csv, plotly_config
 from explorer.figures_explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
 from explorer.figures_inspect import fill_mask_figure, nsp_figure
-from explorer.i18n import mark, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.memo import memo as shared_memo
 from explorer.page_errors import user_action
 from bertcore.analysis.inference import mask_positions
@@ -64,7 +64,7 @@ def _compare_choice(state, active):
     options = [NO_COMPARE] + others
     default = options.index(workspace.UNTRAINED_LABEL) if workspace.UNTRAINED_LABEL in others else 0
     choice = st.selectbox(tr("Compare side by side with"), options, index=default, key="pred_compare",
-                          format_func=lambda o: tr(o) if o == NO_COMPARE else o,
+                          format_func=frozen(lambda o: tr(o) if o == NO_COMPARE else o),
                           help=tr("Runs the same input through a second model: the untrained one, or another "
                                   "model of this session (trained, uploaded or pretrained)."))
     return [active] + ([models[choice]] if choice != NO_COMPARE else [])
@@ -125,7 +125,7 @@ def _fill_mask_section(state, models, ex):
     mask = _mask_name(models[0].tokenizer)
     st.subheader(tr("Fill in the [MASK]"))
     mode = st.radio(tr("How to choose the masks"), [mark("Type text with [MASK]"), mark("Click words to mask them")],
-                    horizontal=True, key="pred_mode", format_func=tr)
+                    horizontal=True, key="pred_mode", format_func=frozen())
     if mode == "Type text with [MASK]":
         text = st.text_area(tr("Text with one or more {mask}", mask=mask), value=ex.masked, key="pred_text",
                             height=80, max_chars=60_000)
@@ -346,7 +346,7 @@ def _ablation_section(state, active, text, pair):
     imp = _cached(imp_key, lambda: shared_memo(model, ("importance", *data_key),
                                         lambda: ab.head_importance(model, batches, baseline=base)))
     metric = st.segmented_control(tr("Metric"), list(METRIC_LABELS), default="d_mlm_loss",
-                                  format_func=lambda k: tr(METRIC_LABELS[k]), key="pred_abl_metric", required=True)
+                                  format_func=frozen(lambda k: tr(METRIC_LABELS[k])), key="pred_abl_metric", required=True)
     st.plotly_chart(importance_figure(imp["heads"], L, H, metric or "d_mlm_loss", off=heads), key="pred_abl_map",
                     config=plotly_config("head_importance", "svg"))
     st.download_button(tr("Importance map as CSV"), importance_csv(imp["heads"]), file_name="head_importance.csv",

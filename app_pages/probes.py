@@ -8,7 +8,7 @@ from bertcore.data.probe_sets import CSV_PROPERTY, PROPERTIES
 from explorer import replay, state
 from explorer.export import plotly_config, probes_csv
 from explorer.figures_probes import probe_heatmaps_figure, probe_layers_figure
-from explorer.i18n import mark, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 
 PROPERTY_PARAM = "property"
@@ -27,7 +27,7 @@ def _pick_property() -> str:
     raw = st.query_params.get(PROPERTY_PARAM)
     start = raw if raw in PROPERTIES else "number"
     prop = st.selectbox(tr("Property to probe"), PROPERTIES, index=PROPERTIES.index(start), key="probe_property",
-                        format_func=lambda p: tr(PROPERTY_LABELS[p]))
+                        format_func=frozen(lambda p: tr(PROPERTY_LABELS[p])))
     st.query_params[PROPERTY_PARAM] = prop
     return prop
 

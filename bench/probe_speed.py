@@ -70,10 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         return probing.probe_step(run, last, prop)
 
     for prop in GRAMMAR_PROPERTIES:
-        c, _ = _timed(lambda: cold(prop), args.reps)
+        c, _ = _timed(lambda p=prop: cold(p), args.reps)
         from_disk(prop)  # writes the file
-        d, _ = _timed(lambda: from_disk(prop), args.reps)
-        m, _ = _timed(lambda: probing.probe_step(run, last, prop), args.reps)
+        d, _ = _timed(lambda p=prop: from_disk(p), args.reps)
+        m, _ = _timed(lambda p=prop: probing.probe_step(run, last, p), args.reps)
         out["properties"][prop] = {"cold_s": c, "disk_s": d, "memory_s": m}
     probing._MEMORY.clear()
     t0 = time.perf_counter()

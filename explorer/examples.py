@@ -61,8 +61,9 @@ def corpus_examples(corpus, tokenizer) -> Examples | None:
 def known_examples(tokenizer, defaults: Examples, corpora=(), prefer=()) -> Examples:
     """The first of ``prefer`` (corpora of the session's language) whose example the tokenizer fully knows; else
     ``defaults`` unless ``tokenizer`` is a seed vocabulary that lacks some of their words, or any vocabulary that
-    lacks half of them (then only a Chinese corpus is a candidate); then examples from the candidate corpus whose first pairs it knows best (ties: the first
-    given), or ``defaults`` when no corpus gives examples it fully knows."""
+    lacks half of them (then only a Chinese corpus is a candidate); then examples from the candidate corpus
+    whose first pairs it knows best (ties: the first given), or ``defaults`` when no corpus gives examples it
+    fully knows."""
     for corpus in prefer:
         ex = corpus_examples(corpus, tokenizer) if corpus is not None else None
         if ex is not None and _unknown(tokenizer, ex) == 0:

@@ -28,7 +28,7 @@ from bertcore.training.service import run_corpus
 from explorer import replay
 from explorer.export import head_measures_csv, plotly_config
 from explorer.figures_heads import pruning_curve_figure, role_map_figure, role_timeline_figure
-from explorer.i18n import mark, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.memo import memo
 from explorer.page_errors import user_action
 
@@ -61,8 +61,9 @@ def _default_texts(active, run_dir: Path | None) -> list:
 
 def _texts(active, run_dir, text_a: str, text_b: str | None) -> tuple[list, str]:
     choice = st.radio(tr("Measure the heads on"), ["held_out", "text"], horizontal=True, key="attn_roles_on",
-                      format_func=lambda c: tr("{n} held-out pairs of the corpus (seed {seed})", n=hd.DEFAULT_TEXTS,
-                                               seed=hd.TEXTS_SEED) if c == "held_out" else tr("the text above"))
+                      format_func=frozen(lambda c: tr("{n} held-out pairs of the corpus (seed {seed})",
+                                                      n=hd.DEFAULT_TEXTS, seed=hd.TEXTS_SEED)
+                                         if c == "held_out" else tr("the text above")))
     if choice == "text":
         return [(text_a, text_b) if text_b is not None else text_a], "--texts FILE"
     return _default_texts(active, run_dir), ""

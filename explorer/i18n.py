@@ -23,7 +23,9 @@ import functools
 import gettext
 import io
 import threading
+from collections.abc import Callable, Hashable
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 from babel.messages.mofile import write_mo
@@ -95,6 +97,22 @@ def ntr(singular: str, plural: str, n: int, **values) -> str:
     """The singular or plural message for count ``n`` (``{n}`` is filled too)."""
     text = translations(language()).ngettext(singular, plural, n)
     return text.format(n=n, **values)
+
+
+def frozen(fmt: Callable[[Any], str] | None = None) -> Callable[[Any], str]:
+    """A widget's ``format_func`` whose labels are fixed when the widget is drawn. Streamlit calls it then, for
+    every option, in the session's language; AppTest calls it again later from the test's own thread, where
+    ``language()`` would read as English and the labels would no longer match the options."""
+    fmt = fmt or tr
+    seen: dict = {}
+
+    def label(option) -> str:
+        key = option if isinstance(option, Hashable) else repr(option)
+        if key not in seen:
+            seen[key] = fmt(option)
+        return seen[key]
+
+    return label
 
 
 def sync_language_param() -> str:

@@ -18,7 +18,7 @@ from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import BertcoreError
 from bertcore.presets import preset_tokenizer
 from explorer import corpus_state, workspace
-from explorer.i18n import mark, tr
+from explorer.i18n import frozen, mark, tr
 
 BUILTIN_LABEL = mark("built-in grammar")
 TUTORIAL_LABEL = mark("tutorial two-liner")
@@ -69,7 +69,7 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
         st.session_state["train_tok_default"] = st.session_state["train_tok_kind"] = default
     c1, c2 = st.columns(2)
     kind = c1.radio(tr("Tokenizer"), kinds, key="train_tok_kind", horizontal=True,  # the value set just above
-                    disabled=disabled, format_func=lambda k: tr(TOKENIZER_LABELS[k]), help=tr(TOKENIZER_HELP))
+                    disabled=disabled, format_func=frozen(lambda k: tr(TOKENIZER_LABELS[k])), help=tr(TOKENIZER_HELP))
     vocab = 0
     if kind == "wordpiece":
         vocab = int(c2.number_input(tr("WordPiece vocabulary size"), 200, 30000, defaults.vocab_size or 1000, 100,

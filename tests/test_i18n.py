@@ -104,6 +104,22 @@ def test_lang_in_the_url_reaches_the_pages_and_survives_a_page_switch():
     assert "lang" not in at.query_params
 
 
+def test_translated_option_labels_survive_a_widget_change_in_chinese():
+    """format_func labels are fixed when drawn (i18n.frozen): changing a widget in 简体中文 keeps them matching."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["lang"] = "zh"
+    at.run()
+    at.switch_page("app_pages/attention.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    layer = at.selectbox(key="attn_layer")
+    assert layer.options[:2] == ["第 1 层", "第 2 层"]
+    layer.set_value(1).run()
+    assert not at.exception and at.selectbox(key="attn_layer").value == 1
+    at.switch_page("app_pages/data_tokens.py").run()
+    at.radio(key="dt_source").set_value("tutorial two-liner").run()
+    assert not at.exception, [e.value for e in at.exception]
+
+
 if __name__ == "__main__":  # a quick listing of what is still untranslated
     cat = catalogue()
     for m in sorted(code_messages(), key=str):

@@ -181,7 +181,7 @@ def probe_hidden(ps: ProbeSet, hidden: list[torch.Tensor], seed: int = 0, shuffl
         raise InputError("the probe set is too small to hold sentences out; give more sentences")
     feats = torch.stack([hidden[s][:, p] for s, p in ps.items], 1)  # (L+1, N, D)
     out = []
-    for task, ys in (("probe", labels), ("control", control)):
+    for ys in (labels, control):  # the probe, then the control task
         classes = sorted(set(ys))
         ix = {c: k for k, c in enumerate(classes)}
         y = torch.tensor([ix[v] for v in ys])

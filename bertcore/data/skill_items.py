@@ -31,7 +31,7 @@ import random
 from dataclasses import asdict, dataclass
 
 from bertcore.data.corpus import (
-    MASS, PREPS, TOPICS, Corpus, LabelledPair, labelled_pair, labelled_sentences, plural, pronoun, sentence, verb_forms,
+    MASS, PREPS, TOPICS, Corpus, LabelledPair, labelled_pair, labelled_sentences, pronoun, sentence, verb_forms,
 )
 from bertcore.data.tokenization import basic_tokenize
 from bertcore.data.user_text import is_blank
@@ -252,7 +252,7 @@ def builtin_items(corpus: Corpus | None = None, n: int = ITEMS_PER_SKILL, seed: 
                 done.add(key)
                 bucket.append(it)
     out = []
-    for skill, by_group in groups.items():
+    for by_group in groups.values():
         share = min((len(b) for b in by_group.values()), default=0)
         share = min(share, n // max(1, len(by_group)))
         picked = [b[:share] for b in by_group.values()]
