@@ -21,7 +21,7 @@ from explorer.figures_inspect import (
     stats_heatmap_figure,
 )
 from bertcore.data.user_text import is_blank
-from explorer.i18n import frozen, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 
 DEFAULT_A = "Ben reads a book in the library."
@@ -150,7 +150,7 @@ def _bertviz(insp, tokens, b_start):
                    "has {T}. The other tabs handle all {T} tokens; shorten the text to see it here.",
                    max=BERTVIZ_MAX_TOKENS, T=T))
         return
-    view = st.radio(tr("View"), ["head view", "model view"], horizontal=True, key="attn_bv_view", format_func=frozen())
+    view = st.radio(tr("View"), [mark("head view"), mark("model view")], horizontal=True, key="attn_bv_view", format_func=frozen())
     with user_action("Draw bertviz") as act:  # a visualisation problem must not break the page
         if view == "head view":
             html = bertviz_offline.head_view_html(insp.attentions, tokens, sentence_b_start=b_start)

@@ -11,15 +11,16 @@ from explorer import figures_train as ft
 from explorer import state, training_run, workspace
 from explorer.export import plotly_config
 from explorer.figures_inspect import attention_grid_figure
+from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 
 _KEY = "bx_compare_run"
 SWITCHES = {
-    "norm_placement": ("LayerNorm placement", ["post", "pre"]),
-    "position_embedding": ("position embeddings", ["learned", "sinusoidal"]),
-    "hidden_act": ("activation", ["gelu", "gelu_tanh", "relu"]),
-    "mlm_head": ("MLM head", ["transform", "linear"]),
-    "nsp_head": ("NSP head", ["pooler", "first_token"]),
+    "norm_placement": (mark("LayerNorm placement"), ["post", "pre"]),
+    "position_embedding": (mark("position embeddings"), ["learned", "sinusoidal"]),
+    "hidden_act": (mark("activation"), ["gelu", "gelu_tanh", "relu"]),
+    "mlm_head": (mark("MLM head"), ["transform", "linear"]),
+    "nsp_head": (mark("NSP head"), ["pooler", "first_token"]),
 }
 
 
@@ -40,38 +41,39 @@ def _same_init_models(cfg_a, cfg_b, seed: int):
 def render() -> None:
 
 
-    st.title("Compare two designs")
-    st.markdown(
+    st.title(tr("Compare two designs"))
+    st.markdown(tr(
         "Seed tutorials disagree on small design choices: post-LN (BERT) or pre-LN (codertimo, Annotated "
         "Transformer), learned or sinusoidal positions, GELU or ReLU. Here two `bertcore.training.trainer.Trainer` runs "
         "with the **same corpus, seed, data order and initial weights** (wherever the two designs have the same "
         "tensors) differ in one switch or in a whole preset, trained one after the other in the background, so any "
         "gap in the curves comes from the design."
-    )
+    ))
     st.latex(r"\text{post-LN: } x \leftarrow \mathrm{LN}(x + f(x)) \qquad \text{pre-LN: } x \leftarrow x + f(\mathrm{LN}(x))")
     state.get_active()
     run = state.get_run(_KEY)
     running = run is not None and run.running
 
-    mode = st.radio("Compare", ["one switch", "two presets"], horizontal=True, key="compare_mode", disabled=running)
+    mode = st.radio(tr("Compare"), [mark("one switch"), mark("two presets")], horizontal=True, key="compare_mode",
+                    disabled=running, format_func=frozen())
     d1, d2, d3, d4 = st.columns(4)
-    steps = d1.slider("steps each", 20, 2000, 300, 10, key="compare_steps", disabled=running)
-    layers = d2.slider("layers", 1, 4, 2, key="compare_layers", disabled=running)
-    lr = d3.select_slider("learning rate", [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3, key="compare_lr",
+    steps = d1.slider(tr("steps each"), 20, 2000, 300, 10, key="compare_steps", disabled=running)
+    layers = d2.slider(tr("layers"), 1, 4, 2, key="compare_layers", disabled=running)
+    lr = d3.select_slider(tr("learning rate"), [3e-4, 1e-3, 2e-3, 5e-3, 1e-2], 2e-3, key="compare_lr",
                           disabled=running, format_func=lambda x: f"{x:g}")
-    seed = int(d4.number_input("seed", 0, 2**31 - 1, 0, key="compare_seed", disabled=running))
+    seed = int(d4.number_input(tr("seed"), 0, 2**31 - 1, 0, key="compare_seed", disabled=running))
     c1, c2, c3 = st.columns(3)
     if mode == "one switch":
-        switch = c1.selectbox("Switch to compare", list(SWITCHES), format_func=lambda k: SWITCHES[k][0],
+        switch = c1.selectbox(tr("Switch to compare"), list(SWITCHES), format_func=frozen(lambda k: tr(SWITCHES[k][0])),
                               key="compare_switch", disabled=running)
         values = SWITCHES[switch][1]
-        va = c2.selectbox("variant A", values, 0, key=f"compare_a_{switch}", disabled=running)
-        vb = c3.selectbox("variant B", values, 1, key=f"compare_b_{switch}", disabled=running)
+        va = c2.selectbox(tr("variant A"), values, 0, key=f"compare_a_{switch}", disabled=running)
+        vb = c3.selectbox(tr("variant B"), values, 1, key=f"compare_b_{switch}", disabled=running)
         kw_a, kw_b, labels = {switch: va}, {switch: vb}, (f"A: {va}", f"B: {vb}")
     else:
         names = list(PRESETS)
-        pa = c1.selectbox("preset A", names, 0, key="compare_preset_a", disabled=running)
-        pb = c2.selectbox("preset B", names, 1, key="compare_preset_b", disabled=running)
+        pa = c1.selectbox(tr("preset A"), names, 0, key="compare_preset_a", disabled=running)
+        pb = c2.selectbox(tr("preset B"), names, 1, key="compare_preset_b", disabled=running)
         va, vb = pa, pb
         kw_a, kw_b, labels = dict(PRESETS[pa][0]), dict(PRESETS[pb][0]), (f"A: {pa}", f"B: {pb}")
 
@@ -82,7 +84,7 @@ def render() -> None:
         tcfg = TrainConfig(steps=steps, lr=lr, seed=seed, eval_every=max(10, steps // 15),
                            snapshot_every=max(5, steps // 20))
         cfg_a, cfg_b = base.replace(**kw_a), base.replace(**kw_b)
-        problem = "choose two different values" if va == vb else None
+        problem = tr("choose two different values") if va == vb else None
         model_a, model_b, report = _same_init_models(cfg_a, cfg_b, seed) if not problem else (None, None, None)
         jobs = [training_run.Job(cfg_a, tcfg, labels[0], probe=None, model=model_a),
                 training_run.Job(cfg_b, tcfg, labels[1], probe=None, model=model_b)]
@@ -90,19 +92,19 @@ def render() -> None:
         jobs, problem = [], str(e)
     if report is not None and not running:
         (st.success if report.all_shared else st.info)(
-            f"Same start (`bertcore.training.same_init`): {report.summary()}. Same corpus, seed, batches, masks "
-            "and dropout masks for both.")
+            tr("Same start (`bertcore.training.same_init`): {summary}. Same corpus, seed, batches, masks and dropout "
+               "masks for both.", summary=report.summary()))
     if problem:
         st.warning(problem)
     b1, b2, _ = st.columns([1, 1, 4])
-    if b1.button("Train both", key="compare_start", type="primary", disabled=running or bool(problem)):
+    if b1.button(tr("Train both"), key="compare_start", type="primary", disabled=running or bool(problem)):
         with user_action("Train both designs"):
             err = state.start_run(jobs, corpus, tok, key=_KEY)
             if err:
                 st.error(err)
             else:
                 st.rerun()
-    if b2.button("Stop", key="compare_stop", disabled=not running):
+    if b2.button(tr("Stop"), key="compare_stop", disabled=not running):
         run.stop()
         run.join(2.0)
         st.rerun()
@@ -112,47 +114,47 @@ def render() -> None:
     def live():
         r = state.get_run(_KEY)
         if r is None:
-            st.info("Press **Train both**: variant A trains first, then B, on the built-in corpus.")
+            st.info(tr("Press **Train both**: variant A trains first, then B, on the built-in corpus."))
             return
         s = r.snapshot()
         state.show_run_status(s, per_job=True)
         hists = {lab: ft.thin_history(h.frame()) for lab, h in zip(s.labels, s.histories) if len(h)}
         if hists:
             g1, g2 = st.columns(2)
-            g1.plotly_chart(ft.curves_figure(hists, ["mlm_loss", "eval_mlm_loss"], title="MLM loss",
-                                             yaxis_title="cross-entropy"), key="compare_mlm_loss")
-            g2.plotly_chart(ft.curves_figure(hists, ["nsp_loss", "eval_nsp_loss"], title="NSP loss",
-                                             yaxis_title="cross-entropy"), key="compare_nsp_loss")
+            g1.plotly_chart(ft.curves_figure(hists, ["mlm_loss", "eval_mlm_loss"], title=tr("MLM loss"),
+                                             yaxis_title=tr("cross-entropy")), key="compare_mlm_loss")
+            g2.plotly_chart(ft.curves_figure(hists, ["nsp_loss", "eval_nsp_loss"], title=tr("NSP loss"),
+                                             yaxis_title=tr("cross-entropy")), key="compare_nsp_loss")
             g3, g4 = st.columns(2)
-            g3.plotly_chart(ft.curves_figure(hists, ["mlm_acc", "eval_mlm_acc"], title="MLM accuracy",
-                                             yaxis_title="accuracy"), key="compare_mlm_acc")
-            g4.plotly_chart(ft.curves_figure(hists, ["nsp_acc", "eval_nsp_acc"], title="NSP accuracy",
-                                             yaxis_title="accuracy"), key="compare_nsp_acc")
+            g3.plotly_chart(ft.curves_figure(hists, ["mlm_acc", "eval_mlm_acc"], title=tr("MLM accuracy"),
+                                             yaxis_title=tr("accuracy")), key="compare_mlm_acc")
+            g4.plotly_chart(ft.curves_figure(hists, ["nsp_acc", "eval_nsp_acc"], title=tr("NSP accuracy"),
+                                             yaxis_title=tr("accuracy")), key="compare_nsp_acc")
         if running and not s.running:
             st.rerun()
 
     live()
 
     if run is not None and not running and any(b is not None for b in run.results):
-        st.subheader("Attention on the same probe pair, after training")
-        st.caption("Each grid is layers × heads (`Trainer.snapshots`, the last snapshot), numbered from 1 as on the "
-                   "Attention page; one shared colour scale from 0 to 1 per grid.")
+        st.subheader(tr("Attention on the same probe pair, after training"))
+        st.caption(tr("Each grid is layers × heads (`Trainer.snapshots`, the last snapshot), numbered from 1 as on "
+                      "the Attention page; one shared colour scale from 0 to 1 per grid."))
         cols = st.columns(len(run.results))
         for col, job, bundle in zip(cols, run.jobs, run.results):
             with col:
                 st.markdown(f"**{job.label}**")
                 if bundle is None:
-                    st.caption("not trained (stopped before it started)")
+                    st.caption(tr("not trained (stopped before it started)"))
                     continue
                 att, toks = _attention_of(bundle)
                 if att is None:
-                    st.caption("no attention snapshot")
+                    st.caption(tr("no attention snapshot"))
                     continue
                 T = min(len(toks), np.asarray(att).shape[-1])
                 fig = attention_grid_figure(np.asarray(att)[:, :, :T, :T], toks[:T], zmax=1.0, width_px=520,
                                             clickable=False)
                 st.plotly_chart(fig, key=f"compare_grid_{job.label}", config=plotly_config(f"compare_{job.label}"))
-                if st.button("Make this the active model", key=f"compare_use_{job.label}"):
+                if st.button(tr("Make this the active model"), key=f"compare_use_{job.label}"):
                     state.set_active("trained", bundle, f"compare {job.label}")
                     st.rerun()
 

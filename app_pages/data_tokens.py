@@ -88,7 +88,7 @@ def _pick_corpus():
     if source == SOURCES[1]:
         return cs.tutorial_choice()
     c1, c2 = st.columns([3, 1])
-    mode = c2.radio(tr("file format"), ["auto", "pairs", "prose"], key="dt_mode", format_func=frozen(),
+    mode = c2.radio(tr("file format"), [mark("auto"), mark("pairs"), mark("prose")], key="dt_mode", format_func=frozen(),
                     help=tr("pairs: one 'A<TAB>B' per line · prose: paragraphs split into sentences, "
                             "consecutive sentences form pairs · auto: pairs if most lines hold a TAB"))
     up = c1.file_uploader(tr("Upload a UTF-8 .txt corpus"), type=["txt"], key="dt_upload")

@@ -25,11 +25,11 @@ DEFAULT_SENTENCES = (
 MAX_SENTENCES = 40
 SENTENCE_MAX_TOKENS = 64
 SPECIAL = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
-COLOR_BY = {
-    "word": mark("the token itself (the same word in different sentences gets one colour)"),
-    "sentence": mark("which input line the token came from"),
-    "position": mark("the token's position in its sequence"),
-    "special vs normal": mark("[CLS]/[SEP]/[UNK] against ordinary tokens"),
+COLOR_BY = {  # keys: the options (English values), marked for the catalogue; shown through tr
+    mark("word"): mark("the token itself (the same word in different sentences gets one colour)"),
+    mark("sentence"): mark("which input line the token came from"),
+    mark("position"): mark("the token's position in its sequence"),
+    mark("special vs normal"): mark("[CLS]/[SEP]/[UNK] against ordinary tokens"),
 }
 
 

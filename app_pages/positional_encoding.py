@@ -49,7 +49,7 @@ def _section_table():
         st.info(tr("Choose one or more dimensions to plot their curves."))
 
     st.subheader(tr("Position-to-position similarity"))
-    kind_label = st.radio(tr("measure"), ["cosine similarity", "dot product"], horizontal=True, key="pe_sim_kind",
+    kind_label = st.radio(tr("measure"), [mark("cosine similarity"), mark("dot product")], horizontal=True, key="pe_sim_kind",
                           format_func=frozen())
     kind = "cosine" if kind_label.startswith("cosine") else "dot"
     st.plotly_chart(F.similarity_figure(F.similarity(table, kind), kind, tr("Sinusoidal PE")), key="pe_sim_chart")

@@ -10,15 +10,17 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer.i18n import mark, tr
+
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"]
 DASHES = ["solid", "dash", "dot", "dashdot"]
 
 METRIC_NAMES = {
-    "mlm_loss": "MLM loss (train)", "nsp_loss": "NSP loss (train)",
-    "eval_mlm_loss": "MLM loss (held-out)", "eval_nsp_loss": "NSP loss (held-out)",
-    "mlm_acc": "MLM accuracy (train)", "nsp_acc": "NSP accuracy (train)",
-    "eval_mlm_acc": "MLM accuracy (held-out)", "eval_nsp_acc": "NSP accuracy (held-out)",
-    "lr": "learning rate", "tokens_per_s": "tokens / s",
+    "mlm_loss": mark("MLM loss (train)"), "nsp_loss": mark("NSP loss (train)"),
+    "eval_mlm_loss": mark("MLM loss (held-out)"), "eval_nsp_loss": mark("NSP loss (held-out)"),
+    "mlm_acc": mark("MLM accuracy (train)"), "nsp_acc": mark("NSP accuracy (train)"),
+    "eval_mlm_acc": mark("MLM accuracy (held-out)"), "eval_nsp_acc": mark("NSP accuracy (held-out)"),
+    "lr": mark("learning rate"), "tokens_per_s": mark("tokens / s"),
 }
 LOSS_METRICS = ["mlm_loss", "nsp_loss", "eval_mlm_loss", "eval_nsp_loss"]
 ACC_METRICS = ["mlm_acc", "nsp_acc", "eval_mlm_acc", "eval_nsp_acc"]
@@ -47,7 +49,7 @@ def curves_figure(histories: pd.DataFrame | Mapping[str, pd.DataFrame], metrics:
             sub = df[["step", m]].dropna()
             if sub.empty:
                 continue
-            name = METRIC_NAMES.get(m, m)
+            name = tr(METRIC_NAMES[m]) if m in METRIC_NAMES else m
             if label:
                 name = f"{label} · {name}"
             is_eval = m.startswith("eval_")
@@ -64,7 +66,7 @@ def curves_figure(histories: pd.DataFrame | Mapping[str, pd.DataFrame], metrics:
         fig.add_hline(y=float(baseline), line_dash="dash", line_color="gray",
                       annotation_text=baseline_name, annotation_position="bottom right")
     fig.update_layout(title=title, height=height, margin=dict(l=40, r=10, t=40 if title else 10, b=30),
-                      xaxis_title="step", yaxis_title=yaxis_title, legend=dict(orientation="h", y=-0.25),
+                      xaxis_title=tr("step"), yaxis_title=yaxis_title, legend=dict(orientation="h", y=-0.25),
                       uirevision="keep")
     if log_y:
         fig.update_yaxes(type="log")
