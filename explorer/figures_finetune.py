@@ -1,4 +1,4 @@
-"""Pure plotly builders for the Fine-tune page (no streamlit; testable without a browser).
+"""Pure plotly builders for the Fine-tune page (texts through explorer.i18n; testable without a browser).
 
 Traces carry the numbers unchanged as plain lists so tests can compare them with the histories.
 """
@@ -8,7 +8,10 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from explorer.i18n import mark, tr
+
 COLORS = {"pretrained": "#1f77b4", "random init": "#d62728"}
+STARTS = {"pretrained": mark("from pretrained weights"), "random init": mark("from random init weights")}
 
 
 def _color(label: str, i: int) -> str:
@@ -16,7 +19,7 @@ def _color(label: str, i: int) -> str:
 
 
 def _label_name(label: str) -> str:
-    return f"from {label} weights"
+    return tr(STARTS[label]) if label in STARTS else tr("from {label} weights", label=label)
 
 
 def live_charts(labels: Sequence[str]) -> list[dict]:
@@ -26,11 +29,11 @@ def live_charts(labels: Sequence[str]) -> list[dict]:
            for i, k in enumerate(labels)]
     loss = [{"name": _label_name(k), "series": "train", "col": i + 1, "color": _color(k, i), "opacity": 0.7}
             for i, k in enumerate(labels)]
-    return [{"id": "ft_acc", "title": "Held-out accuracy while fine-tuning", "ytitle": "held-out accuracy",
-             "xtitle": "fine-tuning step", "yrange": [0, 1.02], "baseline": True, "baseline_text": "chance ",
+    return [{"id": "ft_acc", "title": tr("Held-out accuracy while fine-tuning"), "ytitle": tr("held-out accuracy"),
+             "xtitle": tr("fine-tuning step"), "yrange": [0, 1.02], "baseline": True, "baseline_text": tr("chance") + " ",
              "traces": acc},
-            {"id": "ft_loss", "title": "Training loss (cross-entropy)", "ytitle": "nats", "xtitle": "fine-tuning step",
-             "yrange": None, "baseline": False, "traces": loss}]
+            {"id": "ft_loss", "title": tr("Training loss (cross-entropy)"), "ytitle": tr("nats"),
+             "xtitle": tr("fine-tuning step"), "yrange": None, "baseline": False, "traces": loss}]
 
 
 def sweep_figure(points: Sequence[Mapping], chance: float | None = None, height: int = 340,
@@ -44,14 +47,14 @@ def sweep_figure(points: Sequence[Mapping], chance: float | None = None, height:
                                  mode="lines+markers", line=dict(color=_color(label, i), width=2),
                                  marker=dict(size=8), meta=dict(label=label)))
     if chance is not None:
-        fig.add_hline(y=float(chance), line_dash="dash", line_color="gray", annotation_text="chance",
+        fig.add_hline(y=float(chance), line_dash="dash", line_color="gray", annotation_text=tr("chance"),
                       annotation_position="bottom right")
     todo = len(planned) - len(points)
-    title = "Final held-out accuracy against the number of labels"
+    title = tr("Final held-out accuracy against the number of labels")
     if todo > 0:
-        title += f" ({len(points)} of {len(planned)} points)"
-    fig.update_layout(title=title, height=height, xaxis=dict(type="log", title="labelled training examples (log)"),
-                      yaxis=dict(range=[0, 1.02], tickformat=".0%", title="held-out accuracy"),
+        title += " " + tr("({done} of {n} points)", done=len(points), n=len(planned))
+    fig.update_layout(title=title, height=height, xaxis=dict(type="log", title=tr("labelled training examples (log)")),
+                      yaxis=dict(range=[0, 1.02], tickformat=".0%", title=tr("held-out accuracy")),
                       legend=dict(orientation="h", y=-0.22), margin=dict(l=50, r=10, t=40, b=30))
     return fig
 
@@ -60,9 +63,9 @@ def probabilities_figure(labels: Sequence[str], probs: Mapping[str, Sequence[flo
     """Grouped horizontal bars: P(class) for each model."""
     fig = go.Figure()
     for i, (model, p) in enumerate(probs.items()):
-        fig.add_trace(go.Bar(y=list(labels), x=[float(v) for v in p], orientation="h", name=f"from {model} weights",
+        fig.add_trace(go.Bar(y=list(labels), x=[float(v) for v in p], orientation="h", name=_label_name(model),
                              marker_color=_color(model, i), text=[f"{float(v):.1%}" for v in p],
                              textposition="auto", meta=dict(label=model)))
-    fig.update_layout(barmode="group", height=height, xaxis=dict(range=[0, 1], tickformat=".0%", title="probability"),
+    fig.update_layout(barmode="group", height=height, xaxis=dict(range=[0, 1], tickformat=".0%", title=tr("probability")),
                       margin=dict(l=10, r=10, t=10, b=30), legend=dict(orientation="h", y=-0.3))
     return fig
