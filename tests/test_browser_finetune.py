@@ -52,14 +52,14 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
     points = "el => (el.data || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0)"
     progress = page.locator(f'{MAIN} [data-testid="stProgress"]').first
     seen = []
-    for _ in range(240):  # sample the loss chart while it trains: it must grow in place
+    for _ in range(1200):  # sample the loss chart while it trains (a few seconds on a quiet machine): it must grow
         text = progress.inner_text() if progress.count() else ""
         seen.append(loss.evaluate(points))
         if "finished" in text:
             break
-        page.wait_for_timeout(500)
+        page.wait_for_timeout(100)
     grew = [b for a, b in zip(seen, seen[1:]) if b > a]
-    assert len(grew) >= 2 and 0 < seen[1] < 1000, f"the loss chart did not grow while training: {seen}"
+    assert len(grew) >= 2 and 0 < min(seen) < 1000, f"the loss chart did not grow while training: {seen}"
     expect(page.locator(MAIN)).to_contain_text(re.compile(r"Pretraining \(.*\) (bought|cost) \d+\.\d points"),
                                                timeout=LOAD)
     expect(progress).to_contain_text("finished", timeout=LOAD)
