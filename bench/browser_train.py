@@ -38,10 +38,13 @@ torch.set_num_threads(1)
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.data.tokenization import WordTokenizer
+from bertcore.analysis.skills import SkillSuite
 from bertcore.training.trainer import Trainer
 seconds, warm = float(sys.argv[1]), int(sys.argv[2])
 corpus = builtin_corpus()
-tr = Trainer(BertConfig(), TrainConfig(), corpus, tokenizer=WordTokenizer.build(corpus.texts()))
+tok = WordTokenizer.build(corpus.texts())
+skills = SkillSuite.for_run(corpus, tok, TrainConfig().max_seq_len)  # as the app's runs score them (issue 23)
+tr = Trainer(BertConfig(), TrainConfig(), corpus, tokenizer=tok, skills=skills)
 for _ in range(warm):
     tr.step()
 t0, n = time.perf_counter(), 0
@@ -57,7 +60,8 @@ def _load() -> list[float]:
 
 
 def headless(seconds: float, warm: int = 30) -> dict:
-    """Steps/s of a headless Trainer at the app defaults in a fresh process (1 thread)."""
+    """Steps/s of a headless Trainer at the app defaults (skills scored at every evaluation, as in the app) in a
+    fresh process (1 thread)."""
     env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
     out = subprocess.run([sys.executable, "-c", _HEADLESS, str(seconds), str(warm)], cwd=REPO, env=env,
                          capture_output=True, text=True, check=True)
@@ -125,7 +129,8 @@ def browser(seconds: float, warm_steps: int = 30, screenshot: str | None = None)
                 "progress": page.locator('[data-testid="stMain"] [data-testid="stProgress"]').first,
                 "stop": page.locator(".st-key-train_stop button"),
                 "loss_chart": frame.locator("#loss"), "accuracy_chart": frame.locator("#acc"),
-                "probe_table": frame.locator("#probe table")}.items()}
+                "skills_chart": frame.locator("#skills"),
+                "probe_table": frame.locator("#tablewrap")}.items()}  # its scroll box: the table itself grows
             if screenshot:
                 page.screenshot(path=screenshot)
             page.locator(".st-key-train_stop button").click()
