@@ -40,13 +40,15 @@ def _no_exception(page: Page) -> None:
 
 def _redraw_seconds(page: Page, key: str, text: str, chart: str, probe: str) -> float:
     """Type ``text`` into the input ``key``, press Enter, and time until ``probe`` (JS on the chart) changes."""
+    ready = f"() => {{ const el = document.querySelector('{chart}'); return !!(el && el.data && el.data[0]); }}"
+    page.wait_for_function(ready, timeout=LOAD)  # a chart streamlit is still redrawing has no data yet
     before = page.locator(chart).first.evaluate(probe)
     box = page.locator(f".st-key-{key} input").first
     box.fill(text)
     t0 = time.perf_counter()
     box.press("Enter")
     page.wait_for_function(f"b => {{ const el = document.querySelector('{chart}'); "
-                           f"return el && JSON.stringify(({probe})(el)) !== JSON.stringify(b); }}", arg=before,
+                           f"return el && el.data && el.data[0] && JSON.stringify(({probe})(el)) !== JSON.stringify(b); }}", arg=before,
                            timeout=LOAD)
     return time.perf_counter() - t0
 
@@ -62,14 +64,14 @@ def test_page_opens_and_answers_new_texts(page: Page, server):
     expect(page.locator(f"{MAIN} h1").filter(has_text="Logit lens").first).to_be_visible(timeout=LOAD)
     expect(page.locator(FIG).first).to_be_visible(timeout=LOAD)
     _no_exception(page)
-    x_probe = "el => el.data[0].x"
+    x_probe = "el => (el.data && el.data[0]) ? el.data[0].x : null"
     first = _redraw_seconds(page, "lp_a", pairs[1][0], FIG, x_probe)
-    _redraw_seconds(page, "lp_b", pairs[1][1], FIG, "el => el.data[0].z")
+    _redraw_seconds(page, "lp_b", pairs[1][1], FIG, "el => (el.data && el.data[0]) ? el.data[0].z : null")
     patch_s = _redraw_seconds(page, "lp_a", pairs[2][0], FIG, x_probe)
     _no_exception(page)
     page.goto(f"{srv.url}/lens_patching?{urlencode(dict(ws=WS, lp_view='lens', lp_text=a, lp_word=right))}")
     expect(page.locator(CURVE).first).to_be_visible(timeout=LOAD)
-    y_probe = "el => el.data[0].y"
+    y_probe = "el => (el.data && el.data[0]) ? el.data[0].y : null"
     _redraw_seconds(page, "lp_text", pairs[1][0], CURVE, y_probe)
     lens_s = _redraw_seconds(page, "lp_text", pairs[2][0], CURVE, y_probe)
     _no_exception(page)
