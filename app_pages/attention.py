@@ -21,14 +21,15 @@ from explorer.figures_inspect import (
     stats_heatmap_figure,
 )
 from bertcore.data.user_text import is_blank
-from explorer.i18n import frozen, mark, tr
+from explorer.i18n import LANGUAGES, frozen, mark, tr, using
 from explorer.page_errors import user_action
 
 DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
 PAGE_MAX_TOKENS = 512  # BERT's position table; longer inputs are truncated (notice shown)
 BERTVIZ_MAX_TOKENS = 64  # bertviz draws every line in the browser: beyond this it is unreadable and slow
-TABS = ["All heads", "One head", "Rollout", "bertviz", "Per-head statistics", "Over training", "Head roles"]
+TABS = [mark("All heads"), mark("One head"), mark("Rollout"), "bertviz", mark("Per-head statistics"),
+        mark("Over training"), mark("Head roles")]  # English names; the tabs show tr(name) (explorer.i18n)
 URL_TEXT_MAX = 2000  # longer texts are not written to the URL (links would break); the page says so
 
 
@@ -67,8 +68,21 @@ def _apply_grid_click(L, H):
     hit = clicked_head(st.session_state.get("attn_grid"))
     if hit is not None and hit != st.session_state.get("attn_last_click") and hit[0] < L and hit[1] < H:
         st.session_state["attn_layer"], st.session_state["attn_head"] = hit
-        st.session_state["attn_tab"] = "One head"
+        st.session_state["attn_tab"] = tr("One head")
     st.session_state["attn_last_click"] = hit
+
+
+def _tab_in_this_language() -> None:
+    """The tabs' labels are the session's language, and Streamlit keeps the open tab's label (session state and
+    ``?attn_tab=`` in the URL). A tab named in another language (a link made in English opened with ?lang=zh, or
+    the language switched on this page) is renamed to this language's label, so the same tab stays open."""
+    names = {tr(name): name for name in TABS}
+    for lang in LANGUAGES:
+        with using(lang):
+            names.update({tr(name): name for name in TABS})
+    shown = st.session_state.get("attn_tab", st.query_params.get("attn_tab"))
+    if shown in names and tr(names[shown]) != shown:
+        st.session_state["attn_tab"] = tr(names[shown])  # the widget reads it from here (and rewrites the URL)
 
 
 def _select_head(L, H):
@@ -290,7 +304,8 @@ def render():
 
     _apply_grid_click(L, H)
     layer, head, fmt = _select_head(L, H)
-    tabs = st.tabs(TABS, key="attn_tab", bind="query-params", on_change="rerun")
+    _tab_in_this_language()
+    tabs = st.tabs([tr(name) for name in TABS], key="attn_tab", bind="query-params", on_change="rerun")
     views = {
         "All heads": lambda: _grid(insp, tokens, fmt),
         "One head": lambda: _one_head(insp, tokens, layer, head, fmt),

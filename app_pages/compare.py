@@ -12,7 +12,7 @@ from explorer import state, training_run, workspace
 from explorer.export import plotly_config
 from explorer.figures_inspect import attention_grid_figure
 from explorer.i18n import frozen, mark, tr
-from explorer.page_errors import user_action
+from explorer.page_errors import error_text, user_action
 
 _KEY = "bx_compare_run"
 SWITCHES = {
@@ -89,7 +89,7 @@ def render() -> None:
         jobs = [training_run.Job(cfg_a, tcfg, labels[0], probe=None, model=model_a),
                 training_run.Job(cfg_b, tcfg, labels[1], probe=None, model=model_b)]
     except ConfigError as e:
-        jobs, problem = [], str(e)
+        jobs, problem = [], error_text(e)
     if report is not None and not running:
         (st.success if report.all_shared else st.info)(
             tr("Same start (`bertcore.training.same_init`): {summary}. Same corpus, seed, batches, masks and dropout "

@@ -16,7 +16,7 @@ from explorer.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, ntr, tr
-from explorer.page_errors import user_action
+from explorer.page_errors import error_text, user_action
 
 INTRO = mark("""
 BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that follows it. Before the model
@@ -126,7 +126,7 @@ def _parse_upload(load, data: bytes, name: str, mode: str):
     try:
         return load(data, name, mode=mode)
     except BertcoreError as e:
-        return str(e)
+        return error_text(e)
 
 
 def _previous_corpus(current):
@@ -223,7 +223,7 @@ def render() -> None:
     with user_action("Build the corpus and its tokenizer") as act:
         choice = _pick_corpus()
         corpus = choice.corpus
-        st.caption(f"**{corpus.name}**: {corpus.description}")
+        st.caption(f"**{corpus.name}**: {tr(corpus.description)}")
 
         current = cs.active()
         c1, c2 = st.columns(2)

@@ -10,7 +10,7 @@ from explorer.figures_inspect import embedding_scatter_figure, pca
 from explorer.figures_overview import embedding_parts
 from bertcore.data.user_text import is_blank
 from explorer.i18n import frozen, mark, tr
-from explorer.page_errors import user_action
+from explorer.page_errors import error_text, user_action
 
 DEFAULT_SENTENCES = (
     "The horse eats the hay near the barn.\n"
@@ -108,7 +108,7 @@ def _collect_hidden(am, sentences):
         try:
             insp = inspect_pair(am.model, am.tokenizer, s, None, max_len=limit)
         except BertcoreError as e:
-            problems.append(tr("line {n}: {error}", n=si + 1, error=e))
+            problems.append(tr("line {n}: {error}", n=si + 1, error=error_text(e)))
             continue
         if insp.truncated:
             truncated.append(si + 1)

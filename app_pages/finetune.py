@@ -11,7 +11,7 @@ from explorer import figures_finetune as ff
 from explorer import finetunes, livechart, state, training_run, workspace
 from bertcore.data.user_text import is_blank
 from explorer.i18n import frozen, mark, tr
-from explorer.page_errors import user_action
+from explorer.page_errors import error_text, user_action
 from explorer.state import STATUS_LABELS
 
 LABEL_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 0]  # 0 = all
@@ -36,7 +36,7 @@ def _task(name: str):
             return None, tr("Upload a CSV with the header text,label (or text_a,text_b,label).")
         return load_task_csv(up.getvalue(), name=up.name), None
     except BertcoreError as e:
-        return None, tr("This file cannot be used: {error}", error=e)
+        return None, tr("This file cannot be used: {error}", error=error_text(e))
 
 
 @st.cache_resource(show_spinner="Building the task from the built-in grammar…")
@@ -101,8 +101,8 @@ def _live(run) -> None:
         if s.message:
             st.error(s.message)
         _curves(f"live-{id(run):x}", s.steps, s.histories, 1 / run.task.num_labels)
-        st.markdown("**" + summary_line(s.final_accuracy(PRETRAINED), s.final_accuracy(SCRATCH),
-                                        run.labels_used, run.source) + "**")
+        st.markdown("**" + tr(summary_line(s.final_accuracy(PRETRAINED), s.final_accuracy(SCRATCH),
+                                           run.labels_used, run.source)) + "**")
         if running and not s.running:
             st.rerun()
 
@@ -118,8 +118,8 @@ def _show_saved(c) -> None:
     n_labels = max(2, len(m.get("task_labels") or []))
     rows = sum(len(h) for h in c.histories.values())
     _curves(f"saved-{c.id}-{rows}", int(m.get("steps") or 1), c.histories, 1 / n_labels)
-    st.markdown("**" + summary_line(c.accuracy(PRETRAINED), c.accuracy(SCRATCH), int(m.get("labels_used") or 0),
-                                    str(m.get("source") or "")) + "**")
+    st.markdown("**" + tr(summary_line(c.accuracy(PRETRAINED), c.accuracy(SCRATCH), int(m.get("labels_used") or 0),
+                                       str(m.get("source") or ""))) + "**")
     st.caption(tr("Saved in `{path}` (both models: `pretrained/`, `random-init/`; open one with "
                   "`python -m bertcore classify DIR \"text\"`).", path=c.path))
 
@@ -274,7 +274,7 @@ def render() -> None:
         st.error(err)
     elif task is not None:
         st.caption(tr("**{name}**: {description} Classes: {classes}; {train} training examples in the pool, {held} "
-                      "held out.", name=task.name, description=task.description, classes=", ".join(task.labels),
+                      "held out.", name=task.name, description=task.description, classes=", ".join(tr(label) for label in task.labels),
                       train=len(task.train), held=len(task.held_out)))
     d1, d4, d2, d3 = st.columns([2, 2, 1, 1])
     n = d1.select_slider(tr("labelled examples"), LABEL_CHOICES, 64, key="finetune_labels", disabled=running,

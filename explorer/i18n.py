@@ -7,10 +7,11 @@ over Babel's ``write_mo``), so there is no compile step: the README's two comman
 
 Workflow for a developer who adds or changes a text (scripts/i18n.sh runs both)::
 
-    pybabel extract -F babel.cfg -k tr -k ntr:1,2 -k mark --no-location -o locale/messages.pot .
+    pybabel extract -F babel.cfg -k tr -k ntr:1,2 -k mark -k Message --no-location -o locale/messages.pot .
     pybabel update -i locale/messages.pot -d locale -l zh_Hans --no-fuzzy-matching
 
-then translate the new entries in messages.po; tests/test_i18n.py fails on any message without a translation.
+Texts bertcore writes (``bertcore.message.Message``) are extracted too and translated by ``tr(message)``.
+Then translate the new entries in messages.po; tests/test_i18n.py fails on any message without a translation.
 
 The language is the session's choice (the sidebar's switch, kept in the URL as ``?lang=zh`` and across pages and
 reloads); code outside a page (a test, a figure built for an export) can fix it with ``using(lang)``. Formulas
@@ -30,6 +31,8 @@ from typing import Any
 import streamlit as st
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
+
+from bertcore.message import Message
 
 LANGUAGES = {"en": "English", "zh": "简体中文"}
 LOCALES = {"zh": "zh_Hans"}  # the app's language code -> the catalogue's folder under locale/
@@ -88,7 +91,13 @@ def mark(message: str) -> str:
 
 
 def tr(message: str, **values) -> str:
-    """``message`` in the session's language, with ``{name}`` fields filled from ``values``."""
+    """``message`` in the session's language, with ``{name}`` fields filled from ``values``. A
+    ``bertcore.message.Message`` (a text bertcore wrote) is translated from its template and filled with its own
+    values; a value that is a Message is translated too."""
+    if isinstance(message, Message):
+        values = {**message.values, **values}
+        message = message.template
+    values = {k: tr(v) if isinstance(v, Message) else v for k, v in values.items()}
     text = translations(language()).gettext(message)
     return text.format(**values) if values else text
 

@@ -33,6 +33,7 @@ import logging
 import streamlit as st
 
 from bertcore.errors import BertcoreError
+from bertcore.message import Message
 from explorer.i18n import tr
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class user_action:  # noqa: N801 - used like a function: `with user_action(...)`
                           self.what, type(exc).__name__, exc)
             else:
                 log.info("%s: %s: %s", self.what, type(exc).__name__, exc)
-            st.error(f"{self.prefix}{exc}")
+            st.error(f"{self.prefix}{error_text(exc)}")
         else:
             log.error("%s: unexpected %s", self.what, type(exc).__name__, exc_info=(kind, exc, tb))
             show_unexpected(self.what, exc)
@@ -82,6 +83,13 @@ class user_action:  # noqa: N801 - used like a function: `with user_action(...)`
             return None
 
         return wrapper
+
+
+def error_text(exc: BaseException) -> str:
+    """A bertcore error's message in the session's language: bertcore raises its user-facing errors with a
+    ``bertcore.message.Message``, whose template the catalogue translates; any other message stays as written."""
+    msg = exc.args[0] if len(exc.args) == 1 else None
+    return tr(msg) if isinstance(msg, Message) else str(exc)
 
 
 def show_unexpected(what: str, exc: BaseException) -> None:

@@ -9,7 +9,7 @@ from bertcore.model.bert import count_parameters
 from bertcore.training import runs
 from explorer import finetunes, i18n, state, training_run, workspace
 from explorer.i18n import mark, tr
-from explorer.page_errors import user_action
+from explorer.page_errors import error_text, user_action
 
 MINILM_LABEL = workspace.MINILM_LABEL
 _K_MSG = "sb_message"
@@ -135,7 +135,7 @@ def _run_actions(info) -> None:
             try:
                 runs.rename_run(info.path, new)
             except BertcoreError as e:
-                _say("error", str(e))
+                _say("error", error_text(e))
             st.rerun()
         if st.button(tr("Prepare zip"), key="sb_run_zip", help=tr("A zip of the run folder (a checkpoint)")):
             st.session_state["sb_zip"] = (info.id, runs.zip_run(info.path))
@@ -149,7 +149,7 @@ def _run_actions(info) -> None:
             try:
                 runs.delete_run(info.path, root=workspace.workspace_path())
             except BertcoreError as e:
-                _say("error", str(e))
+                _say("error", error_text(e))
             else:
                 _say("success", tr("Deleted “{name}”.", name=info.name))
                 if st.session_state.get("bx_active") == f"run:{info.id}":

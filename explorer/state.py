@@ -29,6 +29,7 @@ from bertcore.training import runs
 from explorer.i18n import mark, ntr, tr
 from explorer.training_run import Job, ServerBusy, TrainingRun, find_live, fmt_seconds, register_live
 from explorer.uploads import load_checkpoint_zip
+from explorer.page_errors import error_text
 from explorer.workspace import (
     ACTIVE_KEY,
     MODELS_KEY,
@@ -75,7 +76,7 @@ def select_active(key_or_label: str) -> str | None:
     try:
         resolve_model(key, choices._labels)
     except (BertcoreError, OSError) as e:
-        return str(e)
+        return error_text(e)
     remember_active(key)
     return None
 
@@ -96,7 +97,7 @@ def open_folder(path: str) -> str | None:
     try:
         resolve_model(key)
     except (BertcoreError, OSError) as e:
-        return str(e)
+        return error_text(e)
     remember_active(key)
     return None
 
@@ -162,7 +163,7 @@ def start_run(jobs, corpus, tokenizer=None, key: str = _K_RUN) -> str | None:
         run = TrainingRun(jobs, corpus, tokenizer, runs_dir=workspace_path(create=True), on_end=on_end,
                           corpus_spec=_corpus_spec(corpus) if corpus is not None else None)
     except BertcoreError as e:
-        return str(e)
+        return error_text(e)
     return _launch(ws, key, run)
 
 
@@ -175,7 +176,7 @@ def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
                    "again in a minute.", "Server busy: {n} trainings running (the limit is {cap}, set by "
                    "BERTCORE_MAX_TRAININGS). Try again in a minute.", e.running, cap=e.cap)
     except BertcoreError as e:
-        return str(e)
+        return error_text(e)
     st.session_state[key] = run
     register_live(ws, key, run)
     return None
@@ -201,7 +202,7 @@ def resume_run(run_id: str) -> str | None:
         run = TrainingRun([Job(None, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
                           on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
     except BertcoreError as e:  # a server setting (BERTCORE_*) that is not a number
-        return str(e)
+        return error_text(e)
     return _launch(ws, _K_RUN, run)
 
 

@@ -19,6 +19,7 @@ from bertcore.errors import BertcoreError
 from bertcore.presets import preset_tokenizer
 from explorer import corpus_state, workspace
 from explorer.i18n import frozen, mark, tr
+from explorer.page_errors import error_text
 
 BUILTIN_LABEL = mark("built-in grammar")
 TUTORIAL_LABEL = mark("tutorial two-liner")
@@ -136,7 +137,7 @@ def probe_inputs(corpus, tok, ckey: str, disabled: bool, max_len: int | None = N
     try:
         unknown = check_probe(probe, tok, max_len)
     except BertcoreError as e:
-        return None, tr("the probe: {error}", error=e)
+        return None, tr("the probe: {error}", error=error_text(e))
     if unknown:
         st.caption(tr("Not in the vocabulary (they become [UNK]): {words}", words=", ".join(unknown[:10])))
     return probe, None

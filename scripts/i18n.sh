@@ -4,7 +4,7 @@
 # messages.po. New entries come with an empty translation; tests/test_i18n.py fails until they are filled.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pybabel extract -F babel.cfg -k tr -k ntr:1,2 -k mark --no-location --sort-output --project "BERT explorer" --version 0.1.0 --copyright-holder "the BERT explorer developers" -o locale/messages.pot . 2>/dev/null
+pybabel extract -F babel.cfg -k tr -k ntr:1,2 -k mark -k Message --no-location --sort-output --project "BERT explorer" --version 0.1.0 --copyright-holder "the BERT explorer developers" -o locale/messages.pot . 2>/dev/null
 if [ ! -f locale/zh_Hans/LC_MESSAGES/messages.po ]; then
   pybabel init -i locale/messages.pot -d locale -l zh_Hans 2>/dev/null
 fi

@@ -1,7 +1,8 @@
 """Every page in 简体中文 (issue 25 part 4): with ``?lang=zh`` each page opens in chromium with no exception, and
 the visible text holds no English sentence outside code, formulas, inputs, charts and model names
-(``bench.zh_walk``). What is still English is listed here, each with where it comes from: texts that bertcore
-writes (the library and the CLI stay English) and the model's own tokens. A new English sentence fails the test."""
+(``bench.zh_walk``). Texts bertcore writes (corpus descriptions, preset notes, errors) are
+``bertcore.message.Message``s and shown translated. What is still English is listed here: a file format's header and
+the model's own tokens. A new English sentence fails the test."""
 from __future__ import annotations
 
 from browser_marks import BROWSER
@@ -11,13 +12,7 @@ from bench.zh_walk import PAGES, walk
 
 pytestmark = BROWSER
 
-FROM_BERTCORE = (
-    "one document each", "number agreement, selectional constraints", "distinct sentence pairs",  # corpus description
-    "at tiny size", "and init std", "leaves chance in the first third of", "run instead of after half of it",
-    "the paper size",  # bertcore.presets notes on the Train page
-    "both variants start from the same initial weights",  # bertcore.training.same_init summary
-    "Does every word fit one scene", "odd word",  # bertcore.data.tasks description of the default task
-    "softmax of the model's own", "the transform, then the decoder tied to the word embeddings",  # lens.applied
+FROM_BERTCORE = (  # what stays English on purpose: code and data, not UI
     "text,right,wrong",  # the CSV header a skills file must have
     "the cat eats the cheese in the kitchen",  # the tokens of the English default sentence (data, not UI)
 )

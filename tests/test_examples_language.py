@@ -65,3 +65,25 @@ def test_predict_and_attention_prefill_chinese_for_a_chinese_model(zh_model, lan
     assert not any("the cows" in t for t in texts)
     at = open_page("app_pages/attention.py", zh_model, lang=lang)
     assert has_cjk(at.text_area(key="attn_a").value) and has_cjk(at.text_area(key="attn_b").value)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_masking_types_a_chinese_pair_for_a_chinese_corpus(lang):
+    """Masking & NSP, "type a pair": with the built-in Chinese corpus chosen on Data & tokens the pre-filled pair is
+    Chinese and every character is in the corpus's vocabulary (no [UNK] in the masking figure's input)."""
+    at = open_page("app_pages/data_tokens.py", lang=lang)
+    at.radio(key="dt_source").set_value("built-in Chinese (中文)").run()
+    at.switch_page("app_pages/masking_nsp.py").run()
+    at.radio(key="mn_source").set_value("type a pair").run()
+    assert not at.exception, [e.value for e in at.exception]
+    a, b = at.text_input(key="mn_text_a").value, at.text_input(key="mn_text_b").value
+    assert has_cjk(a) and has_cjk(b), (a, b)
+    tok = WordTokenizer.build(get_corpus("builtin-zh").texts())
+    assert not tok.unknown_words(a) and not tok.unknown_words(b)
+    at.switch_page("app_pages/data_tokens.py").run()  # back to the English corpus: English pair again
+    at.radio(key="dt_source").set_value("built-in").run()
+    at.switch_page("app_pages/masking_nsp.py").run()
+    at.radio(key="mn_source").set_value("type a pair").run()
+    assert not at.exception, [e.value for e in at.exception]
+    if lang == "en":
+        assert at.text_input(key="mn_text_a").value == "the cat eats the cheese in the kitchen ."

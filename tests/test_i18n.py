@@ -16,14 +16,14 @@ from streamlit.testing.v1 import AppTest
 from explorer import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYWORDS = {"tr": None, "ntr": (1, 2), "mark": None}
+KEYWORDS = {"tr": None, "ntr": (1, 2), "mark": None, "Message": None}  # Message: texts bertcore writes
 FIELDS = re.compile(r"\{(\w*)[^{}]*\}")
 
 
 def code_messages() -> dict[str, set[str]]:
     """msgid (or (singular, plural)) -> files that use it, as Babel extracts them with babel.cfg's method map."""
     out: dict = {}
-    for sub in ("app.py", "app_pages", "explorer"):
+    for sub in ("app.py", "app_pages", "explorer", "bertcore"):
         path = ROOT / sub
         items = extract_from_dir(str(path), method_map=[("**.py", "python")], keywords=KEYWORDS) if path.is_dir() \
             else [(path.name, ln, msg, c, ctx) for ln, msg, c, ctx in
@@ -118,6 +118,50 @@ def test_translated_option_labels_survive_a_widget_change_in_chinese():
     at.switch_page("app_pages/data_tokens.py").run()
     at.radio(key="dt_source").set_value("tutorial two-liner").run()
     assert not at.exception, [e.value for e in at.exception]
+
+
+def test_a_text_bertcore_writes_is_english_there_and_translated_on_the_page():
+    """bertcore.message.Message: the str is the English (CLI, run.json, logs); tr() translates its template and
+    fills the same values, also after a copy; a bertcore error raised with one is shown translated."""
+    import copy
+    import json
+
+    from bertcore.data.corpus import builtin_corpus, load_corpus_file
+    from bertcore.errors import CorpusError
+    from bertcore.message import Message
+    from explorer.page_errors import error_text
+
+    desc = builtin_corpus().description
+    assert isinstance(desc, Message) and desc.startswith("generated English: 10 topics") and "24000" in desc
+    assert json.loads(json.dumps({"d": desc}))["d"] == str(desc)  # written to disk as the plain English text
+    with i18n.using("zh"):
+        zh = i18n.tr(copy.deepcopy(desc))
+        assert zh.startswith("生成的英文：10 个话题") and "24000" in zh and "（随机种子 0）" in zh
+        nested = Message("softmax of the model's own MLM head cls.predictions: {kind}",
+                         kind=Message("W h + b (one untied linear decoder)"))
+        assert i18n.tr(nested).endswith("一个不共享权重的线性解码器）")
+        with pytest.raises(CorpusError) as err:
+            load_corpus_file(b"only one sentence. and two.", "x.txt")
+        assert str(err.value).startswith("x.txt gives 1 sentence pair(s); at least 2")
+        assert error_text(err.value).startswith("x.txt 只得到 1 个句子对")
+        assert error_text(ValueError("plain")) == "plain"  # not a Message: shown as written
+    with i18n.using("en"):
+        assert i18n.tr(desc) == str(desc)
+
+
+def test_the_attention_tab_of_a_link_stays_open_in_the_other_language():
+    """The open tab is kept by its label (?attn_tab=): an English link opened in 简体中文 opens the same tab, and
+    switching the language on the page keeps it."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["lang"] = "zh"
+    at.query_params["attn_tab"] = "Per-head statistics"
+    at.switch_page("app_pages/attention.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["attn_tab"] == "每个头的统计"
+    assert [t.label for t in at.tabs][:2] == ["所有头", "单个头"]
+    at.sidebar.selectbox(key=i18n.LANG_KEY).set_value("en").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["attn_tab"] == "Per-head statistics"
 
 
 if __name__ == "__main__":  # a quick listing of what is still untranslated

@@ -22,6 +22,7 @@ import torch
 from bertcore.data.pretraining import build_pair
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text
 from bertcore.errors import InputError
+from bertcore.message import Message
 
 
 @dataclass
@@ -65,9 +66,9 @@ def encode_pair(tokenizer, a: str, b: str | None = None, max_len: int | None = N
         b, cut_b = clean_text(b, "sentence B")
         b_ids = list(tokenizer.encode(b))
     if not a_ids:
-        raise InputError("the text gave no tokens; type some words")
+        raise InputError(Message("the text gave no tokens; type some words"))
     if b is not None and not b_ids:
-        raise InputError("sentence B gave no tokens; type some words")
+        raise InputError(Message("sentence B gave no tokens; type some words"))
     full = len(a_ids) + len(b_ids) + (3 if b is not None else 2)
     limit = full if max_len is None else int(max_len)
     ids, types = build_pair(tokenizer, a_ids, b_ids if b is not None else None, limit)
@@ -108,18 +109,18 @@ def mask_positions(tokenizer, text: str, max_len: int | None = None) -> tuple[li
     if not positions:
         if truncated and tokenizer.mask_id in tokenizer.encode(clean_text(text)[0]):
             limit = f"{max_len} tokens" if max_len is not None else f"{MAX_TEXT_CHARS:,} characters"
-            raise InputError(f"every [MASK] lies beyond the maximum length ({limit}); shorten the text or move "
-                             "[MASK] earlier")
-        raise InputError("the text has no [MASK]; write [MASK] where a word should be predicted "
-                         "(or click a word to mask it), e.g. 'the cat [MASK] on the mat'")
+            raise InputError(Message("every [MASK] lies beyond the maximum length ({limit}); shorten the text or "
+                                     "move [MASK] earlier", limit=limit))
+        raise InputError(Message("the text has no [MASK]; write [MASK] where a word should be predicted "
+                                 "(or click a word to mask it), e.g. 'the cat [MASK] on the mat'"))
     return ids, types, truncated, positions
 
 
 def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_len: int | None = None) -> FillMaskResult:
     """Top-k tokens with probabilities for every [MASK] in ``text`` (masked LM, BERT §3.1)."""
     if not getattr(model, "has_mlm_head", True):
-        raise InputError("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one); "
-                         "fill-mask needs a model with cls.predictions")
+        raise InputError(Message("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one); "
+                                 "fill-mask needs a model with cls.predictions"))
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(f"top_k={top_k!r} must be a whole number >= 1")
     ids, types, truncated, positions = mask_positions(tokenizer, text, _max_len(model, max_len))
@@ -141,10 +142,10 @@ def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_len: int | None =
 def nsp_probability(model, tokenizer, a: str, b: str, max_len: int | None = None) -> float:
     """P(IsNext) that ``b`` follows ``a`` (next sentence prediction, BERT §3.2)."""
     if not getattr(model, "has_nsp_head", True):
-        raise InputError("this model has no NSP head (it was imported without cls.seq_relationship); "
-                         "next-sentence prediction needs a BertForPreTraining checkpoint")
+        raise InputError(Message("this model has no NSP head (it was imported without cls.seq_relationship); "
+                                 "next-sentence prediction needs a BertForPreTraining checkpoint"))
     if b is None:
-        raise InputError("sentence B is missing; NSP scores a pair of sentences")
+        raise InputError(Message("sentence B is missing; NSP scores a pair of sentences"))
     ids, types, _ = encode_pair(tokenizer, a, b, _max_len(model, max_len))
     with _eval_mode(model):
         out = _forward(model, ids, types)

@@ -18,10 +18,11 @@ from torch import Tensor
 
 from bertcore.analysis.inference import mask_positions
 from bertcore.errors import InputError
+from bertcore.message import Message
 
-NO_MLM_HEAD = ("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one), so there is no "
-               "vocabulary readout for the logit lens; choose a model trained here or a BertForPreTraining/"
-               "BertForMaskedLM checkpoint")
+NO_MLM_HEAD = Message("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one), so there is "
+                      "no vocabulary readout for the logit lens; choose a model trained here or a "
+                      "BertForPreTraining/BertForMaskedLM checkpoint")
 MAX_TOP_K = 100
 
 
@@ -57,13 +58,14 @@ def has_mlm_head(model) -> bool:
 def applied_description(model) -> str:
     """What the lens applies to a hidden state h of this model, in words (shown on the page and in the JSON)."""
     cfg = model.config
-    kind = {"transform": "W_E · LayerNorm(act(W h + b)) + b_dec (the transform, then the decoder tied to the word "
-                         "embeddings)",
-            "linear": "W h + b (one untied linear decoder)",
-            "mlp": "W2 LayerNorm(act(W1 h + b1)) + b2 (d2l's MLP head)"}[cfg.mlm_head]
-    pre = ("the encoder's final LayerNorm (this pre-norm model's layer L output already includes it), then "
-           if getattr(cfg, "final_layer_norm", False) else "")
-    return f"softmax of {pre}the model's own MLM head cls.predictions: {kind}"
+    kind = {"transform": Message("W_E · LayerNorm(act(W h + b)) + b_dec (the transform, then the decoder tied to "
+                                 "the word embeddings)"),
+            "linear": Message("W h + b (one untied linear decoder)"),
+            "mlp": Message("W2 LayerNorm(act(W1 h + b1)) + b2 (d2l's MLP head)")}[cfg.mlm_head]
+    if getattr(cfg, "final_layer_norm", False):
+        return Message("softmax of the encoder's final LayerNorm (this pre-norm model's layer L output already "
+                       "includes it), then the model's own MLM head cls.predictions: {kind}", kind=kind)
+    return Message("softmax of the model's own MLM head cls.predictions: {kind}", kind=kind)
 
 
 def lens_logits(model, hidden: Tensor) -> Tensor:

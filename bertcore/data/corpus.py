@@ -43,6 +43,7 @@ from pathlib import Path
 
 from bertcore.data.tokenization import basic_tokenize
 from bertcore.errors import ConfigError, CorpusError
+from bertcore.message import Message
 from bertcore.settings import env_number
 from bertcore.data.user_text import is_blank
 from bertcore.data.segmentation import detect_language, split_sentences
@@ -345,8 +346,9 @@ def _builtin_corpus(seed: int, n_pairs: int) -> Corpus:
             pairs.append((a, b))
             docs.append(topic)
     return Corpus(f"builtin(seed={seed})", pairs,
-                  f"generated English: {len(TOPICS)} topics (one document each), number agreement, selectional "
-                  f"constraints, {len(pairs)} distinct sentence pairs (seed {seed})", documents=docs)
+                  Message("generated English: {topics} topics (one document each), number agreement, selectional "
+                          "constraints, {pairs} distinct sentence pairs (seed {seed})",
+                          topics=len(TOPICS), pairs=len(pairs), seed=seed), documents=docs)
 
 
 @dataclass(frozen=True)
@@ -406,7 +408,7 @@ def word_categories() -> dict[str, str]:
 def tutorial_corpus() -> Corpus:
     """The two-line tab-separated corpus of the BERT-pytorch data-pipeline tutorial."""
     return Corpus("tutorial", [("Welcome to the", "the jungle"), ("I can stay", "here all night")],
-                  "the two-pair toy corpus from the BERT-pytorch tutorial")
+                  Message("the two-pair toy corpus from the BERT-pytorch tutorial"))
 
 
 # ------------------------------------------------------------------ user files
@@ -418,25 +420,31 @@ def max_corpus_bytes() -> int:
         raise CorpusError(str(e)) from None
 
 
+def _too_large(name, size: int, limit: int) -> Message:
+    return Message("{name} is {size} bytes, over the {limit}-byte limit; use a smaller file or raise the limit "
+                   "with the environment variable BERTCORE_MAX_CORPUS_BYTES", name=str(name), size=f"{size:,}",
+                   limit=f"{limit:,}")
+
+
 def decode_text_file(data: bytes, name: str) -> str:
     limit = max_corpus_bytes()
     if len(data) > limit:
-        raise CorpusError(f"{name} is {len(data):,} bytes, over the {limit:,}-byte limit; use a smaller file "
-                          f"or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
+        raise CorpusError(_too_large(name, len(data), limit))
     if not data.strip():
-        raise CorpusError(f"{name} is empty; give a UTF-8 text file with sentence pairs")
+        raise CorpusError(Message("{name} is empty; give a UTF-8 text file with sentence pairs", name=name))
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        raise CorpusError(f"{name} is UTF-16 text; re-save it as UTF-8 (e.g. 'Save as... UTF-8' in your editor) "
-                          "and upload it again")
+        raise CorpusError(Message("{name} is UTF-16 text; re-save it as UTF-8 (e.g. 'Save as... UTF-8' in your "
+                                  "editor) and upload it again", name=name))
     if b"\x00" in data:
         line = data[: data.index(b"\x00")].count(b"\n") + 1
-        raise CorpusError(f"{name} looks binary (NUL byte on line {line}); give a UTF-8 text file")
+        raise CorpusError(Message("{name} looks binary (NUL byte on line {line}); give a UTF-8 text file",
+                                  name=name, line=line))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise CorpusError(f"{name} is not valid UTF-8 (bad byte 0x{data[e.start]:02x} on line {line}); "
-                          "re-save the file as UTF-8") from None
+        raise CorpusError(Message("{name} is not valid UTF-8 (bad byte {byte} on line {line}); re-save the file as "
+                                  "UTF-8", name=name, byte=f"0x{data[e.start]:02x}", line=line)) from None
     return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -457,8 +465,7 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
         try:
             size = p.stat().st_size
             if size > max_corpus_bytes():
-                raise CorpusError(f"{p} is {size:,} bytes, over the {max_corpus_bytes():,}-byte limit; use a smaller file "
-                                  "or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
+                raise CorpusError(_too_large(p, size, max_corpus_bytes()))
             data = p.read_bytes()
         except FileNotFoundError:
             raise CorpusError(f"corpus file {p} not found; check the path (or use 'builtin' / 'tutorial')") from None
@@ -478,13 +485,13 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
             if not ln.strip():
                 continue
             if "\t" not in ln:
-                raise CorpusError(f"{name} line {no} has no TAB; each line must be 'sentence A<TAB>sentence B' "
-                                  "(or load the file as prose)")
+                raise CorpusError(Message("{name} line {no} has no TAB; each line must be 'sentence A<TAB>sentence "
+                                          "B' (or load the file as prose)", name=name, no=no))
             a, b = ln.split("\t", 1)
             a, b = a.strip(), b.strip()
             if is_blank(a) or is_blank(b):  # spaces and invisible characters only (bertcore.data.user_text)
-                raise CorpusError(f"{name} line {no} has an empty {'A' if is_blank(a) else 'B'} side; "
-                                  "put text on both sides of the TAB")
+                raise CorpusError(Message("{name} line {no} has an empty {side} side; put text on both sides of "
+                                          "the TAB", name=name, no=no, side="A" if is_blank(a) else "B"))
             pairs.append((a, b))
     else:
         docs = []
@@ -494,11 +501,12 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
             pairs.extend(zip(sents, sents[1:]))
             docs.extend([doc_id] * max(0, len(sents) - 1))
     if len(pairs) < 2:
-        raise CorpusError(f"{name} gives {len(pairs)} sentence pair(s); at least 2 are needed because NSP draws its "
-                          "NotNext examples from a different pair. Add more lines (prose needs 2+ sentences per "
-                          "paragraph)")
+        raise CorpusError(Message("{name} gives {n} sentence pair(s); at least 2 are needed because NSP draws its "
+                                  "NotNext examples from a different pair. Add more lines (prose needs 2+ sentences "
+                                  "per paragraph)", name=name, n=len(pairs)))
     meta = {"mode": mode} if mode == "pairs" else {"mode": mode, "language": lang}
-    return Corpus(name, pairs, f"{len(pairs)} pairs from {name} ({mode} mode)", meta=meta, documents=docs)
+    return Corpus(name, pairs, Message("{n} pairs from {name} ({mode} mode)", n=len(pairs), name=name, mode=mode),
+                  meta=meta, documents=docs)
 
 
 def suggested_vocab_size(corpus: Corpus) -> int:

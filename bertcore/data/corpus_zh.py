@@ -33,6 +33,7 @@ import random
 
 from bertcore.data.corpus import Corpus
 from bertcore.errors import CorpusError
+from bertcore.message import Message
 
 # topic: people (noun, 量词), names (name, gender), places, animals (noun, 量词, verbs), things (noun, 量词),
 # foods (noun, 量词, 吃/喝), verb-objects (bare, e.g. 打针), adjectives
@@ -181,8 +182,9 @@ def _builtin_zh_corpus(seed: int, n_pairs: int) -> Corpus:
             pairs.append((a, b))
             docs.append(topic)
     return Corpus(f"builtin-zh(seed={seed})", pairs,
-                  f"generated Chinese: {len(TOPICS_ZH)} topics (one document each), measure-word agreement, "
-                  f"selectional constraints, {len(pairs)} distinct sentence pairs (seed {seed})",
+                  Message("generated Chinese: {topics} topics (one document each), measure-word agreement, "
+                          "selectional constraints, {pairs} distinct sentence pairs (seed {seed})",
+                          topics=len(TOPICS_ZH), pairs=len(pairs), seed=seed),
                   meta={"language": "zh"}, documents=docs)
 
 

@@ -36,6 +36,7 @@ from bertcore.data.corpus import (
 from bertcore.data.tokenization import basic_tokenize
 from bertcore.data.user_text import is_blank
 from bertcore.errors import InputError
+from bertcore.message import Message
 
 MASK = "[MASK]"
 CHANCE = 0.5  # every item is a choice between two answers
@@ -282,43 +283,49 @@ def parse_skill_csv(data: bytes | str, name: str, tokenizer) -> list[SkillItem]:
     InputError that names the line and says what to fix; the items' skill is ``own:<name's stem>``."""
     if isinstance(data, bytes):
         if len(data) > MAX_USER_BYTES:
-            raise InputError(f"{name} is {len(data):,} bytes; a skill file may hold at most {MAX_USER_BYTES:,} "
-                             "bytes: split it")
+            raise InputError(Message("{name} is {size} bytes; a skill file may hold at most {limit} bytes: split "
+                                     "it", name=name, size=f"{len(data):,}", limit=f"{MAX_USER_BYTES:,}"))
         try:
             data = data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise InputError(f"{name} is not UTF-8 text; save it as a UTF-8 CSV with the header text,right,wrong") \
-                from None
+            raise InputError(Message("{name} is not UTF-8 text; save it as a UTF-8 CSV with the header "
+                                     "text,right,wrong", name=name)) from None
     rows = list(csv.reader(io.StringIO(data)))
     if not rows or [c.strip().lower() for c in rows[0]] != ["text", "right", "wrong"]:
-        raise InputError(f"{name} must start with the header line text,right,wrong (one [MASK] per text), e.g. "
-                         "'the cows [MASK] hungry .,are,is'")
+        raise InputError(Message("{name} must start with the header line text,right,wrong (one [MASK] per text), "
+                                 "e.g. 'the cows [MASK] hungry .,are,is'", name=name))
     stem = name.rsplit("/", 1)[-1].rsplit(".", 1)[0] or "skill"
     items = []
     for no, row in enumerate(rows[1:], 2):
         if not any(c.strip() for c in row):
             continue
         if len(row) != 3:
-            raise InputError(f"{name} line {no} has {len(row)} fields; write text,right,wrong (quote a text that "
-                             "holds a comma)")
+            raise InputError(Message("{name} line {no} has {n} fields; write text,right,wrong (quote a text that "
+                                     "holds a comma)", name=name, no=no, n=len(row)))
         text, right, wrong = (c.strip() for c in row)
         for field, value in (("text", text), ("right", right), ("wrong", wrong)):
             if is_blank(value):
-                raise InputError(f"{name} line {no}: the {field} field is empty; fill it in")
+                raise InputError(Message("{name} line {no}: the {field} field is empty; fill it in", name=name,
+                                         no=no, field=field))
         n_masks = tokenizer.encode(text).count(tokenizer.mask_id)
         if n_masks != 1:
-            raise InputError(f"{name} line {no} has {n_masks} [MASK] tokens; write exactly one [MASK] per text")
+            raise InputError(Message("{name} line {no} has {n} [MASK] tokens; write exactly one [MASK] per text",
+                                     name=name, no=no, n=n_masks))
         for field, word in (("right", right), ("wrong", wrong)):
             ids = tokenizer.encode(word)
             if len(ids) != 1 or ids[0] == tokenizer.unk_id:
                 pieces = " ".join(tokenizer.convert_ids_to_tokens(ids))
-                raise InputError(f"{name} line {no}: the {field} word {word!r} is not one token of this model's "
-                                 f"vocabulary (it becomes: {pieces}); choose a word the vocabulary holds whole")
+                raise InputError(Message("{name} line {no}: the {field} word {word} is not one token of this "
+                                         "model's vocabulary (it becomes: {pieces}); choose a word the vocabulary "
+                                         "holds whole", name=name, no=no, field=field, word=repr(word),
+                                         pieces=pieces))
         if right.lower() == wrong.lower():
-            raise InputError(f"{name} line {no}: right and wrong are the same word; give two different words")
+            raise InputError(Message("{name} line {no}: right and wrong are the same word; give two different words",
+                                     name=name, no=no))
         items.append(SkillItem(USER_PREFIX + stem, text, right, wrong))
         if len(items) > MAX_USER_ITEMS:
-            raise InputError(f"{name} has more than {MAX_USER_ITEMS:,} items; keep the file below that")
+            raise InputError(Message("{name} has more than {limit} items; keep the file below that", name=name,
+                                     limit=f"{MAX_USER_ITEMS:,}"))
     if not items:
-        raise InputError(f"{name} has no items under its header; add lines of text,right,wrong")
+        raise InputError(Message("{name} has no items under its header; add lines of text,right,wrong", name=name))
     return items

@@ -36,6 +36,7 @@ from bertcore.data import corpus as C
 from bertcore.data.corpus import builtin_corpus, decode_text_file, max_corpus_bytes
 from bertcore.errors import CorpusError, InputError
 from bertcore.data.user_text import is_blank
+from bertcore.message import Message
 
 HELD_OUT_SIZE = 600
 POOL_SIZE = 3000
@@ -174,9 +175,10 @@ def coherence_task(seed: int = 0) -> Task:
             if bad is not None:
                 ex.append(TaskExample(bad, None, 0))
     train, held = _balanced_split(ex, rng)
-    return Task("coherence", "Does every word fit one scene? In the 'odd word' class one adjective, place, food, "
-                "object or readable was swapped for the same kind of word from another topic.",
-                ["odd word", "coherent"], False, train, held)
+    return Task("coherence", Message("Does every word fit one scene? In the 'odd word' class one adjective, place, "
+                                     "food, object or readable was swapped for the same kind of word from another "
+                                     "topic."),
+                [Message("odd word"), Message("coherent")], False, train, held)
 
 
 def same_topic_task(seed: int = 0) -> Task:
@@ -197,8 +199,8 @@ def same_topic_task(seed: int = 0) -> Task:
         if a != b:
             ex.append(TaskExample(a, b, int(t == u)))
     train, held = _balanced_split(ex, rng)
-    return Task("same_topic", "Sentence pair: are two sentences from different pairs about the same topic?",
-                ["different topic", "same topic"], True, train, held)
+    return Task("same_topic", Message("Sentence pair: are two sentences from different pairs about the same topic?"),
+                [Message("different topic"), Message("same topic")], True, train, held)
 
 
 BUILTIN_TASKS = {"coherence": coherence_task, "same_topic": same_topic_task}
@@ -278,7 +280,8 @@ def load_task_csv(path_or_bytes, name: str | None = None, seed: int = 0, held_ou
     if not held:
         raise InputError(f"{name}: no class has two or more rows, so nothing can be held out; add more rows")
     rng.shuffle(train)
-    return Task(Path(name).stem, f"user CSV {name}: {len(ex)} rows, {len(labels)} classes", labels, pair, train, held)
+    return Task(Path(name).stem, Message("user CSV {name}: {n} rows, {k} classes", name=name, n=len(ex), k=len(labels)),
+                labels, pair, train, held)
 
 
 def get_task(spec: str, seed: int = 0) -> Task:

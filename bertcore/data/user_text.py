@@ -18,6 +18,7 @@ from __future__ import annotations
 import unicodedata
 
 from bertcore.errors import InputError
+from bertcore.message import Message
 
 # Longer texts are cut before tokenizing (the model sees at most max_position_embeddings tokens anyway).
 MAX_TEXT_CHARS = 100_000
@@ -41,16 +42,22 @@ def is_blank(text) -> bool:
     return not normalize(text[:MAX_TEXT_CHARS]).strip()
 
 
+# the names callers give their text, as Messages, so that the app shows the error in its language
+_NAMES = {m: m for m in (Message("the text"), Message("the sentence"), Message("sentence A"), Message("sentence B"))}
+
+
 def clean_text(text, what: str = "the text") -> tuple[str, bool]:
     """``(normalised text, cut)``: control and format characters become spaces, text beyond ``MAX_TEXT_CHARS``
     is cut (``cut=True``). Raises InputError for non-text or empty text, naming ``what``."""
     if not isinstance(text, str):
-        raise InputError(f"{what} must be a string, got {type(text).__name__}")
+        raise InputError(Message("{what} must be a string, got {kind}", what=_NAMES.get(what, what),
+                                 kind=type(text).__name__))
     cut = len(text) > MAX_TEXT_CHARS
     if cut:
         text = text[:MAX_TEXT_CHARS]
     text = normalize(text)
     if not text.strip():
-        raise InputError(f"{what} is empty; type some text, e.g. 'the cat sat on the mat' (spaces and invisible "
-                         "characters such as zero-width spaces or direction marks do not count)")
+        raise InputError(Message("{what} is empty; type some text, e.g. 'the cat sat on the mat' (spaces and "
+                                 "invisible characters such as zero-width spaces or direction marks do not count)",
+                                 what=_NAMES.get(what, what)))
     return text, cut

@@ -22,6 +22,7 @@ from bertcore.finetune.tuner import FinetuneConfig
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import RunResult, StopSignal
 from bertcore.training.history import History
+from bertcore.message import Message
 
 ABANDONED = "stopped: nobody watched it (the tab was closed)"
 
@@ -48,12 +49,15 @@ class ComparisonSnapshot:
 def summary_line(acc_pre: float | None, acc_scratch: float | None, n_labels: int, source: str = "") -> str:
     """'Pretraining bought +N points ...' from the two held-out accuracies."""
     if acc_pre is None or acc_scratch is None:
-        return "No held-out accuracy yet."
+        return Message("No held-out accuracy yet.")
     pts = 100 * (acc_pre - acc_scratch)
-    verb = "bought" if pts >= 0 else "cost"
-    src = f" ({source})" if source else ""
-    return (f"Pretraining{src} {verb} {abs(pts):.1f} points of held-out accuracy with {n_labels} labelled "
-            f"examples: {acc_pre:.1%} from pretrained weights vs {acc_scratch:.1%} from random initial weights.")
+    values = dict(src=f" ({source})" if source else "", pts=f"{abs(pts):.1f}", n=n_labels, pre=f"{acc_pre:.1%}",
+                  scratch=f"{acc_scratch:.1%}")
+    if pts >= 0:
+        return Message("Pretraining{src} bought {pts} points of held-out accuracy with {n} labelled examples: {pre} "
+                       "from pretrained weights vs {scratch} from random initial weights.", **values)
+    return Message("Pretraining{src} cost {pts} points of held-out accuracy with {n} labelled examples: {pre} "
+                   "from pretrained weights vs {scratch} from random initial weights.", **values)
 
 
 class PretrainingComparison:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from bertcore.message import Message
 
 
 @dataclass
@@ -27,10 +28,10 @@ class InitReport:
     def summary(self) -> str:
         n, m = len(self.copied), len(self.copied) + len(self.own)
         if self.all_shared:
-            return f"both variants start from the same initial weights (all {n} tensors)"
+            return Message("both variants start from the same initial weights (all {n} tensors)", n=n)
         groups = sorted({_group(name) for name, _ in self.own})
-        return (f"{n} of {m} tensors start from the same initial weights; {len(self.own)} cannot be shared because "
-                f"the designs differ there: {', '.join(groups)}")
+        return Message("{n} of {m} tensors start from the same initial weights; {own} cannot be shared because "
+                       "the designs differ there: {groups}", n=n, m=m, own=len(self.own), groups=", ".join(groups))
 
 
 def _group(name: str) -> str:
