@@ -4,7 +4,7 @@ from pathlib import Path
 import streamlit as st
 
 from bertcore.analysis.live_probe import Probe, read_probe_csv
-from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
+from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate, measure_cadence
 from bertcore.errors import ConfigError
 from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS
 from bertcore.presets import preset as preset_configs
@@ -103,8 +103,7 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int, max_len: i
         if t["pad_to"]:  # a seed that pads every example to a fixed length (BERT-pytorch's seq_len)
             tk["pad_to"] = max(int(t["pad_to"]), tk["max_seq_len"])
             st.caption(tr("Every batch is padded to {n} tokens, as the seed pads to its seq_len.", n=tk["pad_to"]))
-        tk["eval_every"] = max(10, tk["steps"] // 20)
-        tk["snapshot_every"] = max(5, tk["steps"] // 40)
+        tk.update(measure_cadence(tk["steps"]))  # ~20 evaluations whatever the length (as `bertcore train`)
     return bk, tk
 
 

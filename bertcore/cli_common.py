@@ -54,7 +54,7 @@ def overrides_dict(pairs) -> dict:
 
 
 def train_configs(args):
-    from bertcore.config import BertConfig, TrainConfig, split_overrides
+    from bertcore.config import BertConfig, TrainConfig, measure_cadence, split_overrides
     from bertcore.presets import PRESETS, preset
 
     bert_kw, train_kw = {}, {}
@@ -69,6 +69,8 @@ def train_configs(args):
         train_kw["steps"] = args.steps
     if args.seed is not None:
         train_kw["seed"] = args.seed
+    for key, every in measure_cadence(train_kw.get("steps", TrainConfig.steps)).items():
+        train_kw.setdefault(key, every)  # as the Train page measures a run of this length (unless --set says)
     return BertConfig(**bert_kw), TrainConfig(**train_kw), "vocab_size" in bert_kw
 
 

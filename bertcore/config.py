@@ -299,6 +299,14 @@ class TrainConfig(JsonConfig):
         return max(0.0, 1.0 - self.mask_token_frac - self.random_token_frac)
 
 
+def measure_cadence(steps: int) -> dict[str, int]:
+    """How often a run measures itself, from its length: about 20 held-out evaluations and 40 attention snapshots
+    whatever the step count, so a live chart has the same density for a short run and a long one. The Train page
+    and ``bertcore train`` both use it (unless ``--set eval_every=...`` / ``snapshot_every=...`` says otherwise), so
+    the same corpus and settings give the same run in both."""
+    return {"eval_every": max(10, int(steps) // 20), "snapshot_every": max(5, int(steps) // 40)}
+
+
 def check_compatible(model: BertConfig, train: TrainConfig) -> None:
     """Cross-checks between the two configs (raises ConfigError with the fix)."""
     if train.max_seq_len > model.max_position_embeddings:
