@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bertcore.errors import ConfigError
+from bertcore.message import Message
 
 ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 POSITION_EMBEDDINGS = ("learned", "sinusoidal")
@@ -37,9 +38,8 @@ class JsonConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ConfigError(
-                f"unknown {cls.__name__} field(s) {unknown}; valid fields are: {', '.join(sorted(known))}"
-            )
+            raise ConfigError(Message("unknown {config} field(s) {unknown}; valid fields are: {valid}",
+                                      config=cls.__name__, unknown=unknown, valid=", ".join(sorted(known))))
         return cls(**d)
 
     def replace(self, **kw):
@@ -53,27 +53,34 @@ class JsonConfig:
         try:
             d = json.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ConfigError(f"cannot read config {path}: {e}; it must be a UTF-8 JSON object") from None
+            raise ConfigError(Message("cannot read config {path}: {err}; it must be a UTF-8 JSON object",
+                                      path=path, err=str(e))) from None
         if not isinstance(d, dict):
-            raise ConfigError(f"config {path} must hold a JSON object")
+            raise ConfigError(Message("config {path} must hold a JSON object", path=path))
         return cls.from_dict(d)
 
 
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        raise ConfigError(f"{name}={value!r} is not valid; choose one of {', '.join(choices)}")
+        raise ConfigError(Message("{name}={value} is not valid; choose one of {choices}", name=name, value=repr(value),
+                                  choices=", ".join(choices)))
 
 
 def _check_bool(name: str, value: Any) -> None:
     if not isinstance(value, bool):
-        raise ConfigError(f"{name}={value!r} must be true or false")
+        raise ConfigError(Message("{name}={value} must be true or false", name=name, value=repr(value)))
 
 
 def check_range(name: str, value: Any, lo: float, hi: float, kind: type = float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
-        raise ConfigError(f"{name}={value!r} must be a {'whole number' if kind is int else 'number'} in [{lo}, {hi}]")
+        if kind is int:
+            raise ConfigError(Message("{name}={value} must be a whole number in [{lo}, {hi}]", name=name,
+                                      value=repr(value), lo=lo, hi=hi))
+        raise ConfigError(Message("{name}={value} must be a number in [{lo}, {hi}]", name=name, value=repr(value),
+                                  lo=lo, hi=hi))
     if not (lo <= value <= hi):
-        raise ConfigError(f"{name}={value!r} is out of range; use a value in [{lo}, {hi}]")
+        raise ConfigError(Message("{name}={value} is out of range; use a value in [{lo}, {hi}]", name=name,
+                                  value=repr(value), lo=lo, hi=hi))
 
 
 def fan_in_init(hidden_size: int) -> float:
@@ -192,27 +199,28 @@ class BertConfig(JsonConfig):
                      "attention_padding_mask"):
             _check_bool(name, getattr(self, name))
         if not self.train_position_embeddings and self.position_embedding != "learned":
-            raise ConfigError(
+            raise ConfigError(Message(
                 "train_position_embeddings=false freezes a learned position table, but position_embedding="
-                f"{self.position_embedding} has no trained table; use position_embedding=learned or leave "
-                "train_position_embeddings=true"
-            )
+                "{kind} has no trained table; use position_embedding=learned or leave "
+                "train_position_embeddings=true", kind=self.position_embedding
+            ))
         if self.segment_ids == "1/2" and self.type_vocab_size != 3:
-            raise ConfigError(
-                f"segment_ids=1/2 needs type_vocab_size=3 (rows: padding, A, B), not {self.type_vocab_size}; "
-                "set type_vocab_size=3 or use segment_ids=0/1"
-            )
+            raise ConfigError(Message(
+                "segment_ids=1/2 needs type_vocab_size=3 (rows: padding, A, B), not {n}; "
+                "set type_vocab_size=3 or use segment_ids=0/1", n=self.type_vocab_size
+            ))
         if self.hidden_size % self.num_attention_heads:
             ok = [h for h in range(1, min(self.hidden_size, 64) + 1) if self.hidden_size % h == 0]
-            raise ConfigError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}; "
-                f"pick num_attention_heads from {ok} or change hidden_size"
-            )
+            raise ConfigError(Message(
+                "hidden_size={hidden} is not divisible by num_attention_heads={heads}; "
+                "pick num_attention_heads from {ok} or change hidden_size",
+                hidden=self.hidden_size, heads=self.num_attention_heads, ok=ok
+            ))
         if self.position_embedding == "sinusoidal" and self.hidden_size % 2:
-            raise ConfigError(
-                f"hidden_size={self.hidden_size} is odd; sinusoidal position encoding pairs sin/cos dimensions, "
-                "so use an even hidden_size or position_embedding=learned"
-            )
+            raise ConfigError(Message(
+                "hidden_size={hidden} is odd; sinusoidal position encoding pairs sin/cos dimensions, "
+                "so use an even hidden_size or position_embedding=learned", hidden=self.hidden_size
+            ))
 
     @property
     def head_dim(self) -> int:
@@ -274,10 +282,11 @@ class TrainConfig(JsonConfig):
         check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
         check_range("pad_to", self.pad_to, 0, 8192, int)
         if self.pad_to and self.pad_to < self.max_seq_len:
-            raise ConfigError(
-                f"pad_to={self.pad_to} is shorter than max_seq_len={self.max_seq_len}; every batch is padded to "
-                f"pad_to, so set it to at least {self.max_seq_len}, or 0 to pad each batch to its longest pair"
-            )
+            raise ConfigError(Message(
+                "pad_to={pad_to} is shorter than max_seq_len={max_len}; every batch is padded to "
+                "pad_to, so set it to at least {max_len}, or 0 to pad each batch to its longest pair",
+                pad_to=self.pad_to, max_len=self.max_seq_len
+            ))
         check_range("mlm_probability", self.mlm_probability, 0.0, 1.0)
         check_range("mask_token_frac", self.mask_token_frac, 0.0, 1.0)
         check_range("random_token_frac", self.random_token_frac, 0.0, 1.0)
@@ -289,10 +298,11 @@ class TrainConfig(JsonConfig):
         check_range("num_threads", self.num_threads, 1, 256, int)
         check_range("held_out_frac", self.held_out_frac, 0.0, 0.5)
         if self.mask_token_frac + self.random_token_frac > 1.0 + 1e-9:
-            raise ConfigError(
-                f"mask_token_frac + random_token_frac = {self.mask_token_frac + self.random_token_frac:.3f} > 1; "
-                "they are shares of the selected tokens (the rest are kept), so lower one of them"
-            )
+            raise ConfigError(Message(
+                "mask_token_frac + random_token_frac = {total} > 1; "
+                "they are shares of the selected tokens (the rest are kept), so lower one of them",
+                total=f"{self.mask_token_frac + self.random_token_frac:.3f}"
+            ))
 
     @property
     def keep_frac(self) -> float:
@@ -310,15 +320,17 @@ def measure_cadence(steps: int) -> dict[str, int]:
 def check_compatible(model: BertConfig, train: TrainConfig) -> None:
     """Cross-checks between the two configs (raises ConfigError with the fix)."""
     if train.max_seq_len > model.max_position_embeddings:
-        raise ConfigError(
-            f"max_seq_len={train.max_seq_len} exceeds max_position_embeddings={model.max_position_embeddings}; "
-            f"lower max_seq_len or raise max_position_embeddings to at least {train.max_seq_len}"
-        )
+        raise ConfigError(Message(
+            "max_seq_len={max_len} exceeds max_position_embeddings={max_pos}; "
+            "lower max_seq_len or raise max_position_embeddings to at least {max_len}",
+            max_len=train.max_seq_len, max_pos=model.max_position_embeddings
+        ))
     if train.pad_to > model.max_position_embeddings:
-        raise ConfigError(
-            f"pad_to={train.pad_to} exceeds max_position_embeddings={model.max_position_embeddings}; "
-            f"lower pad_to (0 = pad to the longest pair) or raise max_position_embeddings to at least {train.pad_to}"
-        )
+        raise ConfigError(Message(
+            "pad_to={pad_to} exceeds max_position_embeddings={max_pos}; "
+            "lower pad_to (0 = pad to the longest pair) or raise max_position_embeddings to at least {pad_to}",
+            pad_to=train.pad_to, max_pos=model.max_position_embeddings
+        ))
 
 
 def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
@@ -330,7 +342,7 @@ def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
         if low in ("none", "auto") and t == "bool | None":
             return None
         if low not in ("true", "false", "1", "0", "yes", "no"):
-            raise ConfigError(f"{key}={raw!r} must be true or false")
+            raise ConfigError(Message("{name}={value} must be true or false", name=key, value=repr(raw)))
         return low in ("true", "1", "yes")
     try:
         if t == "int":
@@ -343,7 +355,9 @@ def _parse_value(field_type: Any, key: str, raw: Any) -> Any:
         if t == "float | None":
             return None if raw.strip().lower() in ("none", "auto") else float(raw)
     except ValueError:
-        raise ConfigError(f"{key}={raw!r} must be a {'whole number' if t == 'int' else 'number'}") from None
+        if t == "int":
+            raise ConfigError(Message("{name}={value} must be a whole number", name=key, value=repr(raw))) from None
+        raise ConfigError(Message("{name}={value} must be a number", name=key, value=repr(raw))) from None
     return raw
 
 
@@ -360,7 +374,8 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
             train_kw[key] = _parse_value(train_fields[key], key, raw)
         else:
             valid = sorted(set(bert_fields) | set(train_fields))
-            raise ConfigError(f"unknown setting {key!r}; valid keys are: {', '.join(valid)}")
+            raise ConfigError(Message("unknown setting {key}; valid keys are: {valid}", key=repr(key),
+                                      valid=", ".join(valid)))
     return bert_kw, train_kw
 
 

@@ -10,6 +10,7 @@ import math
 import os
 
 from bertcore.errors import ConfigError
+from bertcore.message import Message
 
 
 def env_number(name: str, default: float, *, minimum: float | None = None, maximum: float | None = None,
@@ -26,9 +27,13 @@ def env_number(name: str, default: float, *, minimum: float | None = None, maxim
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or (integer and value != int(value)):
-            kind = "a whole number" if integer else "a number"
-            raise ConfigError(f"environment variable {name}={raw!r} is not {kind}; set it to {kind} "
-                              f"(default {default:g}) or unset it, then restart")
+            if integer:
+                raise ConfigError(Message("environment variable {name}={value} is not a whole number; set it to a "
+                                          "whole number (default {default}) or unset it, then restart",
+                                          name=name, value=repr(raw), default=f"{default:g}"))
+            raise ConfigError(Message("environment variable {name}={value} is not a number; set it to a number "
+                                      "(default {default}) or unset it, then restart",
+                                      name=name, value=repr(raw), default=f"{default:g}"))
     if minimum is not None:
         value = max(minimum, value)
     if maximum is not None:

@@ -32,6 +32,7 @@ from bertcore.data.bert_pytorch_vocab import SPECIALS as SEED_SPECIALS
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
 from bertcore.data.tokenizer_base import CACHE_MAX_CHARS, SPECIAL_TOKENS, TokenizerBase, read_vocab_file
 from bertcore.errors import TokenizerError
+from bertcore.message import Message
 
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
@@ -171,7 +172,7 @@ class WordTokenizer(TokenizerBase):
         self.lower = lower
         self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
         if len(self.token_to_id) != len(self.vocab):
-            raise TokenizerError("vocabulary has duplicate tokens; each token must appear once")
+            raise TokenizerError(Message("vocabulary has duplicate tokens; each token must appear once"))
         self._init_specials()
 
     @classmethod
@@ -181,16 +182,18 @@ class WordTokenizer(TokenizerBase):
         ``min_freq`` drops rarer words; ``max_size`` caps the whole vocabulary including the 5 specials.
         """
         if isinstance(min_freq, bool) or not isinstance(min_freq, int) or min_freq < 1:
-            raise TokenizerError(f"min_freq={min_freq!r} must be a whole number >= 1")
+            raise TokenizerError(Message("min_freq={value} must be a whole number >= 1", value=repr(min_freq)))
         if max_size is not None and (not isinstance(max_size, int) or max_size < len(SPECIAL_TOKENS) + 1):
-            raise TokenizerError(f"max_size={max_size!r} is too small; it counts the {len(SPECIAL_TOKENS)} special "
-                                 f"tokens too, so use at least {len(SPECIAL_TOKENS) + 1} (or None for no cap)")
+            raise TokenizerError(Message("max_size={value} is too small; it counts the {n} special tokens too, so use "
+                                         "at least {least} (or None for no cap)", value=repr(max_size),
+                                         n=len(SPECIAL_TOKENS), least=len(SPECIAL_TOKENS) + 1))
         counts: Counter = Counter()
         for t in texts:
             counts.update(w for w in basic_tokenize(t) if w not in SPECIAL_TOKENS and len(w) <= MAX_WORD_CHARS)
         words = sorted((w for w, c in counts.items() if c >= min_freq), key=lambda w: (-counts[w], w))
         if not words:
-            raise TokenizerError(f"no word occurs at least min_freq={min_freq} times; lower min_freq or add text")
+            raise TokenizerError(Message("no word occurs at least min_freq={min_freq} times; lower min_freq or add "
+                                         "text", min_freq=min_freq))
         if max_size is not None:
             words = words[: max_size - len(SPECIAL_TOKENS)]
         return cls(SPECIAL_TOKENS + words)
@@ -254,7 +257,7 @@ class WordPieceTokenizer(TokenizerBase):
         self.vocab = [None] * len(v)  # type: ignore[list-item]
         for t, i in v.items():
             if not 0 <= i < len(v) or self.vocab[i] is not None:
-                raise TokenizerError("WordPiece vocabulary ids are not contiguous; rebuild the tokenizer")
+                raise TokenizerError(Message("WordPiece vocabulary ids are not contiguous; rebuild the tokenizer"))
             self.vocab[i] = t
         self.token_to_id = dict(v)
         self._init_specials()
@@ -263,9 +266,11 @@ class WordPieceTokenizer(TokenizerBase):
     def train(cls, texts: Iterable[str], vocab_size: int = 1000, min_frequency: int = 2) -> "WordPieceTokenizer":
         """Train a WordPiece vocabulary on ``texts`` (specials get ids 0..4)."""
         if not isinstance(vocab_size, int) or vocab_size < len(SPECIAL_TOKENS) + 1:
-            raise TokenizerError(f"vocab_size={vocab_size!r} is too small; use at least {len(SPECIAL_TOKENS) + 1}")
+            raise TokenizerError(Message("vocab_size={value} is too small; use at least {least}",
+                                         value=repr(vocab_size), least=len(SPECIAL_TOKENS) + 1))
         if not isinstance(min_frequency, int) or min_frequency < 0:
-            raise TokenizerError(f"min_frequency={min_frequency!r} must be a whole number >= 0")
+            raise TokenizerError(Message("min_frequency={value} must be a whole number >= 0",
+                                         value=repr(min_frequency)))
         seen = [False]
 
         def stream():  # texts may be a generator over a corpus too large to hold: never make it a list
@@ -280,7 +285,7 @@ class WordPieceTokenizer(TokenizerBase):
                                             show_progress=False)
         tk.train_from_iterator(stream(), trainer=trainer)
         if not seen[0]:
-            raise TokenizerError("cannot train WordPiece on empty text; give a corpus with some words")
+            raise TokenizerError(Message("cannot train WordPiece on empty text; give a corpus with some words"))
         _finish(tk)
         return cls(tk)
 
@@ -290,8 +295,9 @@ class WordPieceTokenizer(TokenizerBase):
         vocab = read_vocab_file(path)
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
         if missing:
-            raise TokenizerError(f"vocab file {path} lacks special token(s) {missing}; a BERT vocab.txt must hold "
-                                 f"{', '.join(SPECIAL_TOKENS)}")
+            raise TokenizerError(Message("vocab file {path} lacks special token(s) {missing}; a BERT vocab.txt must "
+                                         "hold {specials}", path=path, missing=missing,
+                                         specials=", ".join(SPECIAL_TOKENS)))
         tk = _new_wordpiece_tokenizer({t: i for i, t in enumerate(vocab)}, lowercase)
         _finish(tk)
         return cls(tk)
@@ -301,7 +307,8 @@ class WordPieceTokenizer(TokenizerBase):
         try:
             tk = Tokenizer.from_file(str(path))
         except Exception as e:  # tokenizers raises a bare Exception on bad JSON
-            raise TokenizerError(f"cannot load tokenizer {path}: {e}; it must be a tokenizers tokenizer.json") from None
+            raise TokenizerError(Message("cannot load tokenizer {path}: {err}; it must be a tokenizers tokenizer.json",
+                                         path=path, err=str(e))) from None
         return cls(tk)
 
     def tokenize(self, text: str) -> list[str]:
@@ -342,7 +349,8 @@ class WordPieceTokenizer(TokenizerBase):
 
 
 def _unknown_kind(kind) -> TokenizerError:
-    return TokenizerError(f"tokenizer kind {kind!r} is unknown; use one of {', '.join(map(repr, TOKENIZER_KINDS))}")
+    return TokenizerError(Message("tokenizer kind {kind} is unknown; use one of {kinds}", kind=repr(kind),
+                                  kinds=", ".join(map(repr, TOKENIZER_KINDS))))
 
 
 def load_tokenizer(directory: str | Path, kind: str | None = None):
@@ -351,7 +359,8 @@ def load_tokenizer(directory: str | Path, kind: str | None = None):
     WordPiece, one starting with the seed's ``<pad> <unk> <eos> <sos> <mask>`` -> seed_word; else word-level."""
     d = Path(directory)
     if not d.is_dir():
-        raise TokenizerError(f"tokenizer directory {d} does not exist; pass the folder holding vocab.txt")
+        raise TokenizerError(Message("tokenizer directory {path} does not exist; pass the folder holding vocab.txt",
+                                     path=d))
     if kind is not None and kind not in TOKENIZER_KINDS:
         raise _unknown_kind(kind)
     if kind is None:
@@ -361,15 +370,17 @@ def load_tokenizer(directory: str | Path, kind: str | None = None):
             except (OSError, ValueError, AttributeError):
                 continue
             if k is not None and k not in TOKENIZER_KINDS:
-                raise TokenizerError(f"{d / name} names tokenizer_kind {k!r}, which this version cannot read; "
-                                     f"it knows {', '.join(map(repr, TOKENIZER_KINDS))}")
+                raise TokenizerError(Message("{path} names tokenizer_kind {kind}, which this version cannot read; "
+                                             "it knows {kinds}", path=d / name, kind=repr(k),
+                                             kinds=", ".join(map(repr, TOKENIZER_KINDS))))
             if k is not None:
                 kind = k
                 break
     if (d / "tokenizer.json").is_file() and kind in (None, "wordpiece"):
         return WordPieceTokenizer.from_file(d / "tokenizer.json")
     if not (d / "vocab.txt").is_file():
-        raise TokenizerError(f"{d} holds neither tokenizer.json nor vocab.txt; save a tokenizer there first")
+        raise TokenizerError(Message("{path} holds neither tokenizer.json nor vocab.txt; save a tokenizer there "
+                                     "first", path=d))
     vocab = read_vocab_file(d / "vocab.txt")
     if kind == "seed_word" or (kind is None and vocab[:len(SEED_SPECIALS)] == list(SEED_SPECIALS)):
         return SeedWordTokenizer(vocab)

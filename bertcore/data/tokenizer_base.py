@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 from bertcore.errors import TokenizerError
+from bertcore.message import Message
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]  # role order: pad, unk, cls, sep, mask
 CACHE_LIMIT = 200_000
@@ -31,9 +32,9 @@ class TokenizerBase:
         role_tokens = list(role_tokens)
         missing = [t for t in role_tokens if t not in self.token_to_id]
         if missing:
-            raise TokenizerError(
-                f"vocabulary lacks special token(s) {missing}; add them (BERT vocabularies start with "
-                f"{', '.join(role_tokens)})")
+            raise TokenizerError(Message(
+                "vocabulary lacks special token(s) {missing}; add them (BERT vocabularies start with "
+                "{specials})", missing=missing, specials=", ".join(role_tokens)))
         self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = (self.token_to_id[t] for t in role_tokens)
         self.special_ids = {self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id}
         self._cache: dict[str, list[int]] = {}
@@ -78,7 +79,8 @@ class TokenizerBase:
         for i in ids:
             i = int(i)
             if not 0 <= i < n:
-                raise TokenizerError(f"token id {i} is outside the vocabulary (size {n}); use ids in [0, {n - 1}]")
+                raise TokenizerError(Message("token id {id} is outside the vocabulary (size {n}); use ids in "
+                                             "[0, {last}]", id=i, n=n, last=n - 1))
             out.append(self.vocab[i])
         return out
 
@@ -111,16 +113,20 @@ def read_vocab_file(path: str | Path) -> list[str]:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise TokenizerError(f"vocab file {p} not found; pass the path of a vocab.txt (one token per line)") from None
+        raise TokenizerError(Message("vocab file {path} not found; pass the path of a vocab.txt (one token per "
+                                     "line)", path=p)) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise TokenizerError(f"cannot read vocab file {p}: {e}; it must be a UTF-8 text file") from None
+        raise TokenizerError(Message("cannot read vocab file {path}: {err}; it must be a UTF-8 text file", path=p,
+                                     err=str(e))) from None
     vocab = text.split("\n")
     if vocab and vocab[-1] == "":
         vocab.pop()
     vocab = [t.rstrip("\r") for t in vocab]
     if not vocab:
-        raise TokenizerError(f"vocab file {p} is empty; it needs one token per line, starting with {SPECIAL_TOKENS}")
+        raise TokenizerError(Message("vocab file {path} is empty; it needs one token per line, starting with "
+                                     "{specials}", path=p, specials=SPECIAL_TOKENS))
     dup = [t for t, c in Counter(vocab).items() if c > 1]
     if dup:
-        raise TokenizerError(f"vocab file {p} repeats token(s) {dup[:5]}; each token must appear on one line only")
+        raise TokenizerError(Message("vocab file {path} repeats token(s) {dup}; each token must appear on one line "
+                                     "only", path=p, dup=dup[:5]))
     return vocab

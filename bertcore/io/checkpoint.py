@@ -34,6 +34,7 @@ from bertcore.config import BertConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.data.tokenization import WordTokenizer, load_tokenizer
 from bertcore.errors import BertcoreError, CheckpointError
+from bertcore.message import Message
 from bertcore.model.bert import init_model
 
 PICKLE_NAMES = ("pytorch_model.bin", "model.pt", "model.pth", "model.bin", "checkpoint.pt", "model.ckpt")
@@ -108,7 +109,7 @@ def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
     this bundle does not have (e.g. history.csv) are removed after the new files are in place."""
     d = Path(directory).expanduser()
     if d.exists() and not d.is_dir():
-        raise CheckpointError(f"{d} exists and is not a directory; choose another output folder")
+        raise CheckpointError(Message("{path} exists and is not a directory; choose another output folder", path=d))
     d.mkdir(parents=True, exist_ok=True)
     model, tok = bundle.model, bundle.tokenizer
     written = {"config.json", "model.safetensors", "bundle.json"}
@@ -148,9 +149,14 @@ def read_json_object(path: Path, what: str = "") -> dict:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"cannot read {what + ' ' if what else ''}({path.name}): {e}; it must be a UTF-8 JSON object") from None
+        if what:
+            raise CheckpointError(Message("cannot read {what} ({file}): {err}; it must be a UTF-8 JSON object",
+                                          what=what, file=path.name, err=str(e))) from None
+        raise CheckpointError(Message("cannot read ({file}): {err}; it must be a UTF-8 JSON object",
+                                      file=path.name, err=str(e))) from None
     if not isinstance(obj, dict):
-        raise CheckpointError(f"{path.name} must hold a JSON object, got {type(obj).__name__}")
+        raise CheckpointError(Message("{file} must hold a JSON object, got {type}", file=path.name,
+                                      type=type(obj).__name__))
     return obj
 
 
@@ -158,8 +164,8 @@ def load_safetensors(path: Path, what: str) -> dict[str, torch.Tensor]:
     try:
         return load_file(str(path))
     except Exception as e:  # noqa: BLE001 - SafetensorError, OSError, header errors: all mean "damaged file"
-        raise CheckpointError(f"{what} ({path.name}) is not a valid safetensors file ({e}); "
-                              "save the checkpoint again") from None
+        raise CheckpointError(Message("{what} ({file}) is not a valid safetensors file ({err}); "
+                                      "save the checkpoint again", what=what, file=path.name, err=str(e))) from None
 
 
 def _shared_aliases(model) -> dict[str, str]:
@@ -179,61 +185,73 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
     """Load a directory written by ``save_checkpoint``. Raises CheckpointError naming the problem and the fix."""
     d = Path(directory).expanduser()
     if not d.exists():
-        raise CheckpointError(f"checkpoint directory {d} does not exist; train one with "
-                              f"`python -m bertcore train --out {d}` or check the path")
+        raise CheckpointError(Message("checkpoint directory {path} does not exist; train one with "
+                                      "`python -m bertcore train --out {path}` or check the path", path=d))
     if not d.is_dir():
-        raise CheckpointError(f"{d} is not a directory; a checkpoint is a folder with config.json and model.safetensors")
+        raise CheckpointError(Message("{path} is not a directory; a checkpoint is a folder with config.json and "
+                                      "model.safetensors", path=d))
     pickles = [n for n in PICKLE_NAMES if (d / n).exists()] + sorted(p.name for p in d.glob("*.pkl"))
     if not (d / "model.safetensors").is_file() and pickles:
-        raise CheckpointError(f"{d} holds only pickle weights ({', '.join(pickles)}), which are never loaded because "
-                              "unpickling can run code; use a checkpoint with model.safetensors (transformers: "
-                              "save_pretrained(dir) then `python -m bertcore import-hf`)")
+        raise CheckpointError(Message("{path} holds only pickle weights ({files}), which are never loaded because "
+                                      "unpickling can run code; use a checkpoint with model.safetensors (transformers: "
+                                      "save_pretrained(dir) then `python -m bertcore import-hf`)",
+                                      path=d, files=", ".join(pickles)))
     if not (d / "config.json").is_file():
-        raise CheckpointError(f"{d} has no config.json; a checkpoint needs config.json, model.safetensors and vocab.txt")
+        raise CheckpointError(Message("{path} has no config.json; a checkpoint needs config.json, model.safetensors "
+                                      "and vocab.txt", path=d))
     if not (d / "model.safetensors").is_file():
-        raise CheckpointError(f"{d} has no model.safetensors; the weights are missing, save the checkpoint again")
+        raise CheckpointError(Message("{path} has no model.safetensors; the weights are missing, save the checkpoint "
+                                      "again", path=d))
     if not ((d / "vocab.txt").is_file() or (d / "tokenizer.json").is_file()):
-        raise CheckpointError(f"{d} has no vocab.txt or tokenizer.json; the vocabulary is needed to read text")
+        raise CheckpointError(Message("{path} has no vocab.txt or tokenizer.json; the vocabulary is needed to read "
+                                      "text", path=d))
 
-    raw = read_json_object(d / "config.json", "the model config")
+    raw = read_json_object(d / "config.json", Message("the model config"))
     extra = {k: raw.pop(k) for k in _EXTRA_CONFIG_KEYS if k in raw}
     if "bertcore_version" not in extra and ("model_type" in raw or "architectures" in raw):
-        raise CheckpointError(f"{d} is a transformers model directory, not a bertcore checkpoint; convert it with "
-                              f"`python -m bertcore import-hf {d} OUT_DIR`")
+        raise CheckpointError(Message("{path} is a transformers model directory, not a bertcore checkpoint; convert "
+                                      "it with `python -m bertcore import-hf {path} OUT_DIR`", path=d))
     try:
         config = BertConfig.from_dict(raw)
     except (BertcoreError, TypeError) as e:
-        raise CheckpointError(f"config.json is invalid: {e}") from None
+        raise CheckpointError(Message("config.json is invalid: {err}",
+                                      err=e.args[0] if len(e.args) == 1 else str(e))) from None
 
 
     try:
         tokenizer = load_tokenizer(d, kind=extra.get("tokenizer_kind"))
     except BertcoreError as e:
-        raise CheckpointError(f"cannot load the vocabulary: {e}") from None
+        raise CheckpointError(Message("cannot load the vocabulary: {err}",
+                                      err=e.args[0] if len(e.args) == 1 else str(e))) from None
     if tokenizer.vocab_size != config.vocab_size:
-        raise CheckpointError(f"the vocabulary has {tokenizer.vocab_size} tokens but config.json says "
-                              f"vocab_size={config.vocab_size}; they must come from the same checkpoint")
+        raise CheckpointError(Message("the vocabulary has {n} tokens but config.json says vocab_size={vocab_size}; "
+                                      "they must come from the same checkpoint",
+                                      n=tokenizer.vocab_size, vocab_size=config.vocab_size))
 
-    weights = load_safetensors(d / "model.safetensors", "the weights")
+    weights = load_safetensors(d / "model.safetensors", Message("the weights"))
     model = init_model(config, 0)
     expected = model.state_dict()
     aliases = _shared_aliases(model)
     for k, v in weights.items():
         if k in expected and tuple(expected[k].shape) != tuple(v.shape):
-            raise CheckpointError(f"weight {k} has shape {list(v.shape)} in model.safetensors but config.json implies "
-                                  f"{list(expected[k].shape)}; the config and the weights disagree (re-save the "
-                                  "checkpoint or fix config.json)")
+            raise CheckpointError(Message("weight {name} has shape {shape} in model.safetensors but config.json "
+                                          "implies {expected}; the config and the weights disagree (re-save the "
+                                          "checkpoint or fix config.json)",
+                                          name=k, shape=list(v.shape), expected=list(expected[k].shape)))
     unexpected = sorted(set(weights) - set(expected))
     if unexpected:
-        raise CheckpointError(f"model.safetensors has {len(unexpected)} weight(s) this config does not use, e.g. "
-                              f"{unexpected[:3]}; the config's variant switches probably differ from the training run")
+        raise CheckpointError(Message("model.safetensors has {n} weight(s) this config does not use, e.g. {names}; "
+                                      "the config's variant switches probably differ from the training run",
+                                      n=len(unexpected), names=unexpected[:3]))
     missing = sorted(k for k in expected if k not in weights and not (k in aliases and aliases[k] in weights))
     if missing:
-        raise CheckpointError(f"model.safetensors lacks {len(missing)} weight(s), e.g. {missing[:3]}; the file is "
-                              "incomplete or from a different configuration")
+        raise CheckpointError(Message("model.safetensors lacks {n} weight(s), e.g. {names}; the file is "
+                                      "incomplete or from a different configuration",
+                                      n=len(missing), names=missing[:3]))
     for k, v in weights.items():
         if not v.is_floating_point() and expected[k].is_floating_point():
-            raise CheckpointError(f"weight {k} has dtype {v.dtype}; weights must be floating point")
+            raise CheckpointError(Message("weight {name} has dtype {dtype}; weights must be floating point",
+                                          name=k, dtype=v.dtype))
     model.load_state_dict(weights, strict=False)
     heads = extra.get("heads") if isinstance(extra.get("heads"), dict) else {}
     model.has_mlm_head = bool(heads.get("mlm", True))
@@ -245,13 +263,14 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
         try:
             history = pd.read_csv(d / "history.csv")
         except Exception as e:  # noqa: BLE001 - any parse error of a user file
-            raise CheckpointError(f"history.csv cannot be read ({e}); delete it or save the checkpoint again") from None
-    train_config = read_json_object(d / "train_config.json", "the training config") \
+            raise CheckpointError(Message("history.csv cannot be read ({err}); delete it or save the checkpoint again",
+                                          err=str(e))) from None
+    train_config = read_json_object(d / "train_config.json", Message("the training config")) \
         if (d / "train_config.json").is_file() else None
-    meta = read_json_object(d / "bundle.json", "the bundle metadata") if (d / "bundle.json").is_file() else {}
+    meta = read_json_object(d / "bundle.json", Message("the bundle metadata")) if (d / "bundle.json").is_file() else {}
     snapshots = []
     if (d / "snapshots.safetensors").is_file():
-        snaps = load_safetensors(d / "snapshots.safetensors", "the attention snapshots")
+        snaps = load_safetensors(d / "snapshots.safetensors", Message("the attention snapshots"))
         order = sorted(snaps, key=lambda k: int(k.split("_")[1]) if k.count("_") == 2 and k.split("_")[1].isdigit() else 0)
         for k in order:
             try:

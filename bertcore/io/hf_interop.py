@@ -19,6 +19,7 @@ from safetensors.torch import load_file, save_file
 from bertcore.config import BertConfig
 from bertcore.data.tokenization import WordPieceTokenizer
 from bertcore.errors import CheckpointError, ConfigError
+from bertcore.message import Message
 from bertcore.io.checkpoint import ModelBundle, read_json_object
 from bertcore.model.bert import BertForPreTraining
 
@@ -96,8 +97,8 @@ def _check_exportable(cfg: BertConfig, mlm: bool) -> None:
     if cfg.segment_ids != "0/1" or cfg.type_vocab_size == 0:
         problems.append(f"segment_ids={cfg.segment_ids}, type_vocab_size={cfg.type_vocab_size} (HF BERT: 0/1 types)")
     if problems:
-        raise ConfigError("cannot export to HF BERT: " + "; ".join(problems)
-                          + ". Train with the 'original BERT' settings to export.")
+        raise ConfigError(Message("cannot export to HF BERT: {problems}. Train with the 'original BERT' settings "
+                                  "to export.", problems="; ".join(problems)))
 
 
 # Switches that change training only. transformers' BERT has none of them, yet with dropout the identity in eval
@@ -123,11 +124,11 @@ def export_notes(cfg: BertConfig) -> list[str]:
 def _check_tokenizer_exportable(tok) -> None:
     """Refuse a vocabulary that transformers' BertTokenizer would not tokenize the way bertcore does."""
     if getattr(tok, "kind", "word") == "seed_word":
-        raise ConfigError(
+        raise ConfigError(Message(
             "cannot export a model trained on the seed vocabulary (tokenizer seed_word, BERT-pytorch's WordVocab): "
             "it splits text on whitespace only and keeps case, while transformers' BertTokenizer splits off "
             "punctuation and expects [CLS]/[SEP]/[MASK] instead of <sos>/<eos>/<mask>, so the exported model would "
-            "see different token ids. Train with --tokenizer word or wordpiece to export.")
+            "see different token ids. Train with --tokenizer word or wordpiece to export."))
 
 
 def _hf_state_dict(model) -> dict[str, torch.Tensor]:
@@ -178,18 +179,22 @@ def export_hf_classifier(model, tokenizer, out_dir: str | Path) -> Path:
 def _hf_config_to_ours(hf: dict) -> BertConfig:
     mt = hf.get("model_type", "bert")
     if mt != "bert":
-        raise CheckpointError(f"model_type={mt!r}: only BERT checkpoints (model_type 'bert') can be imported")
+        raise CheckpointError(Message("model_type={value}: only BERT checkpoints (model_type 'bert') can be imported",
+                                      value=repr(mt)))
     pet = hf.get("position_embedding_type", "absolute")
     if pet != "absolute":
-        raise CheckpointError(f"position_embedding_type={pet!r} is not supported; only 'absolute' is")
+        raise CheckpointError(Message("position_embedding_type={value} is not supported; only 'absolute' is",
+                                      value=repr(pet)))
     act = hf.get("hidden_act", "gelu")
     if act not in _ACT_FROM_HF:
-        raise CheckpointError(f"hidden_act={act!r} is not supported; use one of {sorted(_ACT_FROM_HF)}")
+        raise CheckpointError(Message("hidden_act={value} is not supported; use one of {choices}", value=repr(act),
+                                      choices=sorted(_ACT_FROM_HF)))
     kw = {k: hf[k] for k in _HF_FIELDS if k in hf and hf[k] is not None}
     try:
         return BertConfig(**kw, hidden_act=_ACT_FROM_HF[act])
     except ConfigError as e:
-        raise CheckpointError(f"config.json is not a usable BERT config: {e}") from None
+        raise CheckpointError(Message("config.json is not a usable BERT config: {err}",
+                                      err=e.args[0] if len(e.args) == 1 else str(e))) from None
 
 
 def _load_hf_weights(d: Path) -> dict[str, torch.Tensor]:
@@ -203,18 +208,21 @@ def _load_hf_weights(d: Path) -> dict[str, torch.Tensor]:
             for s in shards:
                 p = (d / s).resolve()
                 if p.parent != d.resolve():
-                    raise CheckpointError(f"shard {s!r} points outside the directory; refusing to read it")
+                    raise CheckpointError(Message("shard {shard} points outside the directory; refusing to read it",
+                                                  shard=repr(s)))
                 sd.update(load_file(str(p)))
             return sd
     except (SafetensorError, OSError) as e:
-        raise CheckpointError(f"cannot read the safetensors weights: {e}") from None
+        raise CheckpointError(Message("cannot read the safetensors weights: {err}", err=str(e))) from None
     pickles = [n for n in _PICKLE_NAMES if (d / n).exists()]
     if pickles:
-        raise CheckpointError(
-            f"{d} has only pickle-based weights ({', '.join(pickles)}); bertcore never unpickles files because that "
-            "can run code. Re-save it with transformers' save_pretrained(dir) (safetensors is the default) and retry."
-        )
-    raise CheckpointError(f"{d} has no model.safetensors; point to a directory made by save_pretrained")
+        raise CheckpointError(Message(
+            "{path} has only pickle-based weights ({files}); bertcore never unpickles files because that "
+            "can run code. Re-save it with transformers' save_pretrained(dir) (safetensors is the default) and retry.",
+            path=d, files=", ".join(pickles)
+        ))
+    raise CheckpointError(Message("{path} has no model.safetensors; point to a directory made by save_pretrained",
+                                  path=d))
 
 
 def _normalise_keys(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -235,23 +243,25 @@ def import_hf(hf_dir: str | Path, name: str | None = None):
     """Load a transformers BERT directory (BertForPreTraining, BertForMaskedLM or BertModel) as a ModelBundle."""
     d = Path(hf_dir).expanduser()
     if not d.is_dir():
-        raise CheckpointError(f"{d} is not a directory; give the folder that holds config.json and model.safetensors")
+        raise CheckpointError(Message("{path} is not a directory; give the folder that holds config.json and "
+                                      "model.safetensors", path=d))
     if not (d / "config.json").is_file():
-        raise CheckpointError(f"{d} has no config.json; is it a transformers model directory?")
+        raise CheckpointError(Message("{path} has no config.json; is it a transformers model directory?", path=d))
     cfg = _hf_config_to_ours(read_json_object(d / "config.json"))
     sd = _normalise_keys(_load_hf_weights(d))
 
     if not (d / "vocab.txt").is_file():
-        raise CheckpointError(f"{d} has no vocab.txt; a BERT WordPiece vocabulary is needed to tokenize text")
+        raise CheckpointError(Message("{path} has no vocab.txt; a BERT WordPiece vocabulary is needed to tokenize "
+                                      "text", path=d))
     lower = True
     if (d / "tokenizer_config.json").is_file():
         lower = bool(read_json_object(d / "tokenizer_config.json").get("do_lower_case", True))
     tokenizer = WordPieceTokenizer.from_vocab_file(d / "vocab.txt", lowercase=lower)
     if tokenizer.vocab_size != cfg.vocab_size:
-        raise CheckpointError(
-            f"vocab.txt has {tokenizer.vocab_size} tokens but config.json says vocab_size={cfg.vocab_size}; "
-            "they must come from the same model"
-        )
+        raise CheckpointError(Message(
+            "vocab.txt has {n} tokens but config.json says vocab_size={vocab_size}; "
+            "they must come from the same model", n=tokenizer.vocab_size, vocab_size=cfg.vocab_size
+        ))
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
@@ -259,15 +269,16 @@ def import_hf(hf_dir: str | Path, name: str | None = None):
     expected = model.state_dict()
     for k, v in sd.items():
         if k in expected and expected[k].shape != v.shape:
-            raise CheckpointError(
-                f"weight {k} has shape {tuple(v.shape)} but config.json implies {tuple(expected[k].shape)}; "
-                "the config and the weights disagree"
-            )
+            raise CheckpointError(Message(
+                "weight {name} has shape {shape} but config.json implies {expected}; "
+                "the config and the weights disagree", name=k, shape=tuple(v.shape), expected=tuple(expected[k].shape)
+            ))
     missing, unexpected = model.load_state_dict(sd, strict=False)
     head_prefixes = ("cls.", "bert.pooler.")
     core_missing = [k for k in missing if not k.startswith(head_prefixes)]
     if core_missing:
-        raise CheckpointError(f"the checkpoint lacks encoder weights: {core_missing[:5]}{' ...' if len(core_missing) > 5 else ''}")
+        raise CheckpointError(Message("the checkpoint lacks encoder weights: {names}",
+                                      names=f"{core_missing[:5]}{' ...' if len(core_missing) > 5 else ''}"))
     notes = []
     model.has_mlm_head = "cls.predictions.transform.dense.weight" in sd
     model.has_nsp_head = "cls.seq_relationship.weight" in sd and "bert.pooler.dense.weight" in sd

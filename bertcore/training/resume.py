@@ -20,6 +20,7 @@ import torch
 from safetensors import safe_open
 
 from bertcore.errors import CheckpointError
+from bertcore.message import Message
 from bertcore.io.checkpoint import atomic_save_safetensors, unique_state_dict
 
 RESUME_FILE = "resume.safetensors"
@@ -73,20 +74,24 @@ def load_trainer_state(trainer, path: str | Path) -> int:
             meta = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 - safe_open has no __iter__
     except Exception as e:  # noqa: BLE001 - SafetensorError, OSError
-        raise CheckpointError(f"{path.name} cannot be read ({e}); this run cannot be resumed, start a new one") from None
+        raise CheckpointError(Message("{file} cannot be read ({err}); this run cannot be resumed, start a new one",
+                                      file=path.name, err=str(e))) from None
     if meta.get("format") != FORMAT:
-        raise CheckpointError(f"{path.name} is not a bertcore resume file; this run cannot be resumed")
+        raise CheckpointError(Message("{file} is not a bertcore resume file; this run cannot be resumed",
+                                      file=path.name))
     try:
         step = int(meta["step"])
         groups = json.loads(meta["param_groups"])
         sched = json.loads(meta["scheduler"])
     except (KeyError, ValueError) as e:
-        raise CheckpointError(f"{path.name} has damaged metadata ({e}); this run cannot be resumed") from None
+        raise CheckpointError(Message("{file} has damaged metadata ({err}); this run cannot be resumed",
+                                      file=path.name, err=str(e))) from None
     weights = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     missing, unexpected = trainer.model.load_state_dict(weights, strict=False)
     if unexpected:
-        raise CheckpointError(f"{path.name} holds weights this model does not have (e.g. {unexpected[:2]}); "
-                              "the run's config.json and its resume file disagree")
+        raise CheckpointError(Message("{file} holds weights this model does not have (e.g. {names}); "
+                                      "the run's config.json and its resume file disagree",
+                                      file=path.name, names=unexpected[:2]))
     state: dict[int, dict] = {}
     for k, v in tensors.items():
         if k.startswith("optim."):
@@ -98,7 +103,8 @@ def load_trainer_state(trainer, path: str | Path) -> int:
     try:
         trainer.optimizer.load_state_dict({"state": state, "param_groups": groups})
     except (ValueError, KeyError) as e:
-        raise CheckpointError(f"{path.name}: the optimizer state does not fit this model ({e})") from None
+        raise CheckpointError(Message("{file}: the optimizer state does not fit this model ({err})",
+                                      file=path.name, err=str(e))) from None
     trainer.scheduler.load_state_dict({**sched, "lr_lambdas": [None] * len(trainer.optimizer.param_groups)})
     trainer._gen.set_state(tensors["rng.data"])
     trainer._dropout_gen.set_state(tensors["rng.dropout"])

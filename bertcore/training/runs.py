@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertcore.errors import BertcoreError, InputError
+from bertcore.message import Message
 from bertcore.io.checkpoint import atomic_write
 from bertcore.settings import env_number
 from bertcore.training.resume import RESUME_FILE, read_resume_step
@@ -70,7 +71,8 @@ def runs_root() -> Path:
 def _inside(path: Path, root: Path) -> Path:
     path = path.resolve()
     if path != root and root not in path.parents:
-        raise InputError(f"{path} is outside the runs folder {root}; refusing to touch it")
+        raise InputError(Message("{path} is outside the runs folder {root}; refusing to touch it", path=path,
+                                 root=root))
     return path
 
 
@@ -86,8 +88,8 @@ def new_workspace_id() -> str:
 def workspace_dir(ws: str, create: bool = True) -> Path:
     """The folder of workspace ``ws``; InputError for an id that is not a valid workspace id."""
     if not valid_workspace_id(ws):
-        raise InputError("that workspace id is not valid (it must be 16-64 letters, digits, '-' or '_'); "
-                         "open the app without ?ws= to get a new workspace")
+        raise InputError(Message("that workspace id is not valid (it must be 16-64 letters, digits, '-' or '_'); "
+                                 "open the app without ?ws= to get a new workspace"))
     root = runs_root() / "workspaces"
     d = _inside(root / ws, root.resolve() if root.exists() else root)
     if create:
@@ -112,7 +114,7 @@ def new_run_dir(parent: str | Path, name: str = "") -> Path:
             return d
         except FileExistsError:
             continue
-    raise InputError(f"cannot create a new run folder in {parent}; remove old runs")
+    raise InputError(Message("cannot create a new run folder in {path}; remove old runs", path=parent))
 
 
 # ----------------------------------------------------------------------------- run.json
@@ -163,11 +165,11 @@ def read_run_json(run_dir: str | Path) -> dict:
     try:
         data = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{p.parent.name} has no run.json; it is not a bertcore run") from None
+        raise InputError(Message("{name} has no run.json; it is not a bertcore run", name=p.parent.name)) from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise InputError(f"run.json cannot be read ({e})") from None
+        raise InputError(Message("run.json cannot be read ({err})", err=str(e))) from None
     if not isinstance(data, dict):
-        raise InputError("run.json does not hold a JSON object")
+        raise InputError(Message("run.json does not hold a JSON object"))
     return data
 
 
@@ -312,13 +314,14 @@ def rename_run(run_dir: str | Path, name: str) -> None:
     """Set the run's display name (the folder keeps its id)."""
     name = " ".join(str(name).split())
     if not name:
-        raise InputError("the name is empty; type a name for the run")
+        raise InputError(Message("the name is empty; type a name for the run"))
     if len(name) > MAX_NAME_LEN:
-        raise InputError(f"the name has {len(name)} characters; use at most {MAX_NAME_LEN}")
+        raise InputError(Message("the name has {n} characters; use at most {limit}", n=len(name), limit=MAX_NAME_LEN))
     try:
         update_run_json(run_dir, name=name)
     except InputError as e:
-        raise InputError(f"cannot rename a damaged run ({e}); delete it instead") from None
+        raise InputError(Message("cannot rename a damaged run ({err}); delete it instead",
+                                 err=e.args[0] if len(e.args) == 1 else str(e))) from None
 
 
 def delete_run(run_dir: str | Path, root: str | Path | None = None) -> None:
@@ -327,10 +330,10 @@ def delete_run(run_dir: str | Path, root: str | Path | None = None) -> None:
     root = Path(root).resolve() if root is not None else runs_root()
     d = _inside(Path(run_dir), root)
     if d == root:
-        raise InputError("refusing to delete the runs folder itself")
+        raise InputError(Message("refusing to delete the runs folder itself"))
     with _ACTIVE_LOCK:
         if str(d) in _ACTIVE:
-            raise InputError("this run is still training; stop it first, then delete it")
+            raise InputError(Message("this run is still training; stop it first, then delete it"))
     shutil.rmtree(d, ignore_errors=True)
 
 
@@ -379,10 +382,12 @@ def check_capacity(parent: str | Path, new_runs: int = 1) -> None:
     if len(runs) + new_runs <= cap_n and used_mb < cap_mb:
         return
     oldest = sorted(runs, key=lambda r: (r.damaged is None, r.created))[:3]
-    names = ", ".join(f"“{r.name}”" for r in oldest) or "old runs"
+    names = ", ".join(f"“{r.name}”" for r in oldest) or Message("old runs")
     if len(runs) + new_runs > cap_n:
-        what = f"this workspace keeps at most {cap_n} runs (BERTCORE_MAX_RUNS_PER_WORKSPACE) and has {len(runs)}"
+        what = Message("this workspace keeps at most {cap} runs (BERTCORE_MAX_RUNS_PER_WORKSPACE) and has {n}",
+                       cap=cap_n, n=len(runs))
     else:
-        what = f"this workspace uses {used_mb:,.0f} MB of its {cap_mb:,.0f} MB (BERTCORE_MAX_WORKSPACE_MB)"
-    raise RunLimitError(f"{what}; delete a run first (in the sidebar under “Runs”), e.g. {names}. "
-                        "Nothing is deleted automatically.")
+        what = Message("this workspace uses {used} MB of its {cap} MB (BERTCORE_MAX_WORKSPACE_MB)",
+                       used=f"{used_mb:,.0f}", cap=f"{cap_mb:,.0f}")
+    raise RunLimitError(Message("{what}; delete a run first (in the sidebar under “Runs”), e.g. {names}. "
+                                "Nothing is deleted automatically.", what=what, names=names))
