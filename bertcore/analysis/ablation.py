@@ -19,6 +19,7 @@ from bertcore.analysis.inference import encode_pair
 from bertcore.config import TrainConfig
 from bertcore.data.pretraining import MaskingRates, PretrainingData
 from bertcore.errors import InputError
+from bertcore.message import Message
 
 DEFAULT_EXAMPLES = 256
 METRICS = ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc")
@@ -32,7 +33,7 @@ def held_out_batches(tokenizer, corpus, train_config: dict | None = None, n_exam
     model never trained on; without it the TrainConfig defaults are used.
     """
     if isinstance(n_examples, bool) or not isinstance(n_examples, int) or not 1 <= n_examples <= 100_000:
-        raise InputError(f"n_examples={n_examples!r} must be a whole number in [1, 100000]")
+        raise InputError(Message("n_examples={n} must be a whole number in [1, 100000]", n=repr(n_examples)))
     tc = TrainConfig.from_dict(dict(train_config)) if train_config else TrainConfig()
     seq_len = min(tc.max_seq_len, int(max_len)) if max_len is not None else tc.max_seq_len
     data = PretrainingData(corpus, tokenizer, seq_len, MaskingRates.from_train_config(tc), tc.nsp_positive_prob,
@@ -46,8 +47,9 @@ def head_mask_for(heads, n_layers: int, n_heads: int) -> torch.Tensor:
     for pair in heads or ():
         layer, head = (int(v) for v in pair)
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise InputError(f"head {layer}.{head} does not exist; this model has layers 0..{n_layers - 1} and "
-                             f"heads 0..{n_heads - 1} (0-based LAYER.HEAD)")
+            raise InputError(Message("head {layer}.{head} does not exist; this model has layers 0..{last_layer} and "
+                                     "heads 0..{last_head} (0-based LAYER.HEAD)", layer=layer, head=head,
+                                     last_layer=n_layers - 1, last_head=n_heads - 1))
         mask[layer, head] = 0.0
     return mask
 
@@ -61,17 +63,19 @@ def parse_heads(spec: str) -> list[tuple[int, int]]:
             continue
         parts = item.split(".")
         if len(parts) != 2 or not all(p.isdigit() for p in parts):
-            raise InputError(f"head {item!r} is not LAYER.HEAD; write 0-based pairs such as 0.1,2.3")
+            raise InputError(Message("head {item} is not LAYER.HEAD; write 0-based pairs such as 0.1,2.3",
+                                     item=repr(item)))
         out.append((int(parts[0]), int(parts[1])))
     if not out:
-        raise InputError("no heads given; write 0-based LAYER.HEAD pairs such as 0.1,2.3")
+        raise InputError(Message("no heads given; write 0-based LAYER.HEAD pairs such as 0.1,2.3"))
     return list(dict.fromkeys(out))
 
 
 def _check_heads(model) -> None:
     if not getattr(model, "has_mlm_head", True) or not getattr(model, "has_nsp_head", True):
-        raise InputError("head ablation measures the held-out MLM and NSP metrics, and this model lacks an MLM or "
-                         "NSP head (e.g. all-MiniLM-L6-v2); use a model trained here or a BertForPreTraining import")
+        raise InputError(Message("head ablation measures the held-out MLM and NSP metrics, and this model lacks an "
+                                 "MLM or NSP head (e.g. all-MiniLM-L6-v2); use a model trained here or a "
+                                 "BertForPreTraining import"))
 
 
 @torch.no_grad()

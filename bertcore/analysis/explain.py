@@ -33,6 +33,7 @@ import torch
 
 from bertcore.analysis.inference import encode_pair, inspect_pair
 from bertcore.errors import InputError
+from bertcore.message import Message
 
 METHODS = ("rollout", "grad_x_input", "integrated_gradients")
 GRADIENT_METHODS = ("grad_x_input", "integrated_gradients")
@@ -67,8 +68,8 @@ def parse_target(spec) -> Target:
         raw = s[5:]
         if raw.isdigit():
             return Target("mask", int(raw))
-    raise InputError(f"target {spec!r} is not understood; use 'mask' (the first [MASK]), 'mask:i' (the i-th [MASK], "
-                     "0-based) or 'nsp' (P(IsNext))")
+    raise InputError(Message("target {target} is not understood; use 'mask' (the first [MASK]), 'mask:i' (the i-th "
+                             "[MASK], 0-based) or 'nsp' (P(IsNext))", target=repr(spec)))
 
 
 @dataclass
@@ -94,7 +95,7 @@ def attention_rollout(attentions) -> np.ndarray:
     """Attention rollout ``Ā_L ··· Ā_1`` of attentions ``[L, H, T, T]`` (Abnar & Zuidema 2020, §3), ``[T, T]``."""
     A = np.asarray(attentions)  # no float64 copy of all heads: each layer's mean is taken in float64
     if A.ndim != 4 or A.shape[-1] != A.shape[-2]:
-        raise InputError(f"attentions must be [layers, heads, T, T], got shape {A.shape}")
+        raise InputError(Message("attentions must be [layers, heads, T, T], got shape {shape}", shape=str(A.shape)))
     T = A.shape[-1]
     eye = np.eye(T)
     rollout = eye
@@ -163,20 +164,21 @@ def _resolve_target(model, tokenizer, target: Target, ids: list, b) -> tuple[int
     """(position, token id, label) of the explained output; InputError when the input cannot have it."""
     if target.kind == "nsp":
         if not getattr(model, "has_nsp_head", True):
-            raise InputError("this model has no NSP head, so P(IsNext) cannot be explained; use --target mask")
+            raise InputError(Message("this model has no NSP head, so P(IsNext) cannot be explained; use --target mask"))
         if b is None:
-            raise InputError("--target nsp needs sentence B: give two texts (sentence A and sentence B)")
+            raise InputError(Message("--target nsp needs sentence B: give two texts (sentence A and sentence B)"))
         return 0, -1, "IsNext"
     if not getattr(model, "has_mlm_head", True):
-        raise InputError("this model has no MLM head, so a [MASK] prediction cannot be explained; "
-                         "use rollout, or a checkpoint with cls.predictions")
+        raise InputError(Message("this model has no MLM head, so a [MASK] prediction cannot be explained; "
+                                 "use rollout, or a checkpoint with cls.predictions"))
     masks = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
     if not masks:
-        raise InputError("the text has no [MASK] (within the model's maximum length); write [MASK] where a word "
-                         "should be predicted, e.g. 'the cat [MASK] on the mat'")
+        raise InputError(Message("the text has no [MASK] (within the model's maximum length); write [MASK] where a "
+                                 "word should be predicted, e.g. 'the cat [MASK] on the mat'"))
     if target.index >= len(masks):
-        raise InputError(f"target mask:{target.index} asks for [MASK] number {target.index} (0-based) but the text "
-                         f"has {len(masks)}; use mask:0 .. mask:{len(masks) - 1}")
+        raise InputError(Message("target mask:{index} asks for [MASK] number {number} (0-based) but the text has {n}; "
+                                 "use mask:0 .. mask:{last}", index=target.index, number=target.index, n=len(masks),
+                                 last=len(masks) - 1))
     return masks[target.index], -1, ""
 
 
@@ -184,13 +186,16 @@ def explain(model, tokenizer, a: str, b: str | None = None, target="mask", metho
             steps: int = DEFAULT_IG_STEPS, baseline: str = "mask", max_len: int | None = None) -> Attribution:
     """Attribute one prediction to the input tokens with ``grad_x_input`` or ``integrated_gradients``."""
     if method not in GRADIENT_METHODS:
-        raise InputError(f"method {method!r} is not a gradient method; use one of {', '.join(GRADIENT_METHODS)} "
-                         "(or attention_rollout for rollout)")
+        raise InputError(Message("method {method} is not a gradient method; use one of {methods} (or "
+                                 "attention_rollout for rollout)", method=repr(method),
+                                 methods=", ".join(GRADIENT_METHODS)))
     if baseline not in BASELINES:
-        raise InputError(f"baseline {baseline!r} is unknown; use one of {', '.join(BASELINES)}")
+        raise InputError(Message("baseline {baseline} is unknown; use one of {baselines}", baseline=repr(baseline),
+                                 baselines=", ".join(BASELINES)))
     if isinstance(steps, bool) or not isinstance(steps, int) or not MIN_IG_STEPS <= steps <= MAX_IG_STEPS:
-        raise InputError(f"steps={steps!r} must be a whole number in [{MIN_IG_STEPS}, {MAX_IG_STEPS}] "
-                         "(integrated gradients needs at least 50 steps to be close to complete)")
+        raise InputError(Message("steps={steps} must be a whole number in [{lo}, {hi}] (integrated gradients needs "
+                                 "at least 50 steps to be close to complete)", steps=repr(steps), lo=MIN_IG_STEPS,
+                                 hi=MAX_IG_STEPS))
     tgt = parse_target(target)
     limit = int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
     ids, types, truncated = encode_pair(tokenizer, a, b, limit)
@@ -247,7 +252,8 @@ def rank_correlation(x, y) -> float:
 
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if x.shape != y.shape or x.ndim != 1:
-        raise InputError(f"rank correlation needs two vectors of the same length, got {x.shape} and {y.shape}")
+        raise InputError(Message("rank correlation needs two vectors of the same length, got {x} and {y}",
+                                 x=str(x.shape), y=str(y.shape)))
     if x.size < 2 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return float("nan")
     return float(spearmanr(x, y).statistic)

@@ -45,6 +45,7 @@ from bertcore.data.user_text import is_blank
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.steps import list_steps, load_step
+from bertcore.message import Message
 
 MEASURES = ("to_prev", "to_next", "to_self", "to_cls", "to_sep", "to_punct", "entropy")
 SHARE_THRESHOLD = 0.5
@@ -103,7 +104,7 @@ def pooled_measures(parts: list[dict]) -> dict:
     """Means over every real query of the texts whose ``measure_sums`` are ``parts``: ``{measure: [L, H]}`` plus
     ``max_entropy`` (the mean log(#keys): the entropy of uniform attention over the same queries)."""
     if not parts:
-        raise InputError("no texts to measure the heads on; give at least one sentence")
+        raise InputError(Message("no texts to measure the heads on; give at least one sentence"))
     tot = {k: sum(p[k] for p in parts) for k in (*MEASURES, "n", "n_prev", "n_next", "log_keys")}
     denom = {"to_prev": tot["n_prev"], "to_next": tot["n_next"]}
     nan = np.full(np.shape(tot["entropy"]), np.nan)
@@ -168,7 +169,7 @@ def head_measures(model, tokenizer, texts, max_len: int | None = None) -> dict:
     """``{measure: [L, H], max_entropy, roles: [L][H]}`` of ``model`` on ``texts`` (strings or (A, B) pairs)."""
     texts = list(texts)
     if not texts:
-        raise InputError("no texts to measure the heads on; give at least one sentence")
+        raise InputError(Message("no texts to measure the heads on; give at least one sentence"))
     out = pooled_measures([measure_sums(att, toks) for toks, att in text_attentions(model, tokenizer, texts, max_len)])
     out["roles"] = roles_from(out)
     return out
@@ -181,7 +182,7 @@ def head_rows(result: dict) -> list[dict]:
              "role": result["roles"][layer][h]} for layer in range(L) for h in range(H)]
 
 
-def parse_texts(content: str, what: str = "the texts file") -> list:
+def parse_texts(content: str, what: str = Message("the texts file")) -> list:
     """One sentence, or a TAB-separated pair A<TAB>B, per line (blank lines skipped): strings and (A, B) tuples.
 
     InputError names the line to fix: more than one TAB, an empty half, or more than ``MAX_TEXTS`` lines."""
@@ -191,15 +192,17 @@ def parse_texts(content: str, what: str = "the texts file") -> list:
             continue
         parts = line.rstrip("\r\n").split("\t")
         if len(parts) > 2:
-            raise InputError(f"{what}, line {no}: {len(parts) - 1} TABs; write one sentence, or sentence A<TAB>B")
+            raise InputError(Message("{what}, line {no}: {n} TABs; write one sentence, or sentence A<TAB>B", what=what,
+                                     no=no, n=len(parts) - 1))
         if any(is_blank(p) for p in parts):
-            raise InputError(f"{what}, line {no}: one side of the TAB is empty; write sentence A<TAB>sentence B")
+            raise InputError(Message("{what}, line {no}: one side of the TAB is empty; write sentence A<TAB>sentence B",
+                                     what=what, no=no))
         out.append(parts[0] if len(parts) == 1 else (parts[0], parts[1]))
         if len(out) > MAX_TEXTS:
-            raise InputError(f"{what} has more than {MAX_TEXTS} texts; the measures need far fewer, keep the first "
-                             f"{MAX_TEXTS}")
+            raise InputError(Message("{what} has more than {limit} texts; the measures need far fewer, keep the first "
+                                     "{keep}", what=what, limit=MAX_TEXTS, keep=MAX_TEXTS))
     if not out:
-        raise InputError(f"{what} has no text; write one sentence or one A<TAB>B pair per line")
+        raise InputError(Message("{what} has no text; write one sentence or one A<TAB>B pair per line", what=what))
     return out
 
 
@@ -208,7 +211,7 @@ def held_out_texts(corpus, tokenizer, train_config: dict | None = None, n: int =
     """``n`` (A, B) pairs of ``corpus``'s held-out split (the run's own split: its seed and held_out_frac), drawn
     with ``seed``; pairs that really follow each other (IsNext), as Clark et al. read running text."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TEXTS:
-        raise InputError(f"n={n!r} texts must be a whole number in [1, {MAX_TEXTS}]")
+        raise InputError(Message("n={n} texts must be a whole number in [1, {limit}]", n=repr(n), limit=MAX_TEXTS))
     tc = TrainConfig.from_dict(dict(train_config)) if train_config else TrainConfig()
     data = PretrainingData(corpus, tokenizer, tc.max_seq_len, MaskingRates.from_train_config(tc),
                            tc.nsp_positive_prob, tc.held_out_frac, tc.seed)
@@ -244,8 +247,12 @@ def head_roles_over_steps(run_dir: str | Path, texts, max_len: int | None = None
     chosen = have if steps is None else [int(s) for s in steps]
     missing = [s for s in chosen if s not in have]
     if missing:
-        raise InputError(f"step {missing[0]} is not saved in {Path(run_dir).name}; it has "
-                         f"{', '.join(map(str, have)) or 'no saved steps (leave --step out)'}")
+        saved = ", ".join(map(str, have))
+        if saved:
+            raise InputError(Message("step {step} is not saved in {run}; it has {saved}", step=missing[0],
+                                     run=Path(run_dir).name, saved=saved))
+        raise InputError(Message("step {step} is not saved in {run}; it has no saved steps (leave --step out)",
+                                 step=missing[0], run=Path(run_dir).name))
     per = []
     if not chosen:
         last = int(base.history["step"].iloc[-1]) if base.history is not None and len(base.history) else 0

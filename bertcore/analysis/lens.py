@@ -82,12 +82,12 @@ def word_id(tokenizer, word: str) -> int:
     """The vocabulary id of a one-token word; InputError when it is not one token of this vocabulary."""
     word = (word or "").strip()
     if not word:
-        raise InputError("the word is empty; type one word of the model's vocabulary, e.g. 'is'")
+        raise InputError(Message("the word is empty; type one word of the model's vocabulary, e.g. 'is'"))
     ids = list(tokenizer.encode(word))
     if len(ids) != 1 or tokenizer.unknown_words(word):
         pieces = tokenizer.convert_ids_to_tokens(ids)
-        raise InputError(f"{word!r} is not one token of this model's vocabulary (it becomes {pieces}); "
-                         "choose a word the vocabulary holds whole")
+        raise InputError(Message("{word} is not one token of this model's vocabulary (it becomes {pieces}); choose a "
+                                 "word the vocabulary holds whole", word=repr(word), pieces=str(pieces)))
     return int(ids[0])
 
 
@@ -105,7 +105,8 @@ def logit_lens(model, tokenizer, text: str, top_k: int = 5, word: str | None = N
     if not has_mlm_head(model):
         raise InputError(NO_MLM_HEAD)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise InputError(f"top_k={top_k!r} must be a whole number in [1, {MAX_TOP_K}]")
+        raise InputError(Message("top_k={top_k} must be a whole number in [1, {limit}]", top_k=repr(top_k),
+                                 limit=MAX_TOP_K))
     limit = int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
     ids, types, truncated, positions = mask_positions(tokenizer, text, limit)
     wid = word_id(tokenizer, word) if word else None

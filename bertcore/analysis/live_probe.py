@@ -20,6 +20,7 @@ from bertcore.data.tokenization import basic_tokenize
 from bertcore.data.user_text import clean_text, is_blank
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import atomic_write
+from bertcore.message import Message
 
 TOP_K = 3
 MAX_PROBE_CHARS = 500
@@ -51,20 +52,21 @@ def check_probe(probe: Probe, tokenizer=None, max_len: int | None = None) -> lis
     Unknown words are allowed (they become ``[UNK]``) but the page shows them, because a probe in words the
     corpus never uses cannot improve.
     """
-    for name, value in (("the probe sentence", probe.text), ("sentence A of the pair", probe.a),
-                        ("sentence B of the pair", probe.b)):
+    for name, value in ((Message("the probe sentence"), probe.text), (Message("sentence A of the pair"), probe.a),
+                        (Message("sentence B of the pair"), probe.b)):
         if not isinstance(value, str) or is_blank(value):
-            raise InputError(f"{name} is empty; type some text (spaces and invisible characters such as "
-                             "zero-width spaces do not count)")
+            raise InputError(Message("{name} is empty; type some text (spaces and invisible characters such as "
+                                     "zero-width spaces do not count)", name=name))
         if len(value) > MAX_PROBE_CHARS:
-            raise InputError(f"{name} has {len(value)} characters; keep it under {MAX_PROBE_CHARS}")
+            raise InputError(Message("{name} has {n} characters; keep it under {limit}", name=name, n=len(value),
+                                     limit=MAX_PROBE_CHARS))
     if tokenizer is None:
         n = len(_MASK_RE.findall(probe.text))
     else:
         n = tokenizer.encode(clean_text(probe.text)[0]).count(tokenizer.mask_id)
     if n != 1:
-        raise InputError(f"the probe sentence has {n} [MASK] tokens; put exactly one [MASK] where the model should "
-                         "fill in a word, e.g. 'the cat [MASK] the cheese'")
+        raise InputError(Message("the probe sentence has {n} [MASK] tokens; put exactly one [MASK] where the model "
+                                 "should fill in a word, e.g. 'the cat [MASK] the cheese'", n=n))
     if tokenizer is None:
         return []
     if max_len is not None:
@@ -84,7 +86,7 @@ def default_probe(corpus, tokenizer=None) -> Probe:
     """
     pairs = list(getattr(corpus, "pairs", []) or [])
     if not pairs:
-        raise InputError("the corpus has no sentence pairs; load a corpus first")
+        raise InputError(Message("the corpus has no sentence pairs; load a corpus first"))
     sentences = [s for p in pairs[:300] for s in p]  # the start of the corpus is enough, and fast
     split = getattr(tokenizer, "words", None) or basic_tokenize  # a seed vocabulary splits words its own way
     toks = [split(s) for s in sentences]

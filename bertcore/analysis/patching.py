@@ -25,6 +25,7 @@ from bertcore.analysis.inference import encode_pair
 from bertcore.analysis.lens import NO_MLM_HEAD, has_mlm_head, readout_mode, word_id
 from bertcore.data.corpus import TOPICS, plural, verb_forms
 from bertcore.errors import InputError
+from bertcore.message import Message
 
 CHUNK_TOKENS = 1 << 16  # rows x tokens per batched run (bounds the memory of long inputs)
 SAME_ANSWER = 1e-6  # |d_B - d_A| below this: the normalised effect is undefined
@@ -116,24 +117,25 @@ def activation_patching(model, tokenizer, text_a: str, text_b: str, right: str |
     ids_b, types_b, cut_b = _encode(tokenizer, text_b, limit)
     T = len(ids_a)
     if len(ids_b) != T:
-        raise InputError(f"text A has {len(ids_a)} tokens and text B has {len(ids_b)} (with [CLS]/[SEP]); patching "
-                         "swaps the state of one position, so both texts need the same number of tokens: change a "
-                         "word for a word the tokenizer keeps whole (e.g. 'cow' -> 'cows'), not for two words")
+        raise InputError(Message("text A has {n_a} tokens and text B has {n_b} (with [CLS]/[SEP]); patching swaps the "
+                                 "state of one position, so both texts need the same number of tokens: change a word "
+                                 "for a word the tokenizer keeps whole (e.g. 'cow' -> 'cows'), not for two words",
+                                 n_a=len(ids_a), n_b=len(ids_b)))
     mlm = has_mlm_head(model)
     notes = []
     if cut_a or cut_b:
         notes.append(f"the texts were truncated to {limit} tokens")
     if mlm:
         if not right or not wrong:
-            raise InputError("give a right and a wrong word (e.g. right 'is', wrong 'are'); the readout is "
-                             "logit(right) - logit(wrong) at the [MASK]")
+            raise InputError(Message("give a right and a wrong word (e.g. right 'is', wrong 'are'); the readout is "
+                                     "logit(right) - logit(wrong) at the [MASK]"))
         masks = [i for i, t in enumerate(ids_a) if t == tokenizer.mask_id]
         if not masks:
-            raise InputError("text A has no [MASK]; write [MASK] where the right or the wrong word belongs, "
-                             "e.g. 'the cow [MASK] hungry .'")
+            raise InputError(Message("text A has no [MASK]; write [MASK] where the right or the wrong word belongs, "
+                                     "e.g. 'the cow [MASK] hungry .'"))
         position, r_id, w_id = masks[0], word_id(tokenizer, right), word_id(tokenizer, wrong)
         if r_id == w_id:
-            raise InputError("the right and the wrong word are the same token; choose two different words")
+            raise InputError(Message("the right and the wrong word are the same token; choose two different words"))
         if len(masks) > 1:
             notes.append(f"text A has {len(masks)} [MASK]s; the readout is the first one (position {position})")
     else:
@@ -142,7 +144,7 @@ def activation_patching(model, tokenizer, text_a: str, text_b: str, right: str |
                      "direction from A's to B's final [CLS] state (0 = A's state, 1 = B's)")
     cols = list(range(T)) if positions is None else sorted({int(p) for p in positions if 0 <= int(p) < T})
     if not cols:
-        raise InputError(f"no position to patch; choose positions in [0, {T - 1}]")
+        raise InputError(Message("no position to patch; choose positions in [0, {last}]", last=T - 1))
     with readout_mode(model):
         hs_a = clean_states(model, _embed(model, ids_a, types_a))
         hs_b = clean_states(model, _embed(model, ids_b, types_b))

@@ -28,6 +28,7 @@ from bertcore.data.probe_sets import CSV_PROPERTY, ProbeSet, csv_probe_set, gram
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import atomic_write, load_checkpoint
 from bertcore.io.steps import list_steps, load_step, step_path
+from bertcore.message import Message
 
 L2 = 1e-2
 MAX_ITER = 30
@@ -150,7 +151,8 @@ def probe_set_for(tokenizer, prop: str, labels_csv: bytes | None = None, max_len
     if labels_csv is not None:
         return csv_probe_set(tokenizer, labels_from_csv(labels_csv), prop, max_len, seed)
     if prop == CSV_PROPERTY:
-        raise InputError(f"property {CSV_PROPERTY!r} probes the labels of your CSV; give one (--labels FILE.csv)")
+        raise InputError(Message("property {prop} probes the labels of your CSV; give one (--labels FILE.csv)",
+                                 prop=repr(CSV_PROPERTY)))
     return grammar_probe_set(tokenizer, prop, max_len, seed)
 
 
@@ -165,7 +167,8 @@ def probe_hidden(ps: ProbeSet, hidden: list[torch.Tensor], seed: int = 0, shuffl
     """Fit the probes of ``ps`` on given hidden states (``hidden[i]``: (L+1, T_i, D)). ``shuffle``: permute the
     training labels first (a sanity check: the held-out accuracy falls to chance)."""
     if not ps.items:
-        raise InputError(f"the probe set of {ps.prop!r} has no items; give sentences with labelled words")
+        raise InputError(Message("the probe set of {prop} has no items; give sentences with labelled words",
+                                 prop=repr(ps.prop)))
     test = ps.is_test()
     labels = list(ps.labels)
     control = control_labels(labels, ps.types, seed + 1)
@@ -178,7 +181,7 @@ def probe_hidden(ps: ProbeSet, hidden: list[torch.Tensor], seed: int = 0, shuffl
     tr = [i for i, t in enumerate(test) if not t]
     te = [i for i, t in enumerate(test) if t]
     if not tr or not te:
-        raise InputError("the probe set is too small to hold sentences out; give more sentences")
+        raise InputError(Message("the probe set is too small to hold sentences out; give more sentences"))
     feats = torch.stack([hidden[s][:, p] for s, p in ps.items], 1)  # (L+1, N, D)
     out = []
     for ys in (labels, control):  # the probe, then the control task

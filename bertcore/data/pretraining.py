@@ -27,6 +27,7 @@ import torch
 
 from bertcore.data.user_text import clean_text, is_blank
 from bertcore.errors import ConfigError, CorpusError, InputError
+from bertcore.message import Message
 
 IGNORE = -100
 _NONE, _MASK, _RANDOM, _KEEP = 0, 1, 2, 3
@@ -47,9 +48,10 @@ class MaskingRates:
         for name in ("mlm_probability", "mask_token_frac", "random_token_frac"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
-                raise ConfigError(f"{name}={v!r} must be a number in [0, 1]")
+                raise ConfigError(Message("{name}={value} must be a number in [0, 1]", name=name, value=repr(v)))
         if self.mask_token_frac + self.random_token_frac > 1.0 + 1e-9:
-            raise ConfigError("mask_token_frac + random_token_frac must be <= 1 (the rest are kept); lower one")
+            raise ConfigError(Message("mask_token_frac + random_token_frac must be <= 1 (the rest are kept); "
+                                      "lower one"))
 
     @property
     def keep_frac(self) -> float:
@@ -93,7 +95,8 @@ def build_ids(cls_id: int, sep_id: int, a_ids, b_ids, max_len: int) -> tuple[lis
     n_special = 2 if b_ids is None else 3
     budget = max_len - n_special
     if budget < 0:
-        raise ConfigError(f"max_len={max_len} cannot hold the {n_special} special tokens; use max_len >= {n_special + 2}")
+        raise ConfigError(Message("max_len={max_len} cannot hold the {n} special tokens; use max_len >= {min}",
+                                  max_len=max_len, n=n_special, min=n_special + 2))
     la, lb = len(a_ids), (0 if b_ids is None else len(b_ids))
     excess = la + lb - budget
     if excess > 0:  # longest-first: trim the longer side from the end; once equal, alternate starting with B
@@ -177,7 +180,7 @@ def token_tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
         special[list(tokenizer.special_ids)] = True
         pool = (~special).nonzero().flatten()
         if pool.numel() == 0:
-            raise InputError("the vocabulary has only special tokens; build it from some text first")
+            raise InputError(Message("the vocabulary has only special tokens; build it from some text first"))
         t = (special, pool)
         _TABLES[tokenizer] = t
     return t
@@ -234,7 +237,8 @@ def mask_tokens(input_ids, tokenizer, rates: MaskingRates | None = None, generat
     ids = torch.as_tensor(list(input_ids), dtype=torch.long).reshape(1, -1)
     special, pool = token_tables(tokenizer)
     if ids.numel() and (int(ids.max()) >= special.numel() or int(ids.min()) < 0):
-        raise InputError(f"token id outside the vocabulary (size {special.numel()}); encode with the same tokenizer")
+        raise InputError(Message("token id outside the vocabulary (size {size}); encode with the same tokenizer",
+                                 size=special.numel()))
     masked, labels, actions = _mask_batch(ids, ~special[ids], rates, generator, pool, tokenizer.mask_id)
     masked_l, labels_l = masked[0].tolist(), labels[0].tolist()
     decisions = None
@@ -254,17 +258,19 @@ class PretrainingData:
                  nsp_positive_prob: float = 0.5, held_out_frac: float = 0.1, seed: int = 0,
                  fixed_length: int | None = None):
         if len(corpus.pairs) < 2:
-            raise CorpusError(f"corpus {corpus.name!r} has {len(corpus.pairs)} pair(s); NSP needs at least 2 so a "
-                              "NotNext example can take its B from a different pair")
+            raise CorpusError(Message("corpus {name} has {n} pair(s); NSP needs at least 2 so a NotNext example can "
+                                      "take its B from a different pair", name=repr(corpus.name), n=len(corpus.pairs)))
         if not 0.0 <= nsp_positive_prob <= 1.0:
-            raise ConfigError(f"nsp_positive_prob={nsp_positive_prob!r} must be in [0, 1]")
+            raise ConfigError(Message("nsp_positive_prob={value} must be in [0, 1]", value=repr(nsp_positive_prob)))
         if not 0.0 <= held_out_frac < 1.0:
-            raise ConfigError(f"held_out_frac={held_out_frac!r} must be in [0, 1)")
+            raise ConfigError(Message("held_out_frac={value} must be in [0, 1)", value=repr(held_out_frac)))
         if max_seq_len < 5:
-            raise ConfigError(f"max_seq_len={max_seq_len} is too short for [CLS] A [SEP] B [SEP]; use at least 5")
+            raise ConfigError(Message("max_seq_len={n} is too short for [CLS] A [SEP] B [SEP]; use at least 5",
+                                      n=max_seq_len))
         if fixed_length is not None and not (isinstance(fixed_length, int) and fixed_length >= max_seq_len):
-            raise ConfigError(f"fixed_length={fixed_length!r} must be a whole number >= max_seq_len={max_seq_len} "
-                              "(every batch is padded to it); raise it or leave it unset for dynamic padding")
+            raise ConfigError(Message("fixed_length={value} must be a whole number >= max_seq_len={max_seq_len} "
+                                      "(every batch is padded to it); raise it or leave it unset for dynamic padding",
+                                      value=repr(fixed_length), max_seq_len=max_seq_len))
         self.fixed_length = fixed_length
         self.corpus, self.tokenizer, self.max_seq_len = corpus, tokenizer, int(max_seq_len)
         self.rates = rates or MaskingRates()
@@ -279,8 +285,8 @@ class PretrainingData:
         if docs is not None and len(docs) == len(corpus.pairs) and len(set(docs)) >= 2:
             self.doc = torch.as_tensor(list(docs), dtype=torch.long)
         if len(groups) < 2:
-            raise CorpusError("every pair has the same second sentence, so no NotNext example can be made; "
-                              "add pairs with different B sentences")
+            raise CorpusError(Message("every pair has the same second sentence, so no NotNext example can be made; "
+                                      "add pairs with different B sentences"))
         n = len(corpus.pairs)
         perm = torch.randperm(n, generator=torch.Generator().manual_seed(int(seed)))
         self.eval_on_train = not (held_out_frac > 0 and n >= 3)
@@ -301,7 +307,7 @@ class PretrainingData:
 
     def _split(self, split: str) -> torch.Tensor:
         if split not in self.splits:
-            raise InputError(f"split={split!r} is unknown; use 'train' or 'held_out'")
+            raise InputError(Message("split={split} is unknown; use 'train' or 'held_out'", split=repr(split)))
         return self.splits[split]
 
     def _negatives(self, idx: list[int], split: str, generator: torch.Generator) -> list[int]:
@@ -322,7 +328,7 @@ class PretrainingData:
                 if fb.numel() == 0:
                     fb = torch.arange(len(self))[self.b_group != g]
                 if fb.numel() == 0:
-                    raise CorpusError("no pair has a different B sentence; NSP needs at least two distinct B")
+                    raise CorpusError(Message("no pair has a different B sentence; NSP needs at least two distinct B"))
                 self._neg_fallback[(split, g, d)] = fb
             out[k] = int(fb[torch.randint(fb.numel(), (1,), generator=generator)])
         return out
@@ -370,7 +376,8 @@ class PretrainingData:
     def make_example(self, pair_index: int, generator: torch.Generator, with_decisions: bool = True) -> Example:
         """One example with its masking decisions, for display."""
         if not 0 <= pair_index < len(self):
-            raise InputError(f"pair_index={pair_index} is out of range; use 0..{len(self) - 1}")
+            raise InputError(Message("pair_index={index} is out of range; use 0..{last}", index=pair_index,
+                                     last=len(self) - 1))
         split = "held_out" if pair_index in set(self.splits["held_out"].tolist()) and not self.eval_on_train else "train"
         pos = bool(torch.rand(1, generator=generator) < self.nsp_positive_prob)
         j = pair_index if pos else self._negatives([pair_index], split, generator)[0]
@@ -405,7 +412,7 @@ def pad_batch(rows: list[list[int]], types: list[list[int]], pad_id: int, width:
 def collate(examples: list[Example], pad_id: int = 0) -> dict:
     """Stack Examples into padded tensors (dynamic padding to the longest example)."""
     if not examples:
-        raise InputError("cannot collate an empty list of examples")
+        raise InputError(Message("cannot collate an empty list of examples"))
     out = pad_batch([e.input_ids for e in examples], [e.token_type_ids for e in examples], pad_id)
     width = out["input_ids"].shape[1]
     out["mlm_labels"] = torch.tensor([e.mlm_labels + [IGNORE] * (width - len(e.mlm_labels)) for e in examples])
@@ -417,7 +424,7 @@ def masking_stats(data: PretrainingData, draws: int = 2000, seed: int = 0) -> di
     """Empirical masking rates over ``draws`` sampled train sequences: selected_rate over non-special tokens,
     and the mask/random/keep shares of the selected tokens."""
     if draws < 1:
-        raise InputError(f"draws={draws} must be at least 1")
+        raise InputError(Message("draws={draws} must be at least 1", draws=draws))
     g = torch.Generator().manual_seed(int(seed))
     seen = sel = n_mask = n_rand = 0
     left = int(draws)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from bertcore.data.corpus import LabelledSentence, labelled_sentences, word_categories
 from bertcore.errors import InputError
+from bertcore.message import Message
 
 GRAMMAR_PROPERTIES = {
     "position": "the token's position in the sequence ([CLS] = 0), at every token",
@@ -106,15 +107,16 @@ def _unknown_share(tokenizer, sentences: list[LabelledSentence]) -> float:
 def grammar_probe_set(tokenizer, prop: str, max_len: int = 64, seed: int = 0, n: int = N_SENTENCES) -> ProbeSet:
     """The probe set of a built-in property (module docstring) for ``tokenizer``'s vocabulary."""
     if prop not in GRAMMAR_PROPERTIES:
-        raise InputError(f"property {prop!r} is unknown; choose one of {', '.join(PROPERTIES)} "
-                         f"({CSV_PROPERTY!r} needs a labels CSV)")
+        raise InputError(Message("property {prop} is unknown; choose one of {props} ({csv} needs a labels CSV)",
+                                 prop=repr(prop), props=", ".join(PROPERTIES), csv=repr(CSV_PROPERTY)))
     sentences = labelled_sentences(seed, n)
     if prop != "position":
         share = _unknown_share(tokenizer, sentences)
         if share > MAX_UNKNOWN:
-            raise InputError(f"this model's vocabulary does not cover the built-in grammar's words ({share:.0%} of "
-                             f"them are {tokenizer.unk_token}), so {prop!r} cannot be probed; use 'position' or give "
-                             "your own token labels in a CSV (text,labels)")
+            raise InputError(Message("this model's vocabulary does not cover the built-in grammar's words ({share} of "
+                                     "them are {unk}), so {prop} cannot be probed; use 'position' or give your own "
+                                     "token labels in a CSV (text,labels)", share=f"{share:.0%}",
+                                     unk=tokenizer.unk_token, prop=repr(prop)))
     cats = word_categories() if prop == "category" else {}
     out = ProbeSet(prop, [], [], [], [])
     for si, s in enumerate(sentences):
@@ -147,32 +149,38 @@ def labels_from_csv(data: bytes, name: str = "labels CSV") -> list[tuple[list[st
     try:
         text = bytes(data).decode("utf-8-sig")
     except UnicodeDecodeError:
-        raise InputError(f"{name} is not UTF-8 text; save it as UTF-8 CSV") from None
+        raise InputError(Message("{name} is not UTF-8 text; save it as UTF-8 CSV", name=name)) from None
     rows = list(csv.reader(io.StringIO(text)))
     rows = [r for r in rows if any(c.strip() for c in r)]
     if not rows:
-        raise InputError(f"{name} is empty; write a header 'text,labels' and one sentence per row")
+        raise InputError(Message("{name} is empty; write a header 'text,labels' and one sentence per row", name=name))
     head = [c.strip().lower() for c in rows[0]]
     if head[:2] != ["text", "labels"]:
-        raise InputError(f"{name} must start with the header 'text,labels' (got {','.join(rows[0])[:60]!r}); each row "
-                         "then holds a sentence and one label per word, separated by spaces")
+        raise InputError(Message("{name} must start with the header 'text,labels' (got {got}); each row then holds a "
+                                 "sentence and one label per word, separated by spaces", name=name,
+                                 got=repr(",".join(rows[0])[:60])))
     out = []
     for no, r in enumerate(rows[1:], 2):
         if len(r) < 2:
-            raise InputError(f"{name} row {no} has no labels column; write 'text,labels' (quote a text with commas)")
+            raise InputError(Message("{name} row {no} has no labels column; write 'text,labels' (quote a text with "
+                                     "commas)", name=name, no=no))
         words, labels = r[0].split(), r[1].split()
         if not words:
-            raise InputError(f"{name} row {no} has an empty text")
+            raise InputError(Message("{name} row {no} has an empty text", name=name, no=no))
         if len(words) != len(labels):
-            raise InputError(f"{name} row {no} has {len(words)} word(s) but {len(labels)} label(s); give one label "
-                             f"per whitespace-separated word ('{SKIP}' leaves a word out)")
+            raise InputError(Message("{name} row {no} has {n_words} word(s) but {n_labels} label(s); give one label "
+                                     "per whitespace-separated word ('{skip}' leaves a word out)", name=name, no=no,
+                                     n_words=len(words), n_labels=len(labels), skip=SKIP))
         out.append((words, labels))
     if len(out) < 4:
-        raise InputError(f"{name} has {len(out)} sentence(s); give at least 4 so that some can be held out")
+        raise InputError(Message("{name} has {n} sentence(s); give at least 4 so that some can be held out",
+                                 name=name, n=len(out)))
     if len(out) > MAX_CSV_ROWS:
-        raise InputError(f"{name} has {len(out)} sentences; use at most {MAX_CSV_ROWS}")
+        raise InputError(Message("{name} has {n} sentences; use at most {limit}", name=name, n=len(out),
+                                 limit=MAX_CSV_ROWS))
     if len({lb for _, ls in out for lb in ls if lb != SKIP}) < 2:
-        raise InputError(f"{name} uses fewer than 2 different labels; a probe needs at least 2 classes")
+        raise InputError(Message("{name} uses fewer than 2 different labels; a probe needs at least 2 classes",
+                                 name=name))
     return out
 
 
@@ -180,7 +188,8 @@ def csv_probe_set(tokenizer, rows: list[tuple[list[str], list[str]]], prop: str 
                   seed: int = 0) -> ProbeSet:
     """The CSV's own labels (``prop='labels'``) or token positions (``prop='position'``) over its texts."""
     if prop not in (CSV_PROPERTY, "position"):
-        raise InputError(f"with a labels CSV the property is {CSV_PROPERTY!r} (its labels) or 'position', not {prop!r}")
+        raise InputError(Message("with a labels CSV the property is {csv} (its labels) or 'position', not {prop}",
+                                 csv=repr(CSV_PROPERTY), prop=repr(prop)))
     out = ProbeSet(prop, [], [], [], [])
     cut = 0
     for si, (words, labels) in enumerate(rows):

@@ -224,48 +224,59 @@ def load_task_csv(path_or_bytes, name: str | None = None, seed: int = 0, held_ou
         p = Path(path_or_bytes).expanduser()
         name = name or p.name
         if not p.is_file():
-            raise InputError(f"task file {p} not found; give a CSV file or a built-in task ({', '.join(task_names())})")
+            raise InputError(Message("task file {path} not found; give a CSV file or a built-in task ({tasks})",
+                                     path=str(p), tasks=", ".join(task_names())))
         if p.stat().st_size > max_corpus_bytes():
-            raise CorpusError(f"{p} is {p.stat().st_size:,} bytes, over the {max_corpus_bytes():,}-byte limit; use a "
-                              "smaller file or raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES")
+            raise CorpusError(Message("{name} is {size} bytes, over the {limit}-byte limit; use a smaller file or "
+                                      "raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES",
+                                      name=str(p), size=f"{p.stat().st_size:,}", limit=f"{max_corpus_bytes():,}"))
         data = p.read_bytes()
     if not data.strip():
-        raise InputError(f"{name} is empty; give a CSV with a header line text,label (or text_a,text_b,label)")
+        raise InputError(Message("{name} is empty; give a CSV with a header line text,label (or text_a,text_b,label)",
+                                 name=name))
     text = decode_text_file(data, name)
     try:
         rows = list(csv.reader(io.StringIO(text)))
     except csv.Error as e:
-        raise InputError(f"{name} is not valid CSV ({e}); quote fields that contain commas") from None
+        raise InputError(Message("{name} is not valid CSV ({error}); quote fields that contain commas", name=name,
+                                 error=str(e))) from None
     header = [h.strip().lower() for h in rows[0]]
     pair = "text_a" in header
     need = ["text_a", "text_b", "label"] if pair else ["text", "label"]
     missing = [c for c in need if c not in header]
     if missing:
-        raise InputError(f"{name} lacks the column(s) {', '.join(missing)}; the first line must be the header "
-                         f"text,label (single sentences) or text_a,text_b,label (sentence pairs); found "
-                         f"{', '.join(header) or 'nothing'}")
+        found = ", ".join(header)
+        if found:
+            raise InputError(Message("{name} lacks the column(s) {missing}; the first line must be the header "
+                                     "text,label (single sentences) or text_a,text_b,label (sentence pairs); found "
+                                     "{found}", name=name, missing=", ".join(missing), found=found))
+        raise InputError(Message("{name} lacks the column(s) {missing}; the first line must be the header "
+                                 "text,label (single sentences) or text_a,text_b,label (sentence pairs); found "
+                                 "nothing", name=name, missing=", ".join(missing)))
     col = {c: header.index(c) for c in need}
     raw = []
     for no, row in enumerate(rows[1:], 2):
         if not any(x.strip() for x in row):
             continue
         if len(row) < len(header):
-            raise InputError(f"{name} line {no} has {len(row)} field(s) but the header has {len(header)}; "
-                             "quote fields that contain commas")
+            raise InputError(Message("{name} line {no} has {n} field(s) but the header has {m}; quote fields that "
+                                     "contain commas", name=name, no=no, n=len(row), m=len(header)))
         vals = {c: row[i].strip() for c, i in col.items()}
         empty = [c for c, v in vals.items() if is_blank(v)]  # invisible characters only count as empty too
         if empty:
-            raise InputError(f"{name} line {no}: the {empty[0]} field is empty; every row needs text and a label")
+            raise InputError(Message("{name} line {no}: the {field} field is empty; every row needs text and a label",
+                                     name=name, no=no, field=empty[0]))
         raw.append(vals)
     if len(raw) < MIN_CSV_ROWS:
-        raise InputError(f"{name} has {len(raw)} labelled row(s); at least {MIN_CSV_ROWS} are needed to train and "
-                         "hold out a test split")
+        raise InputError(Message("{name} has {n} labelled row(s); at least {min} are needed to train and hold out a "
+                                 "test split", name=name, n=len(raw), min=MIN_CSV_ROWS))
     labels = sorted({r["label"] for r in raw})
     if len(labels) < 2:
-        raise InputError(f"{name} has only the label {labels[0]!r}; a classifier needs at least two classes")
+        raise InputError(Message("{name} has only the label {label}; a classifier needs at least two classes",
+                                 name=name, label=repr(labels[0])))
     if len(labels) > MAX_CSV_CLASSES:
-        raise InputError(f"{name} has {len(labels)} different labels (over {MAX_CSV_CLASSES}); is the label column "
-                         "free text? Use a few class names")
+        raise InputError(Message("{name} has {n} different labels (over {limit}); is the label column free text? "
+                                 "Use a few class names", name=name, n=len(labels), limit=MAX_CSV_CLASSES))
     index = {lab: i for i, lab in enumerate(labels)}
     ex = [TaskExample(r["text_a"] if pair else r["text"], r["text_b"] if pair else None, index[r["label"]])
           for r in raw]
@@ -278,7 +289,8 @@ def load_task_csv(path_or_bytes, name: str | None = None, seed: int = 0, held_ou
         held += group[:k]
         train += group[k:]
     if not held:
-        raise InputError(f"{name}: no class has two or more rows, so nothing can be held out; add more rows")
+        raise InputError(Message("{name}: no class has two or more rows, so nothing can be held out; add more rows",
+                                 name=name))
     rng.shuffle(train)
     return Task(Path(name).stem, Message("user CSV {name}: {n} rows, {k} classes", name=name, n=len(ex), k=len(labels)),
                 labels, pair, train, held)
@@ -290,7 +302,8 @@ def get_task(spec: str, seed: int = 0) -> Task:
         return BUILTIN_TASKS[spec](seed)
     if spec.lower().endswith(".csv") or Path(spec).expanduser().is_file():
         return load_task_csv(spec, seed=seed)
-    raise InputError(f"unknown task {spec!r}; use one of {', '.join(task_names())} or a .csv file")
+    raise InputError(Message("unknown task {task}; use one of {tasks} or a .csv file", task=repr(spec),
+                             tasks=", ".join(task_names())))
 
 
 def labelled_subset(task: Task, n: int | None, seed: int = 0) -> list[TaskExample]:
@@ -306,5 +319,5 @@ def labelled_subset(task: Task, n: int | None, seed: int = 0) -> list[TaskExampl
     if n is None:
         return order
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InputError(f"labels={n!r} must be a whole number >= 1")
+        raise InputError(Message("labels={n} must be a whole number >= 1", n=repr(n)))
     return order[:n]

@@ -31,6 +31,7 @@ from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, Word
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
 from bertcore.io.steps import save_step, truncate_after
+from bertcore.message import Message
 from bertcore.settings import env_number
 from bertcore.training import runs
 from bertcore.training.callbacks import Callbacks
@@ -58,10 +59,11 @@ def check_budget(model_config: BertConfig, train_config: TrainConfig, est: dict 
     est = est if est is not None else estimate(model_config, train_config)
     budget = max_model_mb()
     if est["memory_bytes"] > budget * 2**20:
-        raise ConfigError(f"this configuration needs about {est['memory_bytes'] / 2**20:,.0f} MB to train "
-                          f"({est['params']:,} parameters), over the server's budget of {budget:,.0f} MB "
-                          "(BERTCORE_MAX_MODEL_MB); use fewer layers, a smaller hidden/FFN size, a smaller batch or a "
-                          "shorter max length, or raise the budget")
+        raise ConfigError(Message("this configuration needs about {mb} MB to train ({params} parameters), over the "
+                                  "server's budget of {budget} MB (BERTCORE_MAX_MODEL_MB); use fewer layers, a smaller "
+                                  "hidden/FFN size, a smaller batch or a shorter max length, or raise the budget",
+                                  mb=f"{est['memory_bytes'] / 2**20:,.0f}", params=f"{est['params']:,}",
+                                  budget=f"{budget:,.0f}"))
     return est
 
 
@@ -100,7 +102,7 @@ def _is_rebuildable(spec: str) -> bool:
 def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None):
     if spec == f"run:{CORPUS_FILE}":
         if run_dir is None or not (run_dir / CORPUS_FILE).is_file():
-            raise InputError(f"the run's {CORPUS_FILE} is missing; this run cannot be resumed")
+            raise InputError(Message("the run's {file} is missing; this run cannot be resumed", file=CORPUS_FILE))
         corpus = load_corpus_file(run_dir / CORPUS_FILE, name=name, mode="pairs")
         try:
             docs = [int(x) for x in (run_dir / DOCUMENTS_FILE).read_text(encoding="utf-8").split()]
@@ -119,7 +121,7 @@ def run_corpus(run_dir: str | Path):
     meta = runs.read_run_json(d)
     spec = str(meta.get("corpus_spec") or "")
     if not spec:
-        raise InputError(f"{d.name} does not record its corpus (run.json has no corpus_spec)")
+        raise InputError(Message("{run} does not record its corpus (run.json has no corpus_spec)", run=d.name))
     if spec.startswith(SHARDS_PREFIX):
         return None
     return _load_corpus(spec, d, meta.get("corpus"))
@@ -134,7 +136,8 @@ def _tokenizer(spec: RunSpec, corpus):
     if spec.tokenizer == "seed_word":
         return SeedWordTokenizer.build(corpus.texts())
     if isinstance(spec.tokenizer, str):
-        raise ConfigError(f"tokenizer {spec.tokenizer!r} is unknown; use one of {', '.join(map(repr, TOKENIZER_KINDS))}")
+        raise ConfigError(Message("tokenizer {tokenizer} is unknown; use one of {kinds}",
+                                  tokenizer=repr(spec.tokenizer), kinds=", ".join(map(repr, TOKENIZER_KINDS))))
     return spec.tokenizer
 
 
@@ -172,8 +175,9 @@ def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=N
     if model is None:
         bert = bert.replace(vocab_size=tok.vocab_size)
     elif model.config.vocab_size != tok.vocab_size:
-        raise InputError(f"this run's model has a {model.config.vocab_size}-token vocabulary but {data_dir} has "
-                         f"{tok.vocab_size}; resume with the --data folder the run was trained on")
+        raise InputError(Message("this run's model has a {vocab}-token vocabulary but {data_dir} has {n}; resume with "
+                                 "the --data folder the run was trained on", vocab=model.config.vocab_size,
+                                 data_dir=str(data_dir), n=tok.vocab_size))
     check_budget(bert, tc)
     data = ShardData(reader, tok, tc.max_seq_len, MaskingRates.from_train_config(tc), tc.nsp_positive_prob,
                      tc.held_out_frac, tc.seed, tc.batch_size, rt.grad_accum, rt.rank, rt.world_size)
@@ -241,19 +245,22 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Ca
     d = Path(run_dir).expanduser()
     info = runs.read_run(d)
     if info.damaged:
-        raise InputError(f"{d} cannot be resumed: {info.damaged}")
+        raise InputError(Message("{run} cannot be resumed: {reason}", run=str(d), reason=info.damaged))
     if info.status == "running":
-        raise InputError(f"{info.name} is still training; stop it before resuming")
+        raise InputError(Message("{name} is still training; stop it before resuming", name=info.name))
     if info.status == "failed":
-        raise InputError(f"{info.name} failed ({info.reason}); start a new run with a lower lr instead")
+        raise InputError(Message("{name} failed ({reason}); start a new run with a lower lr instead", name=info.name,
+                                 reason=info.reason))
     if info.steps_done >= info.total_steps:
-        raise InputError(f"{info.name} already finished all {info.total_steps} steps; there is nothing to resume")
+        raise InputError(Message("{name} already finished all {total} steps; there is nothing to resume",
+                                 name=info.name, total=info.total_steps))
     if not info.resumable:
-        raise InputError(f"{info.name} has no resume state ({RESUME_FILE}); start a new run")
+        raise InputError(Message("{name} has no resume state ({file}); start a new run", name=info.name,
+                                 file=RESUME_FILE))
     meta = runs.read_run_json(d)
     bundle = load_checkpoint(d)
     if bundle.train_config is None:
-        raise InputError(f"{d} has no train_config.json; this run cannot be resumed")
+        raise InputError(Message("{run} has no train_config.json; this run cannot be resumed", run=str(d)))
     tc = TrainConfig.from_dict(bundle.train_config)
     model = bundle.model.train()
     spec_str = str(meta.get("corpus_spec") or "")
