@@ -192,6 +192,8 @@ def test_hostile_zips_through_the_train_page(hostile, ckpt_files, tmp_path, monk
     session's own temp dir is written to; the active model stays the untrained one."""
     from streamlit.testing.v1 import AppTest
 
+    import explorer.livechart  # noqa: F401 - the server copies plotly.js to the real temp dir once, at import
+
     systmp = tmp_path / "systmp"
     systmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(systmp))
@@ -210,7 +212,7 @@ def test_hostile_zips_through_the_train_page(hostile, ckpt_files, tmp_path, monk
     session = Path(at.session_state["bx_tmp"])
     assert session.parent == systmp
     assert {p for p in _listing(tmp_path) if not p.startswith("systmp/")} == outside_before
-    assert all(session in p.parents for p in systmp.rglob("*") if p != session)
+    assert all(session in p.parents for p in systmp.rglob("*") if p != session), list(systmp.rglob("*"))
     assert not no_pickle
     # and a good upload becomes the active model
     at.file_uploader(key="train_upload").set_value(("good.zip", _zip(ckpt_files["good"]), "application/zip")).run()
