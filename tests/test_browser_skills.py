@@ -35,6 +35,14 @@ def test_skills_chart_fills_in_live_and_everything_stays_in_view(page: Page, app
                  panel.locator("#probe table")):
         box = what.bounding_box()
         assert box and 0 <= box["y"] and box["y"] + box["height"] <= 900, f"not in view at 1400x900: {box}"
+    # the eight names sit below the plot, inside the chart's box, and leave the plot about the loss chart's height
+    legend = panel.locator("#skills_box .legend")
+    assert legend.locator("span").count() == 8 and "verb agreement" in legend.inner_text()
+    chart_box, legend_box = panel.locator("#skills_box").bounding_box(), legend.bounding_box()
+    assert legend_box["y"] + legend_box["height"] <= chart_box["y"] + chart_box["height"] + 1, (legend_box, chart_box)
+    plot_h = skills.evaluate("el => el._fullLayout._size.h")
+    loss_h = panel.locator("#loss .js-plotly-plot, #loss.js-plotly-plot").first.evaluate("el => el._fullLayout._size.h")
+    assert plot_h >= 0.8 * loss_h, (plot_h, loss_h)
     page.screenshot(path=str(tmp_path / "train-skills.png"))
     expect(page.locator(MAIN)).to_contain_text("passed", timeout=LOAD)  # a first-pass sentence
     page.locator(".st-key-train_stop button").click()

@@ -116,6 +116,7 @@ def train_charts(skill_names: list[str] | None = None) -> list[dict]:
         charts.append({"id": "skills", "title": tr("Skills (share of items passed)"), "xtitle": step,
                        "ytitle": tr("passed"),
                        "yrange": [0, 1.02], "baseline": False, "hline": CHANCE, "hline_text": tr("chance"),
+                       "html_legend": True,  # eight or nine names: below the plot, two to a row
                        "traces": [{"name": skill_name(n), "series": "evals", "col": 5 + i, "held": True,
                                    "color": SKILL_COLORS[i % len(SKILL_COLORS)]} for i, n in enumerate(skill_names)]})
     return charts
@@ -171,7 +172,7 @@ def live_panel(run_id: str, steps: int, rows: LiveRows, probe: list, baseline: f
 
     ``rows`` gives the series (``history_rows`` / ``pair_rows``), read only from what the browser has on. ``charts`` (default: the Train page's loss and accuracy charts with the
     probe table) says what to draw: ``[{id, title, ytitle, yrange, baseline, baseline_text, traces: [{name,
-    series: "train"|"evals", col, color, held}], hline, hline_text}]``, each trace reading column ``col`` of its
+    series: "train"|"evals", col, color, held}], hline, hline_text, html_legend}]``, each trace reading column ``col`` of its
     series; a panel with its own ``charts`` has no probe table unless ``show_probe``. ``baseline`` is drawn on the
     charts whose ``baseline`` is true, ``hline`` (e.g. a chance level) on its own chart."""
     sent_key = f"{key}__sent"
