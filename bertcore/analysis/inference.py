@@ -122,13 +122,14 @@ def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_len: int | None =
         raise InputError(Message("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one); "
                                  "fill-mask needs a model with cls.predictions"))
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise InputError(f"top_k={top_k!r} must be a whole number >= 1")
+        raise InputError(Message("top_k={top_k} must be a whole number >= 1", top_k=repr(top_k)))
     ids, types, truncated, positions = mask_positions(tokenizer, text, _max_len(model, max_len))
     with _eval_mode(model):
         out = _forward(model, ids, types)
         logits = out.mlm_logits
         if logits is None:
-            raise InputError("this model returned no MLM logits; fill-mask needs a model with cls.predictions")
+            raise InputError(Message("this model returned no MLM logits; fill-mask needs a model with "
+                                     "cls.predictions"))
         probs = torch.softmax(logits[0, positions].float(), dim=-1)
         p, idx = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
     p, idx = p.tolist(), idx.tolist()
@@ -150,7 +151,7 @@ def nsp_probability(model, tokenizer, a: str, b: str, max_len: int | None = None
     with _eval_mode(model):
         out = _forward(model, ids, types)
         if out.nsp_logits is None:
-            raise InputError("this model returned no NSP logits; use a checkpoint with an NSP head")
+            raise InputError(Message("this model returned no NSP logits; use a checkpoint with an NSP head"))
         p = torch.softmax(out.nsp_logits[0].float(), dim=-1)[0]
     return float(p)
 

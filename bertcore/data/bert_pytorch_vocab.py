@@ -24,6 +24,7 @@ import torch
 
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS, TokenizerBase, read_vocab_file
 from bertcore.errors import InputError, TokenizerError
+from bertcore.message import Message
 
 SPECIALS = ("<pad>", "<unk>", "<eos>", "<sos>", "<mask>")  # in id order
 PAD, UNK, EOS, SOS, MASK = range(5)
@@ -67,18 +68,20 @@ class SeedWordTokenizer(TokenizerBase):
     def __init__(self, vocab: list[str]):
         self.vocab = list(vocab)
         if self.vocab[:len(SPECIALS)] != list(SPECIALS):
-            raise TokenizerError(f"a seed vocabulary starts with {' '.join(SPECIALS)} (ids 0-4), this one with "
-                                 f"{' '.join(self.vocab[:len(SPECIALS)])}; rebuild it with SeedWordTokenizer.build")
+            raise TokenizerError(Message("a seed vocabulary starts with {specials} (ids 0-4), this one with {first}; "
+                                         "rebuild it with SeedWordTokenizer.build", specials=" ".join(SPECIALS),
+                                         first=" ".join(self.vocab[:len(SPECIALS)])))
         self.token_to_id = {t: i for i, t in enumerate(self.vocab)}
         if len(self.token_to_id) != len(self.vocab):
-            raise TokenizerError("vocabulary has duplicate tokens; each token must appear once")
+            raise TokenizerError(Message("vocabulary has duplicate tokens; each token must appear once"))
         self._init_specials(ROLE_TOKENS)
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> "SeedWordTokenizer":
         vocab = vocab_order(texts)
         if len(vocab) == len(SPECIALS):
-            raise TokenizerError("the corpus has no words to build a vocabulary from; give a corpus with some text")
+            raise TokenizerError(Message("the corpus has no words to build a vocabulary from; give a corpus with some "
+                                         "text"))
         return cls(vocab)
 
     def words(self, text: str) -> list[str]:
@@ -118,7 +121,7 @@ def build_example(a_ids: list[int], a_label: list[int], b_ids: list[int], b_labe
     """BERT-pytorch's ``__getitem__`` after masking: bert_input, bert_label, segment_label, padded to ``seq_len``,
     and the padding mask (x > 0)."""
     if seq_len < 3:
-        raise InputError(f"seq_len={seq_len} cannot hold <sos> and two <eos>; use at least 3")
+        raise InputError(Message("seq_len={seq_len} cannot hold <sos> and two <eos>; use at least 3", seq_len=seq_len))
     t1, t2 = [SOS, *a_ids, EOS], [*b_ids, EOS]
     l1, l2 = [PAD, *a_label, PAD], [*b_label, PAD]
     seg = ([1] * len(t1) + [2] * len(t2))[:seq_len]

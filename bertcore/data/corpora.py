@@ -11,6 +11,7 @@ from typing import Callable
 from bertcore.data.corpus import Corpus, builtin_corpus, load_corpus_file, tutorial_corpus
 from bertcore.data.corpus_zh import builtin_zh_corpus
 from bertcore.errors import CorpusError
+from bertcore.message import Message
 
 BUILTIN_CORPORA: dict[str, Callable[..., Corpus]] = {"builtin": builtin_corpus, "builtin-zh": builtin_zh_corpus}
 FIXED_CORPORA: dict[str, Callable[[], Corpus]] = {"tutorial": tutorial_corpus}
@@ -39,5 +40,6 @@ def get_corpus(spec: str) -> Corpus:
         try:
             return BUILTIN_CORPORA[name](seed=int(seed))
         except ValueError:
-            raise CorpusError(f"corpus {spec!r}: write {name}:SEED with a whole-number seed") from None
+            raise CorpusError(Message("corpus {spec}: write {name}:SEED with a whole-number seed", spec=repr(spec),
+                                      name=name)) from None
     return load_corpus_file(spec)

@@ -323,14 +323,16 @@ def builtin_corpus(seed: int = 0, n_pairs: int = 24000) -> Corpus:
     Memoized per (seed, n_pairs): treat the returned corpus as read-only.
     """
     if isinstance(seed, bool) or not isinstance(seed, int) or isinstance(n_pairs, bool) or not isinstance(n_pairs, int):
-        raise CorpusError(f"seed={seed!r} and n_pairs={n_pairs!r} must be whole numbers")
+        raise CorpusError(Message("seed={seed} and n_pairs={n_pairs} must be whole numbers", seed=repr(seed),
+                                  n_pairs=repr(n_pairs)))
     return _builtin_corpus(seed, n_pairs)
 
 
 @functools.lru_cache(maxsize=4)
 def _builtin_corpus(seed: int, n_pairs: int) -> Corpus:
     if not isinstance(n_pairs, int) or n_pairs < 2:
-        raise CorpusError(f"n_pairs={n_pairs!r} must be a whole number >= 2 (NSP needs other pairs for negatives)")
+        raise CorpusError(Message("n_pairs={n_pairs} must be a whole number >= 2 (NSP needs other pairs for negatives)",
+                                  n_pairs=repr(n_pairs)))
     rng = random.Random(seed)
     seen: set[tuple[str, str]] = set()
     pairs: list[tuple[str, str]] = []
@@ -339,7 +341,7 @@ def _builtin_corpus(seed: int, n_pairs: int) -> Corpus:
     while len(pairs) < n_pairs:
         attempts += 1
         if attempts > 20 * n_pairs + 1000:
-            raise CorpusError(f"could not generate {n_pairs} distinct pairs; ask for fewer")
+            raise CorpusError(Message("could not generate {n} distinct pairs; ask for fewer", n=n_pairs))
         topic, a, b = _pair(rng)
         if (a, b) not in seen:
             seen.add((a, b))
@@ -456,7 +458,7 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
     pairs. ``auto`` picks pairs if most non-empty lines hold a tab. Raises CorpusError with the fix.
     """
     if mode not in ("auto", "pairs", "prose"):
-        raise CorpusError(f"mode={mode!r} is unknown; use 'auto', 'pairs' or 'prose'")
+        raise CorpusError(Message("mode={mode} is unknown; use 'auto', 'pairs' or 'prose'", mode=repr(mode)))
     if isinstance(path_or_bytes, (bytes, bytearray)):
         data, name = bytes(path_or_bytes), name or "uploaded file"
     else:
@@ -468,11 +470,12 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
                 raise CorpusError(_too_large(p, size, max_corpus_bytes()))
             data = p.read_bytes()
         except FileNotFoundError:
-            raise CorpusError(f"corpus file {p} not found; check the path (or use 'builtin' / 'tutorial')") from None
+            raise CorpusError(Message("corpus file {path} not found; check the path (or use 'builtin' / 'tutorial')",
+                                      path=str(p))) from None
         except IsADirectoryError:
-            raise CorpusError(f"{p} is a directory; pass a text file") from None
+            raise CorpusError(Message("{path} is a directory; pass a text file", path=str(p))) from None
         except OSError as e:
-            raise CorpusError(f"cannot read {p}: {e}") from None
+            raise CorpusError(Message("cannot read {path}: {err}", path=str(p), err=str(e))) from None
     text = decode_text_file(data, name)
     lines = text.split("\n")
     nonempty = [ln for ln in lines if ln.strip()]

@@ -159,9 +159,11 @@ def builtin_zh_corpus(seed: int = 0, n_pairs: int = 24000) -> Corpus:
     """The generated Chinese corpus (grammar in this module's docstring); ``n_pairs`` distinct pairs, one
     document per topic. Memoized per (seed, n_pairs): treat the returned corpus as read-only."""
     if isinstance(seed, bool) or not isinstance(seed, int) or isinstance(n_pairs, bool) or not isinstance(n_pairs, int):
-        raise CorpusError(f"seed={seed!r} and n_pairs={n_pairs!r} must be whole numbers")
+        raise CorpusError(Message("seed={seed} and n_pairs={n_pairs} must be whole numbers", seed=repr(seed),
+                                  n_pairs=repr(n_pairs)))
     if n_pairs < 2:
-        raise CorpusError(f"n_pairs={n_pairs!r} must be >= 2 (NSP needs other pairs for negatives)")
+        raise CorpusError(Message("n_pairs={n_pairs} must be >= 2 (NSP needs other pairs for negatives)",
+                                  n_pairs=repr(n_pairs)))
     return _builtin_zh_corpus(seed, n_pairs)
 
 
@@ -175,7 +177,7 @@ def _builtin_zh_corpus(seed: int, n_pairs: int) -> Corpus:
     while len(pairs) < n_pairs:
         attempts += 1
         if attempts > 20 * n_pairs + 1000:
-            raise CorpusError(f"could not generate {n_pairs} distinct Chinese pairs; ask for fewer")
+            raise CorpusError(Message("could not generate {n} distinct Chinese pairs; ask for fewer", n=n_pairs))
         topic, a, b = _pair(rng)
         if (a, b) not in seen:
             seen.add((a, b))

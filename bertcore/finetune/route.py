@@ -38,6 +38,7 @@ from bertcore.errors import InputError
 from bertcore.finetune.models import scratch_twin
 from bertcore.finetune.tuner import FinetuneConfig, FineTuner
 from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write
+from bertcore.message import Message
 from bertcore.model.classification import BertForSequenceClassification
 from bertcore.training import runs
 from bertcore.training.callbacks import Callbacks
@@ -113,7 +114,7 @@ def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "f
     service: e.g. a model fine-tuned by a script). Returns the directory."""
     d = Path(directory).expanduser()
     if d.exists() and not d.is_dir():
-        raise InputError(f"{d} exists and is not a directory; choose another output folder")
+        raise InputError(Message("{path} exists and is not a directory; choose another output folder", path=str(d)))
     write_finetune_dir(d, tuner, {**finetune_meta(tuner, source, name), "status": status, "reason": tuner.error})
     return d
 

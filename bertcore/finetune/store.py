@@ -26,6 +26,7 @@ import pandas as pd
 from bertcore.errors import InputError
 from bertcore.finetune.models import load_classifier
 from bertcore.finetune.route import FOLDERS
+from bertcore.message import Message
 from bertcore.training import runs
 from bertcore.training.history import FINETUNE_COLUMNS, FINETUNE_EVAL_KEYS, History
 
@@ -133,7 +134,8 @@ def list_comparisons(parent: str | Path) -> list[SavedComparison]:
 def load_models(saved: SavedComparison):
     """({label: classifier}, tokenizer) of a finished or stopped comparison (JSON + safetensors only)."""
     if not saved.has_models:
-        raise InputError(f"“{saved.name}” has no saved weights ({saved.reason or saved.status}); fine-tune again")
+        raise InputError(Message("“{name}” has no saved weights ({reason}); fine-tune again", name=saved.name,
+                                 reason=saved.reason or saved.status))
     models, tok = {}, None
     for label, f in FOLDERS.items():
         models[label], t, _ = load_classifier(saved.path / f)

@@ -22,6 +22,7 @@ from bertcore.errors import BertcoreError, InputError
 from bertcore.finetune.route import PRETRAINED, SCRATCH, PairTuner
 from bertcore.finetune.tuner import FinetuneConfig
 from bertcore.io.checkpoint import atomic_write
+from bertcore.message import Message
 from bertcore.training import runs
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.runs import pid_alive
@@ -42,12 +43,14 @@ def parse_points(text: str) -> list[int]:
         elif p.isdigit() and 1 <= int(p) <= 10_000_000:
             n = int(p)
         else:
-            raise InputError(f"--sweep {text!r}: {part.strip()!r} is not a number of labels; give a comma-separated "
-                             "list of counts from 1 and/or 'all', e.g. --sweep 16,64,256,all")
+            raise InputError(Message("--sweep {text}: {part} is not a number of labels; give a comma-separated list "
+                                     "of counts from 1 and/or 'all', e.g. --sweep 16,64,256,all", text=repr(text),
+                                     part=repr(part.strip())))
         if n not in out:
             out.append(n)
     if not 1 <= len(out) <= MAX_POINTS:
-        raise InputError(f"--sweep takes 1 to {MAX_POINTS} label counts, e.g. --sweep 16,64,256,all")
+        raise InputError(Message("--sweep takes 1 to {limit} label counts, e.g. --sweep 16,64,256,all",
+                                 limit=MAX_POINTS))
     return out
 
 
@@ -65,7 +68,11 @@ def label_sweep(pretrained, tokenizer, task, config: FinetuneConfig, points=DEFA
         pair = PairTuner(pretrained, tokenizer, task, config.replace(labels=int(n), eval_every=0), callbacks=listen)
         pair.run()
         if pair.error:
-            raise InputError(f"the sweep at {n or 'all'} labels diverged ({pair.error}); lower the learning rate")
+            if n:
+                raise InputError(Message("the sweep at {n} labels diverged ({err}); lower the learning rate", n=n,
+                                         err=pair.error))
+            raise InputError(Message("the sweep at all labels diverged ({err}); lower the learning rate",
+                                     err=pair.error))
         if pair.step_count < config.steps:
             break  # stopped in the middle of this point
         point = {"labels": int(n), "labels_used": pair.labels_used, "steps": pair.step_count,

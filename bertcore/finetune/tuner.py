@@ -24,6 +24,7 @@ from bertcore.analysis.inference import encode_pair
 from bertcore.config import JsonConfig, check_range
 from bertcore.data.tasks import labelled_subset
 from bertcore.errors import ConfigError
+from bertcore.message import Message
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.history import History
 from bertcore.training.loop import Stoppable, run_steps
@@ -73,7 +74,7 @@ class FinetuneConfig(JsonConfig):
         check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
         check_range("num_threads", self.num_threads, 1, 256, int)
         if not isinstance(self.freeze_encoder, bool):
-            raise ConfigError(f"freeze_encoder={self.freeze_encoder!r} must be true or false")
+            raise ConfigError(Message("freeze_encoder={value} must be true or false", value=repr(self.freeze_encoder)))
 
 
 def _encode_examples(tokenizer, examples, max_len: int) -> dict:
@@ -105,8 +106,8 @@ class FineTuner(Stoppable):
                  callbacks: Callbacks | None = None):
         self.model, self.tokenizer, self.task, self.config, self.label = model, tokenizer, task, config, label
         if model.num_labels != task.num_labels:
-            raise ConfigError(f"the classifier has {model.num_labels} classes but task {task.name!r} has "
-                              f"{task.num_labels}")
+            raise ConfigError(Message("the classifier has {n_model} classes but task {task} has {n_task}",
+                                      n_model=model.num_labels, task=repr(task.name), n_task=task.num_labels))
         max_len = min(config.max_seq_len, model.config.max_position_embeddings)
         self.examples = labelled_subset(task, config.labels or None, config.seed)
         self.train_data = _encode_examples(tokenizer, self.examples, max_len)

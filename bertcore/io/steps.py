@@ -27,6 +27,7 @@ from bertcore.io.checkpoint import (
     load_safetensors,
     unique_state_dict,
 )
+from bertcore.message import Message
 from bertcore.settings import env_number
 
 STEPS_DIR = "steps"
@@ -89,16 +90,18 @@ def load_step(run_dir: str | Path, step: int | None = None, bundle: ModelBundle 
     path = step_path(run_dir, step)
     if not path.is_file():
         have = list_steps(run_dir)
-        where = (f"it has {', '.join(map(str, have))}" if have
-                 else "it was trained before steps were saved, so only its final weights exist (leave the step out)")
-        raise InputError(f"step {step} is not saved in {Path(run_dir).name}; {where}")
+        if have:
+            raise InputError(Message("step {step} is not saved in {run}; it has {saved}", step=step,
+                                     run=Path(run_dir).name, saved=", ".join(map(str, have))))
+        raise InputError(Message("step {step} is not saved in {run}; it was trained before steps were saved, so only "
+                                 "its final weights exist (leave the step out)", step=step, run=Path(run_dir).name))
     weights = load_safetensors(path, f"the weights of step {step}")
     model = type(base.model)(base.model.config)
     expected = model.state_dict()
     missing = [k for k in weights if k not in expected]
     if missing:
-        raise CheckpointError(f"{path.name} holds weights this model does not have ({missing[:3]}); the step file "
-                              "is from another run")
+        raise CheckpointError(Message("{name} holds weights this model does not have ({missing}); the step file is "
+                                      "from another run", name=path.name, missing=str(missing[:3])))
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in weights.items()}, strict=False)
     for flag in ("has_mlm_head", "has_nsp_head"):
         setattr(model, flag, getattr(base.model, flag, True))

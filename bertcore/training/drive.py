@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bertcore.errors import InputError
+from bertcore.message import Message
 from bertcore.training import runs
 
 
@@ -139,6 +140,6 @@ def open_run_dir(run_dir: str | Path | None, parent: str | Path | None, name: st
         return runs.new_run_dir(parent if parent is not None else runs.cli_runs_dir(), name)
     d = Path(run_dir).expanduser()
     if d.exists() and not d.is_dir():
-        raise InputError(f"{d} exists and is a file; give a directory path")
+        raise InputError(Message("{path} exists and is a file; give a directory path", path=str(d)))
     d.mkdir(parents=True, exist_ok=True)
     return d
