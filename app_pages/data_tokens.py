@@ -100,8 +100,8 @@ def _pick_corpus():
             if len(parsed) > 8:
                 parsed.clear()
             parsed[key] = _parse_upload(load_corpus_file, data, up.name, mode)
-        if isinstance(parsed[key], str):
-            st.error(tr("Could not use this file: {reason}", reason=parsed[key]))
+        if isinstance(parsed[key], BertcoreError):
+            st.error(tr("Could not use this file: {reason}", reason=error_text(parsed[key])))
             return _previous_corpus(current)
         cs.remember_upload(cs.CorpusChoice(parsed[key], key))
         if st.session_state.get("dt_kept") != key:  # kept in the workspace once per new file or format
@@ -122,11 +122,11 @@ def _pick_corpus():
 
 
 def _parse_upload(load, data: bytes, name: str, mode: str):
-    """The Corpus, or the CorpusError message (a str)."""
+    """The Corpus, or the CorpusError (its message is shown in the session's language, also after a switch)."""
     try:
         return load(data, name, mode=mode)
     except BertcoreError as e:
-        return error_text(e)
+        return e
 
 
 def _previous_corpus(current):

@@ -149,6 +149,22 @@ def test_a_text_bertcore_writes_is_english_there_and_translated_on_the_page():
         assert i18n.tr(desc) == str(desc)
 
 
+def test_a_bad_upload_is_explained_in_the_page_language():
+    """A bertcore error reaches the page as a Message: in 简体中文 the reason is Chinese, with the file's name and
+    count filled in; switching to English shows the same reason in English."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["lang"] = "zh"
+    at.switch_page("app_pages/data_tokens.py").run()
+    at.radio(key="dt_source").set_value("upload a .txt file").run()
+    at.file_uploader(key="dt_upload").set_value(("一句.txt", "只有一句话。".encode(), "text/plain")).run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = " ".join(e.value for e in at.error)
+    assert "一句.txt 只得到 0 个句子对；至少需要 2 个" in shown and "sentence pair" not in shown, shown
+    at.sidebar.selectbox(key=i18n.LANG_KEY).set_value("en").run()
+    shown = " ".join(e.value for e in at.error)
+    assert "一句.txt gives 0 sentence pair(s); at least 2 are needed" in shown, shown
+
+
 def test_the_attention_tab_of_a_link_stays_open_in_the_other_language():
     """The open tab is kept by its label (?attn_tab=): an English link opened in 简体中文 opens the same tab, and
     switching the language on the page keeps it."""
