@@ -58,16 +58,26 @@ def _mask_words(words: list[str], chosen) -> str:
     return " ".join("[MASK]" if i in chosen else w for i, w in enumerate(words))
 
 
-def _compare_choice(state, active):
+def _compare_choice(state, active, ex):
+    """The models side by side: the active one, and by default the untrained one, when it can read the page's
+    example (a model trained on Chinese is not compared with the untrained English one: all its words are [UNK])."""
     models = workspace.list_models()
     others = [lbl for lbl in models if lbl != active.label]
     options = [NO_COMPARE] + others
-    default = options.index(workspace.UNTRAINED_LABEL) if workspace.UNTRAINED_LABEL in others else 0
+    untrained = models.get(workspace.UNTRAINED_LABEL)
+    readable = untrained is not None and _reads(untrained.tokenizer, ex.masked.replace("[MASK]", " "))
+    default = options.index(workspace.UNTRAINED_LABEL) if workspace.UNTRAINED_LABEL in others and readable else 0
     choice = st.selectbox(tr("Compare side by side with"), options, index=default, key="pred_compare",
                           format_func=frozen(lambda o: tr(o) if o == NO_COMPARE else o),
                           help=tr("Runs the same input through a second model: the untrained one, or another "
                                   "model of this session (trained, uploaded or pretrained)."))
     return [active] + ([models[choice]] if choice != NO_COMPARE else [])
+
+
+def _reads(tokenizer, text: str) -> bool:
+    """At most half of the words of ``text`` are unknown to ``tokenizer``."""
+    words = tokenizer.words(text) if hasattr(tokenizer, "words") else text.split()
+    return 2 * len(tokenizer.unknown_words(text)) <= max(1, len(words))
 
 
 def _examples(tok):
@@ -366,8 +376,8 @@ def render():
     if active.kind == "untrained":
         state.untrained_notice()
         state.default_train_button("pred_train_default")
-    models = _compare_choice(state, active)
     ex = _examples(active.tokenizer)
+    models = _compare_choice(state, active, ex)
     text = _fill_mask_section(state, models, ex)
     st.divider()
     pair = _nsp_section(models, ex)

@@ -1,6 +1,6 @@
 """``python -m bench.zh_walk``: open every page with ``?lang=zh`` in chromium and list the visible English
 sentences (issue 25 part 4). The visible text of the main area and the sidebar is read with the code, formulas,
-inputs and charts left out; a "sentence" is three or more English words in a row (see ``english_runs``). Model
+inputs and chart data left out (chart titles, axis titles, legends and annotations are read); a "sentence" is three or more English words in a row (see ``english_runs``). Model
 names and the CLI's own words are allowed (``ALLOWED``). Also used by tests/test_browser_zh.py.
 """
 from __future__ import annotations
@@ -37,6 +37,14 @@ VISIBLE = """() => {
   return out;
 }"""
 
+# The words plotly draws in the page's charts: titles, axis titles, legend entries, annotations (not tick labels,
+# which are data: tokens, numbers).
+CHART_TEXT = """() => Array.from(document.querySelectorAll(
+    '[data-testid="stMain"] .js-plotly-plot .gtitle, [data-testid="stMain"] .js-plotly-plot .g-xtitle, ' +
+    '[data-testid="stMain"] .js-plotly-plot .g-ytitle, [data-testid="stMain"] .js-plotly-plot .legendtext, ' +
+    '[data-testid="stMain"] .js-plotly-plot .annotation-text, [data-testid="stMain"] .js-plotly-plot .cbtitle'))
+  .map(el => el.textContent.trim()).filter(t => t)"""
+
 ALLOWED = re.compile(r"all-MiniLM-L6-v2|BERT-pytorch|Annotated Transformer|original BERT|blog BertModel|"
                      r"built-in|Hewitt & Liang|Clark et al\.|Michel et al\.|Vaswani et al\.|Devlin et al\.|"
                      r"et al\.|Jain & Wallace|[A-Z][a-z]+ et al", re.I)
@@ -64,7 +72,8 @@ def walk(url: str, page, shots: Path | None = None, wait_ms: int = 4000) -> dict
         if shots is not None:
             page.screenshot(path=str(shots / f"zh-{p or 'overview'}.png"), full_page=True)
         errors = page.locator('[data-testid="stException"]').count()
-        result[p or "overview"] = english_runs(page.evaluate(VISIBLE)) + (["<exception>"] * errors)
+        result[p or "overview"] = (english_runs(page.evaluate(VISIBLE)) + english_runs(page.evaluate(CHART_TEXT)) +
+                                   (["<exception>"] * errors))
     return result
 
 

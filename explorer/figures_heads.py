@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from bertcore.analysis.heads import MEASURES, ROLES
+from explorer.i18n import tr
 
 # one colour per role (ROLES order), told apart also without colour vision (text labels in the cells)
 ROLE_COLOURS = {"previous-token": "#1f77b4", "next-token": "#17becf", "self": "#9467bd", "[CLS]": "#d62728",
@@ -95,7 +96,7 @@ def role_timeline_figure(steps: Sequence[int], roles_per_step: Sequence, loss_st
                   row=2, col=1)
     if final_steps is not None:
         fig.add_trace(go.Scatter(x=[final_steps[layer][h] for layer in range(L) for h in range(H)], y=names,
-                                 mode="markers", name="final role from", marker=dict(symbol="diamond", size=9,
+                                 mode="markers", name=tr("final role from"), marker=dict(symbol="diamond", size=9,
                                                                                     color="black"),
                                  hoverinfo="skip"), row=2, col=1)
     if current_step is not None:

@@ -160,7 +160,7 @@ def attention_grid_figure(
                    tickangle=-90),
         yaxis=dict(axis, range=[Z.shape[0] - 0.5, -0.5], tickvals=y_ticks, ticktext=[labels[k] for k in tick_idx] * L),
         plot_bgcolor="rgba(0,0,0,0)",
-        coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=cmax, colorbar=dict(title=dict(text="weight"),
+        coloraxis=dict(colorscale=COLORSCALE, cmin=0.0, cmax=cmax, colorbar=dict(title=dict(text=tr("weight")),
                                                                                 thickness=12, x=1.04)),
         annotations=annotations,
         height=int(min(1400, max(300, Z.shape[0] * cell_px + 40 + label_px))),
@@ -202,15 +202,15 @@ def head_heatmap_figure(
     fig = go.Figure(go.Heatmap(
         z=A, x=labels, y=labels, colorscale=COLORSCALE, zmin=0.0,
         zmax=float(zmax) if zmax is not None else (float(A.max()) if A.size else 1.0),
-        colorbar=dict(title="weight", thickness=12),
+        colorbar=dict(title=tr("weight"), thickness=12),
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
     ))
     side = int(min(900, max(320, 22 * T + 140)))
     ticks = thinned(labels, max(2, (side - 140) // 13))
     fig.update_layout(
         title=title or None, height=side,
-        xaxis=dict(title="key (attended to)", tickangle=-60, side="top", type="category", tickvals=ticks),
-        yaxis=dict(title="query (attending)", autorange="reversed", type="category", tickvals=ticks),
+        xaxis=dict(title=tr("key (attended to)"), tickangle=-60, side="top", type="category", tickvals=ticks),
+        yaxis=dict(title=tr("query (attending)"), autorange="reversed", type="category", tickvals=ticks),
         margin=dict(l=10, r=10, t=90 if title else 70, b=10),
     )
     return fig
@@ -321,7 +321,7 @@ def fill_mask_figure(candidates: Sequence[tuple[str, float]], title: str = "") -
     ))
     fig.update_layout(
         title=title or None, height=max(180, 34 * len(toks) + 70),
-        xaxis=dict(title="probability", range=[0, 1]),
+        xaxis=dict(title=tr("probability"), range=[0, 1]),
         yaxis=dict(autorange="reversed", type="category"),
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
     )
@@ -337,7 +337,7 @@ def nsp_figure(p_is_next: float, title: str = "") -> go.Figure:
         marker_color=["#54a24b", "#e45756"], hovertemplate="%{x}: %{y:.4f}<extra></extra>",
     ))
     fig.update_layout(
-        title=title or None, height=260, yaxis=dict(title="probability", range=[0, 1]),
+        title=title or None, height=260, yaxis=dict(title=tr("probability"), range=[0, 1]),
         margin=dict(l=10, r=10, t=40 if title else 10, b=10),
     )
     return fig

@@ -21,23 +21,23 @@ from explorer.i18n import mark, tr
 # action's share of the selected tokens, from the rates the page uses, to its legend label.
 MASK_CATEGORIES: list[tuple[str, str, str]] = [
     # (action, legend label, colour)
-    ("none", "not selected", "#eceff1"),
-    ("mask", "selected → [MASK]", "#ef5350"),
-    ("random", "selected → random token", "#ffa726"),
-    ("keep", "selected → kept as is", "#66bb6a"),
-    ("special", "special token (never selected)", "#90a4ae"),
-    ("seg_a", "segment A (id 0)", "#bbdefb"),
-    ("seg_b", "segment B (id 1)", "#e1bee7"),
+    ("none", mark("not selected"), "#eceff1"),
+    ("mask", mark("selected → [MASK]"), "#ef5350"),
+    ("random", mark("selected → random token"), "#ffa726"),
+    ("keep", mark("selected → kept as is"), "#66bb6a"),
+    ("special", mark("special token (never selected)"), "#90a4ae"),
+    ("seg_a", mark("segment A (id 0)"), "#bbdefb"),
+    ("seg_b", mark("segment B (id 1)"), "#e1bee7"),
     ("plain", "", "#ffffff"),
 ]
 MASK_CODE = {name: i for i, (name, _, _) in enumerate(MASK_CATEGORIES)}
 MASK_COLOR = {name: color for name, _, color in MASK_CATEGORIES}
 
 TOKEN_CATEGORIES: list[tuple[str, str, str]] = [
-    ("known", "in vocabulary", "#c8e6c9"),
-    ("piece", "WordPiece continuation (##)", "#fff59d"),
-    ("unk", "[UNK] (not in vocabulary)", "#ef9a9a"),
-    ("special", "special token", "#90a4ae"),
+    ("known", mark("in vocabulary"), "#c8e6c9"),
+    ("piece", mark("WordPiece continuation (##)"), "#fff59d"),
+    ("unk", mark("[UNK] (not in vocabulary)"), "#ef9a9a"),
+    ("special", mark("special token"), "#90a4ae"),
     ("plain", "", "#ffffff"),
 ]
 TOKEN_CODE = {name: i for i, (name, _, _) in enumerate(TOKEN_CATEGORIES)}
@@ -88,7 +88,7 @@ def _category_grid(row_labels: Sequence[str], cells: Sequence[Sequence[str]], co
     fig.update_yaxes(tickvals=list(range(n_rows)), ticktext=list(row_labels), autorange="reversed",
                      showgrid=False, zeroline=False)
     fig.update_xaxes(tickvals=list(range(n_cols)), showgrid=False, zeroline=False, side="top",
-                     title_text="position")
+                     title_text=tr("position"))
     fig.update_layout(title=title, height=90 + 38 * n_rows, margin={"l": 10, "r": 10, "t": 70, "b": 10},
                       legend={"orientation": "h", "y": -0.05, "yanchor": "top"},
                       plot_bgcolor="white", width=max(500, 60 * n_cols + 160) if n_cols > 20 else None)
@@ -108,15 +108,16 @@ def length_counts(lengths: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def length_histogram(lengths: Sequence[int], max_seq_len: int | None = None,
-                     title: str = "Tokens per pair (A + B, without [CLS]/[SEP])") -> go.Figure:
+                     title: str | None = None) -> go.Figure:
     """Bar chart with one bar per length; the bars sum to the number of pairs."""
     xs, counts = length_counts(lengths)
-    fig = go.Figure(go.Bar(x=_f32(xs), y=_f32(counts), name="pairs", marker_color="#5c6bc0",
-                           hovertemplate="%{x} tokens: %{y} pairs<extra></extra>"))
+    fig = go.Figure(go.Bar(x=_f32(xs), y=_f32(counts), name=tr("pairs"), marker_color="#5c6bc0",
+                           hovertemplate=tr("{x} tokens: {y} pairs", x="%{x}", y="%{y}") + "<extra></extra>"))
     if max_seq_len is not None:
         fig.add_vline(x=max_seq_len - 3, line_dash="dash", line_color="#e53935",
                       annotation_text=f"max_seq_len − 3 = {max_seq_len - 3}")
-    fig.update_layout(title=title, xaxis_title="tokens in the pair", yaxis_title="pairs",
+    fig.update_layout(title=title or tr("Tokens per pair (A + B, without [CLS]/[SEP])"),
+                      xaxis_title=tr("tokens in the pair"), yaxis_title=tr("pairs"),
                       bargap=0.05, height=320, margin={"t": 50, "b": 40})
     return fig
 
@@ -129,7 +130,7 @@ def top_words_bar(counts: Mapping[str, int] | Counter, k: int = 20, title: str |
     fig = go.Figure(go.Bar(x=_f32(values), y=words, orientation="h", marker_color="#26a69a",
                            hovertemplate="%{y}: %{x}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_layout(title=title or f"Top {len(words)} words", xaxis_title="occurrences",
+    fig.update_layout(title=title or tr("Top {n} words", n=len(words)), xaxis_title=tr("occurrences"),
                       height=max(250, 22 * len(words) + 80), margin={"t": 50, "b": 40})
     return fig
 
@@ -152,13 +153,14 @@ def token_kinds(tokens: Sequence[str], unk_token: str = "[UNK]",
     return out
 
 
-def tokens_figure(tokens: Sequence[str], ids: Sequence[int], title: str = "Tokens and ids") -> go.Figure:
+def tokens_figure(tokens: Sequence[str], ids: Sequence[int], title: str | None = None) -> go.Figure:
     """Two rows (token, id), [UNK] cells red, ## pieces yellow, specials grey."""
     kinds = token_kinds(tokens)
     codes = np.array([[TOKEN_CODE[k] for k in kinds]] * 2, dtype=np.float32).reshape(2, len(kinds))
     cells = [list(tokens), [str(i) for i in ids]]
     legend = [k for k in ("known", "piece", "unk", "special") if k in kinds]
-    return _category_grid(["token", "id"], cells, codes, TOKEN_CATEGORIES, title, legend)
+    categories = [(k, tr(label) if label else label, color) for k, label, color in TOKEN_CATEGORIES]
+    return _category_grid([tr("token"), "id"], cells, codes, categories, title or tr("Tokens and ids"), legend)
 
 
 # ---------------------------------------------------------------- Masking & NSP
@@ -201,14 +203,15 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
         if a == "mask":
             decision_text.append(mask_token)
         elif a == "random":
-            decision_text.append(f"→ {d.placed}" if d is not None else "random")
+            decision_text.append(f"→ {d.placed}" if d is not None else tr("random"))
         elif a == "keep":
-            decision_text.append("keep")
+            decision_text.append(tr("keep"))
         elif a == "special":
-            decision_text.append("special")
+            decision_text.append(tr("special"))
         else:
             decision_text.append("·")
-    rows = ["token", "id", "segment id", "position", "decision", "model input", "input id", "MLM label"]
+    rows = [tr(r) for r in (mark("token"), "id", mark("segment id"), mark("position"), mark("decision"),
+                            mark("model input"), mark("input id"), mark("MLM label"))]
     cells = [list(tokens), [str(i) for i in input_ids], [str(s) for s in segment_ids],
              [str(i) for i in range(n)], decision_text, list(masked_tokens), [str(i) for i in masked_ids],
              [str(int(v)) for v in labels]]
@@ -216,18 +219,19 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
                      dtype=np.float32).reshape(len(rows), n)
     legend = ["none", "mask", "random", "keep", "special", "seg_a", "seg_b"]
     shares = {"mask": rates.mask_token_frac, "random": rates.random_token_frac, "keep": rates.keep_frac}
-    names = {"mask": f"selected → {mask_token}", "seg_a": f"segment A (id {first_segment})",
-             "seg_b": f"segment B (id {first_segment + 1})"}
-    categories = [(a, names.get(a, label) + (f" ({percent(shares[a])})" if a in shares else ""), color)
+    names = {"mask": tr("selected → {mask}", mask=mask_token), "seg_a": tr("segment A (id {id})", id=first_segment),
+             "seg_b": tr("segment B (id {id})", id=first_segment + 1)}
+    categories = [(a, names.get(a, tr(label) if label else label) + (f" ({percent(shares[a])})" if a in shares else ""),
+                   color)
                   for a, label, color in MASK_CATEGORIES]
     return _category_grid(rows, cells, codes, categories, title, legend)
 
 
 STAT_LINES = [
-    ("selected_rate", "selected / maskable tokens", "#1e88e5"),
-    ("mask_share", "[MASK] share of selected", "#e53935"),
-    ("random_share", "random share of selected", "#fb8c00"),
-    ("keep_share", "kept share of selected", "#43a047"),
+    ("selected_rate", mark("selected / maskable tokens"), "#1e88e5"),
+    ("mask_share", mark("[MASK] share of selected"), "#e53935"),
+    ("random_share", mark("random share of selected"), "#fb8c00"),
+    ("keep_share", mark("kept share of selected"), "#43a047"),
 ]
 
 
@@ -238,17 +242,17 @@ def masking_convergence_figure(stats: Sequence[Mapping[str, float]], configured:
     xs = _f32([s["draws"] for s in stats])
     fig = go.Figure()
     for key, label, color in STAT_LINES:
-        label = html.escape(label.replace("[MASK]", mask_token), quote=False)
+        label = html.escape(tr(label).replace("[MASK]", mask_token), quote=False)
         if key in configured:
-            label += f" (set: {percent(float(configured[key]))})"
+            label += tr(" (set: {share})", share=percent(float(configured[key])))
         fig.add_trace(go.Scatter(x=xs, y=_f32([s[key] for s in stats]), mode="lines+markers", name=label,
                                  line={"color": color},
                                  hovertemplate=f"{label}<br>N=%{{x}}: %{{y:.3f}}<extra></extra>"))
         if key in configured:
             fig.add_hline(y=float(configured[key]), line_dash="dash", line_color=color, opacity=0.7)
-    fig.update_xaxes(type="log", title_text="N draws (examples; log scale)")
-    fig.update_yaxes(title_text="rate", range=[0, 1.02])
-    fig.update_layout(title="Empirical masking rates converge to the configured ones (dashed)", height=380,
+    fig.update_xaxes(type="log", title_text=tr("N draws (examples; log scale)"))
+    fig.update_yaxes(title_text=tr("rate"), range=[0, 1.02])
+    fig.update_layout(title=tr("Empirical masking rates converge to the configured ones (dashed)"), height=380,
                       margin={"t": 50}, legend={"orientation": "h", "y": -0.25})
     return fig
 

@@ -90,23 +90,23 @@ def thin_history(df: pd.DataFrame | None, max_rows: int = 150) -> pd.DataFrame |
 
 
 def loss_figure(histories, **kw) -> go.Figure:
-    return curves_figure(histories, LOSS_METRICS, title=kw.pop("title", "Loss: MLM and NSP, train and held-out"),
-                         yaxis_title="cross-entropy (nats)", **kw)
+    return curves_figure(histories, LOSS_METRICS, title=kw.pop("title", tr("Loss: MLM and NSP, train and held-out")),
+                         yaxis_title=tr("cross-entropy (nats)"), **kw)
 
 
 def accuracy_figure(histories, unigram_baseline: float | None = None, **kw) -> go.Figure:
-    fig = curves_figure(histories, ACC_METRICS, title=kw.pop("title", "Accuracy: MLM and NSP, train and held-out"),
-                        yaxis_title="accuracy", baseline=unigram_baseline,
-                        baseline_name="MLM: always the most frequent token", **kw)
+    fig = curves_figure(histories, ACC_METRICS, title=kw.pop("title", tr("Accuracy: MLM and NSP, train and held-out")),
+                        yaxis_title=tr("accuracy"), baseline=unigram_baseline,
+                        baseline_name=tr("MLM: always the most frequent token"), **kw)
     fig.update_yaxes(range=[0, 1.02])
     return fig
 
 
 def lr_figure(histories, **kw) -> go.Figure:
-    return curves_figure(histories, ["lr"], title=kw.pop("title", "Learning rate (warmup, then linear decay)"),
+    return curves_figure(histories, ["lr"], title=kw.pop("title", tr("Learning rate (warmup, then linear decay)")),
                          yaxis_title="lr", **kw)
 
 
 def throughput_figure(histories, **kw) -> go.Figure:
-    return curves_figure(histories, ["tokens_per_s"], title=kw.pop("title", "Throughput"),
-                         yaxis_title="tokens / s", **kw)
+    return curves_figure(histories, ["tokens_per_s"], title=kw.pop("title", tr("Throughput")),
+                         yaxis_title=tr("tokens / s"), **kw)

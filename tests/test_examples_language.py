@@ -63,6 +63,8 @@ def test_predict_and_attention_prefill_chinese_for_a_chinese_model(zh_model, lan
     texts = [t.value for t in at.text_input] + [t.value for t in at.text_area]
     assert any("[MASK]" in t and has_cjk(t) for t in texts), texts
     assert not any("the cows" in t for t in texts)
+    # the untrained English model cannot read it (all [UNK]): no side-by-side column by default
+    assert at.selectbox(key="pred_compare").value == "(no comparison)"
     at = open_page("app_pages/attention.py", zh_model, lang=lang)
     assert has_cjk(at.text_area(key="attn_a").value) and has_cjk(at.text_area(key="attn_b").value)
 
