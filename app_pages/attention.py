@@ -190,11 +190,11 @@ def _stats(insp, tokens, fmt):
         "{cls}, on all {sep}s, on itself, on the previous and on the next token.",
         logt=f"{max_entropy(tokens, T):.2f}", T=T, cls=cls, sep=sep))
     st.latex(r"H = -\frac{1}{T}\sum_{i=1}^{T}\sum_{j=1}^{T} a_{ij}\,\log a_{ij}")
-    stat = st.selectbox(tr("Statistic to map"), STAT_COLUMNS, format_func=lambda s: STAT_LABELS[s],
+    stat = st.selectbox(tr("Statistic to map"), STAT_COLUMNS, format_func=frozen(lambda s: tr(STAT_LABELS[s])),
                         key="attn_stat")
     zmax = max_entropy(tokens, T) if stat == "entropy" else 1.0
     _chart(stats_heatmap_figure(df, stat, zmax=zmax), "attn_stats_fig", fmt, f"head_{stat}")
-    cfg = {c: st.column_config.NumberColumn(STAT_LABELS[c], format="%.3f") for c in STAT_COLUMNS}
+    cfg = {c: st.column_config.NumberColumn(tr(STAT_LABELS[c]), format="%.3f") for c in STAT_COLUMNS}
     st.dataframe(df, hide_index=True, column_config=cfg, key="attn_stats_table")
 
 

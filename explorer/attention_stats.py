@@ -20,15 +20,16 @@ import numpy as np
 import pandas as pd
 
 from bertcore.data.tokenization import canonical_special
+from explorer.i18n import mark
 
 STAT_COLUMNS = ["entropy", "to_cls", "to_sep", "to_self", "to_prev", "to_next"]
-STAT_LABELS = {
-    "entropy": "entropy (nats)",
-    "to_cls": "attention to [CLS]",
-    "to_sep": "attention to [SEP]",
-    "to_self": "attention to self",
-    "to_prev": "attention to previous token",
-    "to_next": "attention to next token",
+STAT_LABELS = {  # English; shown with explorer.i18n.tr
+    "entropy": mark("entropy (nats)"),
+    "to_cls": mark("attention to [CLS]"),
+    "to_sep": mark("attention to [SEP]"),
+    "to_self": mark("attention to self"),
+    "to_prev": mark("attention to previous token"),
+    "to_next": mark("attention to next token"),
 }
 
 
