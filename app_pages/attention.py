@@ -125,7 +125,9 @@ def _grid(insp, tokens, fmt):
 
 def _top3(attn, tokens, key):
     st.markdown(tr("**Text alternative**: the three keys each query attends to most."))
-    cfg = {f"weight {r}": st.column_config.NumberColumn(format="%.3f") for r in (1, 2, 3)}
+    cfg = {f"weight {r}": st.column_config.NumberColumn(tr("weight {r}", r=r), format="%.3f") for r in (1, 2, 3)}
+    cfg.update({f"key {r}": st.column_config.TextColumn(tr("key {r}", r=r)) for r in (1, 2, 3)})
+    cfg.update(position=st.column_config.NumberColumn(tr("position")), query=st.column_config.TextColumn(tr("query")))
     st.dataframe(top_attended(attn, tokens, 3), hide_index=True, column_config=cfg, key=key, height=240)
 
 
@@ -195,6 +197,7 @@ def _stats(insp, tokens, fmt):
     zmax = max_entropy(tokens, T) if stat == "entropy" else 1.0
     _chart(stats_heatmap_figure(df, stat, zmax=zmax), "attn_stats_fig", fmt, f"head_{stat}")
     cfg = {c: st.column_config.NumberColumn(tr(STAT_LABELS[c]), format="%.3f") for c in STAT_COLUMNS}
+    cfg.update(layer=st.column_config.NumberColumn(tr("layer")), head=st.column_config.NumberColumn(tr("head")))
     st.dataframe(df, hide_index=True, column_config=cfg, key="attn_stats_table")
 
 
