@@ -97,6 +97,10 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
                 tok = WordTokenizer.build(corpus.texts())
         cache.clear()
         cache[key] = tok
+    if kind == "wordpiece" and cache[key].vocab_size > vocab:  # say the size the model really gets
+        c2.caption(tr("WordPiece keeps every character it has seen, so this vocabulary has **{n}** tokens, not {asked} "
+                      "(a Chinese text's vocabulary is its character set).", n=f"{cache[key].vocab_size:,}",
+                      asked=f"{vocab:,}"))
     spec = {BUILTIN_LABEL: "builtin", BUILTIN_ZH_LABEL: corpus_state.BUILTIN_ZH}.get(choice, choice)
     return cache[key], spec + f"|{kind}|{vocab}"
 

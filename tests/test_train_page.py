@@ -113,6 +113,32 @@ def test_uploaded_prose_trains_wordpiece_by_default():
     assert next(s for s in at.slider if s.label == "max sequence length").value == 48  # the preset's own
 
 
+def test_a_chinese_upload_says_its_real_vocabulary_size():
+    """WordPiece keeps every character: a Chinese file with 1,500 distinct characters gets more tokens than the
+    vocabulary size offered (500), and the Train page says how many the model really gets."""
+    from streamlit.testing.v1 import AppTest
+
+    from bertcore.data.corpus import load_corpus_file
+    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
+
+    chars = [chr(0x4E00 + i) for i in range(1500)]
+    sents = ["".join(chars[(7 * i + j) % 1500] for j in range(8)) + "。" for i in range(1200)]
+    text = "\n\n".join("".join(sents[i:i + 4]) for i in range(0, 1200, 4))
+    corpus = load_corpus_file(text.encode(), "chars.txt")
+    d = corpus_defaults(corpus, user_file=True, tokenizer=False)
+    real = default_tokenizer(corpus, d.tokenizer, d.vocab_size).vocab_size
+    assert d.vocab_size == 500 < 1500 < real
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("app_pages/data_tokens.py").run()
+    at.radio(key="dt_source").set_value("upload a .txt file").run()
+    at.file_uploader(key="dt_upload").set_value(("chars.txt", text.encode(), "text/plain")).run()
+    at.switch_page("app_pages/train.py").run()
+    at.radio(key="train_corpus").set_value("uploaded: chars.txt").run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [c.value for c in at.caption if "WordPiece keeps every character" in c.value]
+    assert said and f"**{real:,}** tokens, not 500" in said[0], said
+
+
 def test_d2l_preset_says_what_its_seed_does_and_keeps_its_switches():
     """Picking d2l shows what the seed's code does (frozen N(0, 1) positions, no embedding dropout) and the
     Start button would train exactly that config (the switches without a widget are kept)."""
