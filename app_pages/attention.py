@@ -76,7 +76,7 @@ def _tab_in_this_language() -> None:
     """The tabs' labels are the session's language, and Streamlit keeps the open tab's label (session state and
     ``?attn_tab=`` in the URL). A tab named in another language (a link made in English opened with ?lang=zh, or
     the language switched on this page) is renamed to this language's label, so the same tab stays open."""
-    names = {tr(name): name for name in TABS}
+    names = {}  # a tab's label in any language -> its English name
     for lang in LANGUAGES:
         with using(lang):
             names.update({tr(name): name for name in TABS})

@@ -274,8 +274,9 @@ def render() -> None:
         st.error(err)
     elif task is not None:
         st.caption(tr("**{name}**: {description} Classes: {classes}; {train} training examples in the pool, {held} "
-                      "held out.", name=task.name, description=task.description, classes=", ".join(tr(label) for label in task.labels),
-                      train=len(task.train), held=len(task.held_out)))
+                      "held out.", name=task.name, description=task.description,
+                      classes=", ".join(tr(label) for label in task.labels), train=len(task.train),
+                      held=len(task.held_out)))
     d1, d4, d2, d3 = st.columns([2, 2, 1, 1])
     n = d1.select_slider(tr("labelled examples"), LABEL_CHOICES, 64, key="finetune_labels", disabled=running,
                          format_func=frozen(lambda x: tr("all") if x == 0 else str(x)))

@@ -65,19 +65,13 @@ def _compare_choice(state, active, ex):
     others = [lbl for lbl in models if lbl != active.label]
     options = [NO_COMPARE] + others
     untrained = models.get(workspace.UNTRAINED_LABEL)
-    readable = untrained is not None and _reads(untrained.tokenizer, ex.masked.replace("[MASK]", " "))
+    readable = untrained is not None and examples.mostly_known(untrained.tokenizer, [ex.masked])
     default = options.index(workspace.UNTRAINED_LABEL) if workspace.UNTRAINED_LABEL in others and readable else 0
     choice = st.selectbox(tr("Compare side by side with"), options, index=default, key="pred_compare",
                           format_func=frozen(lambda o: tr(o) if o == NO_COMPARE else o),
                           help=tr("Runs the same input through a second model: the untrained one, or another "
                                   "model of this session (trained, uploaded or pretrained)."))
     return [active] + ([models[choice]] if choice != NO_COMPARE else [])
-
-
-def _reads(tokenizer, text: str) -> bool:
-    """At most half of the words of ``text`` are unknown to ``tokenizer``."""
-    words = tokenizer.words(text) if hasattr(tokenizer, "words") else text.split()
-    return 2 * len(tokenizer.unknown_words(text)) <= max(1, len(words))
 
 
 def _examples(tok):

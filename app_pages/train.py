@@ -252,7 +252,8 @@ def render() -> None:
             return
         notes = PRESET_NOTES.get(preset, [])
         if notes:  # what the seed's code did and where the preset departs from it (bertcore.presets)
-            st.caption(tr("**{preset}** against its seed: {notes}.", preset=preset, notes="; ".join(tr(n) for n in notes)))
+            st.caption(tr("**{preset}** against its seed: {notes}.", preset=preset,
+                          notes="; ".join(tr(n) for n in notes)))
         bk, tk = _widgets(preset, size, running, tok.vocab_size, train_form.upload_max_len(corpus, tok, ckey, size, preset))
         bcfg, tcfg, est, problem = build_configs(bk, tk)
         if est is not None:

@@ -43,6 +43,12 @@ def _words(tokenizer, text: str) -> int:
     return len(tokenizer.words(text)) if hasattr(tokenizer, "words") else len(text.split())
 
 
+def mostly_known(tokenizer, texts) -> bool:
+    """Fewer than half of the words of ``texts`` are unknown to ``tokenizer``."""
+    texts = [t.replace("[MASK]", " ") for t in texts]
+    return 2 * unknown_count(tokenizer, texts) < sum(_words(tokenizer, t) for t in texts)
+
+
 def _unknown(tokenizer, ex: Examples) -> int:
     return unknown_count(tokenizer, (ex.masked.replace("[MASK]", " "), ex.sentence, ex.a, ex.b))
 
@@ -68,13 +74,10 @@ def known_examples(tokenizer, defaults: Examples, corpora=(), prefer=()) -> Exam
         ex = corpus_examples(corpus, tokenizer) if corpus is not None else None
         if ex is not None and _unknown(tokenizer, ex) == 0:
             return ex
-    missing = _unknown(tokenizer, defaults)
-    if missing == 0:
+    if _unknown(tokenizer, defaults) == 0:
         return defaults
     if getattr(tokenizer, "kind", None) != "seed_word":  # only a Chinese corpus replaces them (see the module doc)
-        total = sum(_words(tokenizer, t) for t in (defaults.masked.replace("[MASK]", " "), defaults.sentence,
-                                                    defaults.a, defaults.b))
-        if 2 * missing < total:
+        if mostly_known(tokenizer, (defaults.masked, defaults.sentence, defaults.a, defaults.b)):
             return defaults
         corpora = [c for c in corpora if c is not None and getattr(c, "pairs", None) and has_cjk(c.pairs[0][0])]
     scored = []

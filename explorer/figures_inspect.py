@@ -226,8 +226,7 @@ def stats_heatmap_figure(df: pd.DataFrame, stat: str, zmax: float | None = None)
     z[df["layer"].to_numpy() - 1, df["head"].to_numpy() - 1] = df[stat].to_numpy()
     fig = go.Figure(go.Heatmap(
         z=z, x=[f"H{h}" for h in range(1, H + 1)], y=[f"L{i}" for i in range(1, L + 1)],
-        colorscale=COLORSCALE, colorbar=dict(title=tr(STAT_LABELS.get(stat, stat)).split(" (")[0].split("（")[0],
-                                             thickness=12), zmin=0.0,
+        colorscale=COLORSCALE, colorbar=dict(thickness=12), zmin=0.0,  # the title names the statistic
         zmax=float(zmax) if zmax is not None else (
             1.0 if stat != "entropy" else float(np.nanmax(z)) if np.isfinite(z).any() else 1.0),
         texttemplate="%{z:.2f}",
