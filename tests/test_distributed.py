@@ -54,7 +54,7 @@ def test_gradient_accumulation_matches_one_big_batch(data_dir):
     _close(acc["mlm_loss"], one["mlm_loss"])
     _close(acc["nsp_loss"], one["nsp_loss"])
     half = train_worker(0, 1, data_dir, MODEL, train_kw(4))  # a different (smaller) global batch differs
-    assert abs(half["mlm_loss"][5] - one["mlm_loss"][5]) > 1e-3
+    assert max(abs(h - o) for h, o in zip(half["mlm_loss"], one["mlm_loss"])) > 1e-2
 
 
 def test_device_and_precision_checks():

@@ -1,4 +1,7 @@
 """Tokenizers vs transformers' BertTokenizer (fast, tokenizers-backed) and its legacy Python BasicTokenizer."""
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -178,3 +181,22 @@ def test_wordpiece_train_and_roundtrip(corpus, tmp_path):
     assert load_tokenizer(tmp_path).kind == "wordpiece"
     with pytest.raises(TokenizerError):
         WordPieceTokenizer.train(["  "], vocab_size=100)
+
+
+def test_wordpiece_training_gives_the_same_vocabulary_every_time(corpus):
+    """tokenizers' own trainer numbers ##pieces in hash order and so picked different merges from run to run
+    (huggingface/tokenizers#1794); 5 runs of the unpatched trainer on this text gave 5 id orders and 2 sets."""
+    texts = [s.upper() if k % 7 == 0 else s for k, s in enumerate(corpus.texts()[:3000])] + ["回 首 望 长 安", "长安回望"]
+    vocabs = {tuple(WordPieceTokenizer.train(texts, vocab_size=300).vocab) for _ in range(5)}
+    assert len(vocabs) == 1
+    vocab = vocabs.pop()
+    assert list(vocab[:5]) == SPECIAL_TOKENS and len(vocab) == 300 and "##安" not in vocab  # CJK characters are words
+    assert any(t.startswith("##") for t in vocab) and len(set(vocab)) == len(vocab)
+    # another process (a new hash seed) gives the same vocabulary too
+    code = ("import sys, json; from bertcore.data.tokenization import WordPieceTokenizer; "
+            "print(json.dumps(WordPieceTokenizer.train(json.loads(sys.stdin.read()), vocab_size=300).vocab))")
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert tuple(json.loads(out.stdout)) == vocab
+    with pytest.raises(TypeError, match="twice"):
+        WordPieceTokenizer.train(iter(texts), vocab_size=300)

@@ -121,7 +121,12 @@ def _tokenizer_for(out: Path, files: list[Path], vocab: str | None, vocab_size: 
                              "--vocab out to train one with --vocab-size")
         return WordPieceTokenizer.from_vocab_file(vp)
     bar.set_description("training WordPiece")
-    tok = WordPieceTokenizer.train((" ".join(s) for _, _, s in iter_documents(files, bar)), vocab_size=vocab_size)
+
+    def texts():  # the trainer reads the corpus twice (see bertcore.data.wordpiece_training)
+        bar.reset()
+        return (" ".join(s) for _, _, s in iter_documents(files, bar))
+
+    tok = WordPieceTokenizer.train(texts, vocab_size=vocab_size)
     bar.reset()
     return tok
 

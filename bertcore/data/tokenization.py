@@ -22,14 +22,15 @@ import re
 import unicodedata
 from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
-from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
 from bertcore.data.bert_pytorch_vocab import ROLE_TOKENS as _SEED_ROLE_TOKENS
 from bertcore.data.bert_pytorch_vocab import SPECIALS as SEED_SPECIALS
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
+from bertcore.data.wordpiece_training import train_vocab
 from bertcore.data.tokenizer_base import CACHE_MAX_CHARS, SPECIAL_TOKENS, TokenizerBase, read_vocab_file
 from bertcore.errors import TokenizerError
 from bertcore.message import Message
@@ -263,29 +264,26 @@ class WordPieceTokenizer(TokenizerBase):
         self._init_specials()
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int = 1000, min_frequency: int = 2) -> "WordPieceTokenizer":
-        """Train a WordPiece vocabulary on ``texts`` (specials get ids 0..4)."""
+    def train(cls, texts: Iterable[str] | Callable[[], Iterable[str]], vocab_size: int = 1000,
+              min_frequency: int = 2) -> "WordPieceTokenizer":
+        """Train a WordPiece vocabulary on ``texts`` (specials get ids 0..4); the same texts always give the
+        same vocabulary (bertcore.data.wordpiece_training). ``texts`` is read twice: give a list, or a
+        function that returns a fresh iterator over a corpus too large to hold."""
         if not isinstance(vocab_size, int) or vocab_size < len(SPECIAL_TOKENS) + 1:
             raise TokenizerError(Message("vocab_size={value} is too small; use at least {least}",
                                          value=repr(vocab_size), least=len(SPECIAL_TOKENS) + 1))
         if not isinstance(min_frequency, int) or min_frequency < 0:
             raise TokenizerError(Message("min_frequency={value} must be a whole number >= 0",
                                          value=repr(min_frequency)))
-        seen = [False]
-
-        def stream():  # texts may be a generator over a corpus too large to hold: never make it a list
-            for t in texts:
-                if t.strip():
-                    seen[0] = True
-                    yield t
-
-        tk = _new_wordpiece_tokenizer(None, True)
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                            special_tokens=list(SPECIAL_TOKENS), continuing_subword_prefix="##",
-                                            show_progress=False)
-        tk.train_from_iterator(stream(), trainer=trainer)
-        if not seen[0]:
+        if not callable(texts):
+            if iter(texts) is texts:
+                raise TypeError("WordPieceTokenizer.train reads the texts twice: pass a list or a function that "
+                                "returns a new iterator, not a one-shot iterator")
+            texts = functools.partial(iter, texts)
+        vocab = train_vocab(lambda: _new_wordpiece_tokenizer(None, True), texts, vocab_size, min_frequency)
+        if vocab is None:
             raise TokenizerError(Message("cannot train WordPiece on empty text; give a corpus with some words"))
+        tk = _new_wordpiece_tokenizer(vocab, True)
         _finish(tk)
         return cls(tk)
 
