@@ -8,7 +8,7 @@ import transformers
 
 from bertcore.config import BertConfig, estimate
 from bertcore.model.bert import BertForPreTraining, count_parameters
-from bertcore.model.functional import sinusoidal_table
+from bertcore.model.functional import cross_entropy_and_hits, sinusoidal_table
 
 SMALL = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
              intermediate_size=64, max_position_embeddings=40)
@@ -106,6 +106,34 @@ def test_sparse_mlm_logits_equal_dense_at_selected_positions():
     assert torch.allclose(sparse.mlm_logits, dense[b, t], atol=1e-6)
     expected = torch.nn.functional.cross_entropy(dense[b, t], torch.tensor([9, 10, 11]))
     assert torch.allclose(sparse.mlm_loss, expected, atol=1e-6)
+
+
+def test_fused_mlm_loss_equals_cross_entropy_in_value_gradient_and_hits():
+    """cross_entropy_and_hits (the MLM loss the model trains with) against F.cross_entropy and argmax."""
+    g = torch.Generator().manual_seed(4)
+    for dtype in (torch.float32, torch.float64):
+        z = (torch.randn(300, 997, generator=g) * 3).to(dtype)
+        z[7, 5] = 50.0  # a confident row, and a row whose target is the top logit
+        t = torch.randint(0, 997, (300,), generator=g)
+        t[7] = 5
+        z[8, t[8]] = -150.0  # softmax underflows to 0 at the target: the loss must stay finite and exact
+        a = z.clone().requires_grad_()
+        b = z.clone().requires_grad_()
+        loss, hits = cross_entropy_and_hits(a, t)
+        (loss * 2.5).backward()
+        ref = torch.nn.functional.cross_entropy(b, t)
+        (ref * 2.5).backward()
+        tol = 1e-6 if dtype == torch.float32 else 1e-12
+        assert loss.dtype == dtype and abs(loss.item() - ref.item()) < tol * 10
+        assert torch.allclose(a.grad, b.grad, atol=tol, rtol=0)
+        assert int(hits) == int((z.argmax(-1) == t).sum()) >= 1
+    empty, none = cross_entropy_and_hits(torch.randn(0, 9, requires_grad=True), torch.zeros(0, dtype=torch.long))
+    assert empty.item() == 0.0 and int(none) == 0
+    z = torch.randn(4, 9, requires_grad=True)
+    loss, _ = cross_entropy_and_hits(z, torch.tensor([1, 2, 3, 4]))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward once"):
+        loss.backward()
 
 
 def test_embedding_parts_sum_and_layernorm():

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcore.config import BertConfig
-from bertcore.model.functional import activation
+from bertcore.model.functional import activation, cross_entropy_and_hits
 from bertcore.model.layers import BertEmbeddings, BertEncoder, Dropout, UnbiasedStdLayerNorm, layer_norm
 
 
@@ -108,6 +108,7 @@ class PreTrainingOutput:
     hidden_states: tuple[Tensor, ...] | None = None  # embeddings output + each layer: L+1 x (B, T, D)
     embeddings: dict[str, Tensor] | None = None  # token, position, segment, sum, normed: (B, T, D)
     mlm_positions: tuple[Tensor, Tensor] | None = field(default=None)  # (batch_idx, pos_idx) of mlm_logits rows
+    mlm_hits: Tensor | None = None  # with mlm_labels: how many selected rows have the target as top logit (0-d)
 
 
 class BertForPreTraining(nn.Module):
@@ -243,7 +244,7 @@ class BertForPreTraining(nn.Module):
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits)
         if selected is not None:
             targets = mlm_labels[positions]
-            out.mlm_loss = F.cross_entropy(mlm_logits, targets) if targets.numel() else mlm_logits.sum() * 0.0
+            out.mlm_loss, out.mlm_hits = cross_entropy_and_hits(mlm_logits, targets)
             out.mlm_positions = positions
         if nsp_labels is not None:  # cross-entropy over both labels: -log p(y | x), y in {IsNext, NotNext}
             out.nsp_loss = F.cross_entropy(nsp_logits, nsp_labels)

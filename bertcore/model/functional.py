@@ -71,3 +71,44 @@ def layer_norm_unbiased_std(x: Tensor, weight: Tensor, bias: Tensor, eps: float)
     mean = x.mean(-1, keepdim=True)
     std = x.std(-1, keepdim=True)  # unbiased: divides by D - 1
     return weight * (x - mean) / (std + eps) + bias
+
+
+class _CrossEntropyAndHits(torch.autograd.Function):
+    """Mean cross-entropy -log softmax(z)[t] over rows, with the number of rows whose target has the top
+    logit. Same value and gradient as ``F.cross_entropy`` (to float rounding), in fewer passes over the
+    (N, V) logits: the forward keeps softmax(z) and the backward turns it into softmax(z) - onehot(t) in
+    place; the hits compare z_t with the row maximum instead of taking an argmax."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor, t: Tensor):
+        with torch.autocast(device_type=z.device.type, enabled=False):
+            zf = z if z.dtype in (torch.float32, torch.float64) else z.float()
+            p = torch.softmax(zf, -1)  # (N, V), one fused pass
+            top = zf.amax(-1, keepdim=True)  # (N, 1) the largest logit
+            zt = zf.gather(1, t[:, None])  # (N, 1)
+            # softmax at the largest logit is exp(0) / sum exp(z - top), so logsumexp(z) = top - log(max p)
+            loss = (top - p.amax(-1, keepdim=True).log() - zt).mean()  # logsumexp(z) - z_t
+            hits = (zt >= top).sum()
+        ctx.save_for_backward(p, t)
+        ctx.in_dtype, ctx.spent = z.dtype, False
+        ctx.mark_non_differentiable(hits)
+        return loss, hits
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, _grad_hits):
+        if ctx.spent:  # the softmax it kept became the gradient
+            raise RuntimeError("cross_entropy_and_hits runs backward once; for a second (retain_graph) use "
+                               "F.cross_entropy")
+        ctx.spent = True
+        p, t = ctx.saved_tensors
+        p.scatter_add_(1, t[:, None], torch.full((t.numel(), 1), -1.0, dtype=p.dtype, device=p.device))
+        return p.mul_(grad_loss / t.numel()).to(ctx.in_dtype), None  # (softmax - onehot) / N, in place
+
+
+def cross_entropy_and_hits(logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """(mean cross-entropy of ``logits`` (N, V) against ``targets`` (N,), number of rows where the target's
+    logit is the largest): the MLM loss of BERT §3.1 and its accuracy from one pass. A row counts as a hit
+    when its target ties the largest logit too (argmax would pick the first of the tied)."""
+    if targets.numel() == 0:
+        return logits.sum() * 0.0, torch.zeros((), dtype=torch.long, device=logits.device)
+    return _CrossEntropyAndHits.apply(logits, targets)

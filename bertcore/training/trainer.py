@@ -308,10 +308,13 @@ class Trainer(Stoppable):
         labels = batch["mlm_labels"]
         pos = getattr(out, "mlm_positions", None)
         targets = labels[pos] if pos is not None else labels[labels != -100]
-        logits = out.mlm_logits
-        if logits.dim() == 3:  # model returned full [B,T,V] logits
-            logits = logits[labels != -100]
-        mlm_ok = (logits.argmax(-1) == targets).sum().float()
+        if getattr(out, "mlm_hits", None) is not None:  # counted by the loss (bertcore.model.functional)
+            mlm_ok = out.mlm_hits.float()
+        else:
+            logits = out.mlm_logits
+            if logits.dim() == 3:  # model returned full [B,T,V] logits
+                logits = logits[labels != -100]
+            mlm_ok = (logits.argmax(-1) == targets).sum().float()
         nsp_ok = (out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().float()
         return mlm_ok, torch.tensor(float(targets.numel()), device=mlm_ok.device), nsp_ok
 
