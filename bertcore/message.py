@@ -33,3 +33,9 @@ class Message(str):
 
 def _rebuild(template: str, values: dict) -> Message:
     return Message(template, **values)
+
+
+def reason(exc: BaseException) -> str:
+    """What ``exc`` says, kept a ``Message`` when it was raised with one, so that an error which quotes another
+    (``Message("cannot load the vocabulary: {err}", err=reason(e))``) is translated whole by a UI."""
+    return exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], Message) else str(exc)

@@ -33,7 +33,7 @@ import logging
 import streamlit as st
 
 from bertcore.errors import BertcoreError
-from bertcore.message import Message
+from bertcore.message import Message, reason
 from explorer.i18n import tr
 
 log = logging.getLogger(__name__)
@@ -88,8 +88,8 @@ class user_action:  # noqa: N801 - used like a function: `with user_action(...)`
 def error_text(exc: BaseException) -> str:
     """A bertcore error's message in the session's language: bertcore raises its user-facing errors with a
     ``bertcore.message.Message``, whose template the catalogue translates; any other message stays as written."""
-    msg = exc.args[0] if len(exc.args) == 1 else None
-    return tr(msg) if isinstance(msg, Message) else str(exc)
+    msg = reason(exc)
+    return tr(msg) if isinstance(msg, Message) else msg
 
 
 def show_unexpected(what: str, exc: BaseException) -> None:

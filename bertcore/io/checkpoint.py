@@ -34,7 +34,7 @@ from bertcore.config import BertConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.data.tokenization import WordTokenizer, load_tokenizer
 from bertcore.errors import BertcoreError, CheckpointError
-from bertcore.message import Message
+from bertcore.message import Message, reason
 from bertcore.model.bert import init_model
 
 PICKLE_NAMES = ("pytorch_model.bin", "model.pt", "model.pth", "model.bin", "checkpoint.pt", "model.ckpt")
@@ -215,14 +215,14 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
         config = BertConfig.from_dict(raw)
     except (BertcoreError, TypeError) as e:
         raise CheckpointError(Message("config.json is invalid: {err}",
-                                      err=e.args[0] if len(e.args) == 1 else str(e))) from None
+                                      err=reason(e))) from None
 
 
     try:
         tokenizer = load_tokenizer(d, kind=extra.get("tokenizer_kind"))
     except BertcoreError as e:
         raise CheckpointError(Message("cannot load the vocabulary: {err}",
-                                      err=e.args[0] if len(e.args) == 1 else str(e))) from None
+                                      err=reason(e))) from None
     if tokenizer.vocab_size != config.vocab_size:
         raise CheckpointError(Message("the vocabulary has {n} tokens but config.json says vocab_size={vocab_size}; "
                                       "they must come from the same checkpoint",

@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from bertcore.config import BertConfig
 from bertcore.data.tokenization import WordPieceTokenizer
 from bertcore.errors import CheckpointError, ConfigError
-from bertcore.message import Message
+from bertcore.message import Message, reason
 from bertcore.io.checkpoint import ModelBundle, read_json_object
 from bertcore.model.bert import BertForPreTraining
 
@@ -194,7 +194,7 @@ def _hf_config_to_ours(hf: dict) -> BertConfig:
         return BertConfig(**kw, hidden_act=_ACT_FROM_HF[act])
     except ConfigError as e:
         raise CheckpointError(Message("config.json is not a usable BERT config: {err}",
-                                      err=e.args[0] if len(e.args) == 1 else str(e))) from None
+                                      err=reason(e))) from None
 
 
 def _load_hf_weights(d: Path) -> dict[str, torch.Tensor]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertcore.errors import BertcoreError, InputError
-from bertcore.message import Message
+from bertcore.message import Message, reason
 from bertcore.io.checkpoint import atomic_write
 from bertcore.settings import env_number
 from bertcore.training.resume import RESUME_FILE, read_resume_step
@@ -321,7 +321,7 @@ def rename_run(run_dir: str | Path, name: str) -> None:
         update_run_json(run_dir, name=name)
     except InputError as e:
         raise InputError(Message("cannot rename a damaged run ({err}); delete it instead",
-                                 err=e.args[0] if len(e.args) == 1 else str(e))) from None
+                                 err=reason(e))) from None
 
 
 def delete_run(run_dir: str | Path, root: str | Path | None = None) -> None:
