@@ -159,7 +159,7 @@ def tokens_figure(tokens: Sequence[str], ids: Sequence[int], title: str | None =
     codes = np.array([[TOKEN_CODE[k] for k in kinds]] * 2, dtype=np.float32).reshape(2, len(kinds))
     cells = [list(tokens), [str(i) for i in ids]]
     legend = [k for k in ("known", "piece", "unk", "special") if k in kinds]
-    categories = [(k, tr(label) if label else label, color) for k, label, color in TOKEN_CATEGORIES]
+    categories = [(k, tr(label), color) for k, label, color in TOKEN_CATEGORIES]
     return _category_grid([tr("token"), "id"], cells, codes, categories, title or tr("Tokens and ids"), legend)
 
 
@@ -221,8 +221,7 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
     shares = {"mask": rates.mask_token_frac, "random": rates.random_token_frac, "keep": rates.keep_frac}
     names = {"mask": tr("selected → {mask}", mask=mask_token), "seg_a": tr("segment A (id {id})", id=first_segment),
              "seg_b": tr("segment B (id {id})", id=first_segment + 1)}
-    categories = [(a, names.get(a, tr(label) if label else label) + (f" ({percent(shares[a])})" if a in shares else ""),
-                   color)
+    categories = [(a, names.get(a, tr(label)) + (f" ({percent(shares[a])})" if a in shares else ""), color)
                   for a, label, color in MASK_CATEGORIES]
     return _category_grid(rows, cells, codes, categories, title, legend)
 

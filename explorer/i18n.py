@@ -93,7 +93,10 @@ def mark(message: str) -> str:
 def tr(message: str, **values) -> str:
     """``message`` in the session's language, with ``{name}`` fields filled from ``values``. A
     ``bertcore.message.Message`` (a text bertcore wrote) is translated from its template and filled with its own
-    values; a value that is a Message is translated too."""
+    values; a value that is a Message is translated too. An empty text stays empty (gettext would give the
+    catalogue's header)."""
+    if not message:
+        return message
     if isinstance(message, Message):
         values = {**message.values, **values}
         message = message.template
