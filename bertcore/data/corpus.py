@@ -422,7 +422,8 @@ def max_corpus_bytes() -> int:
         raise CorpusError(str(e)) from None
 
 
-def _too_large(name, size: int, limit: int) -> Message:
+def too_large(name, size: int, limit: int) -> Message:
+    """Why a file over the corpus size limit (``max_corpus_bytes``) is refused, and what to do."""
     return Message("{name} is {size} bytes, over the {limit}-byte limit; use a smaller file or raise the limit "
                    "with the environment variable BERTCORE_MAX_CORPUS_BYTES", name=str(name), size=f"{size:,}",
                    limit=f"{limit:,}")
@@ -431,7 +432,7 @@ def _too_large(name, size: int, limit: int) -> Message:
 def decode_text_file(data: bytes, name: str) -> str:
     limit = max_corpus_bytes()
     if len(data) > limit:
-        raise CorpusError(_too_large(name, len(data), limit))
+        raise CorpusError(too_large(name, len(data), limit))
     if not data.strip():
         raise CorpusError(Message("{name} is empty; give a UTF-8 text file with sentence pairs", name=name))
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
@@ -467,7 +468,7 @@ def load_corpus_file(path_or_bytes, name: str | None = None, mode: str = "auto")
         try:
             size = p.stat().st_size
             if size > max_corpus_bytes():
-                raise CorpusError(_too_large(p, size, max_corpus_bytes()))
+                raise CorpusError(too_large(p, size, max_corpus_bytes()))
             data = p.read_bytes()
         except FileNotFoundError:
             raise CorpusError(Message("corpus file {path} not found; check the path (or use 'builtin' / 'tutorial')",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertcore.data import corpus as C
-from bertcore.data.corpus import builtin_corpus, decode_text_file, max_corpus_bytes
+from bertcore.data.corpus import builtin_corpus, decode_text_file, max_corpus_bytes, too_large
 from bertcore.errors import CorpusError, InputError
 from bertcore.data.user_text import is_blank
 from bertcore.message import Message
@@ -227,9 +227,7 @@ def load_task_csv(path_or_bytes, name: str | None = None, seed: int = 0, held_ou
             raise InputError(Message("task file {path} not found; give a CSV file or a built-in task ({tasks})",
                                      path=str(p), tasks=", ".join(task_names())))
         if p.stat().st_size > max_corpus_bytes():
-            raise CorpusError(Message("{name} is {size} bytes, over the {limit}-byte limit; use a smaller file or "
-                                      "raise the limit with the environment variable BERTCORE_MAX_CORPUS_BYTES",
-                                      name=str(p), size=f"{p.stat().st_size:,}", limit=f"{max_corpus_bytes():,}"))
+            raise CorpusError(too_large(p, p.stat().st_size, max_corpus_bytes()))
         data = p.read_bytes()
     if not data.strip():
         raise InputError(Message("{name} is empty; give a CSV with a header line text,label (or text_a,text_b,label)",
