@@ -243,14 +243,10 @@ def load_task_csv(path_or_bytes, name: str | None = None, seed: int = 0, held_ou
     need = ["text_a", "text_b", "label"] if pair else ["text", "label"]
     missing = [c for c in need if c not in header]
     if missing:
-        found = ", ".join(header)
-        if found:
-            raise InputError(Message("{name} lacks the column(s) {missing}; the first line must be the header "
-                                     "text,label (single sentences) or text_a,text_b,label (sentence pairs); found "
-                                     "{found}", name=name, missing=", ".join(missing), found=found))
         raise InputError(Message("{name} lacks the column(s) {missing}; the first line must be the header "
                                  "text,label (single sentences) or text_a,text_b,label (sentence pairs); found "
-                                 "nothing", name=name, missing=", ".join(missing)))
+                                 "{found}", name=name, missing=", ".join(missing),
+                                 found=", ".join(header) or Message("nothing")))
     col = {c: header.index(c) for c in need}
     raw = []
     for no, row in enumerate(rows[1:], 2):
