@@ -10,8 +10,7 @@ import streamlit as st
 from bertcore.analysis import ablation as ab
 from bertcore.analysis.ablation import DEFAULT_EXAMPLES, held_out_batches
 from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
-from bertcore.analysis.inference import encode_pair, fill_mask, nsp_probability
-from bertcore.errors import BertcoreError
+from bertcore.analysis.inference import predict
 from bertcore.model.formulas import formulas
 from explorer import examples, replay, state, workspace
 from explorer.export import attributions_csv, importance_csv, plotly_config
@@ -20,7 +19,6 @@ from explorer.figures_inspect import fill_mask_figure, nsp_figure
 from explorer.i18n import frozen, mark, tr
 from explorer.memo import memo as shared_memo
 from explorer.page_errors import user_action
-from bertcore.analysis.inference import mask_positions
 from bertcore.data.user_text import clean_text
 
 # the pre-filled texts for a word-level or WordPiece model (a seed vocabulary gets its own: _examples)
@@ -97,16 +95,29 @@ def _unknown_hint(tok, text):
                       unk=getattr(tok, 'unk_token', '[UNK]'), words=shown))
 
 
-def _fill_mask_column(am, text, top_k):
+def _predict(am, a, b=None, top_k=5, heads=()):
+    """Both heads on one input in one forward pass (``bertcore.analysis.inference.predict``), once per (model,
+    input, heads switched off) for every session of this server (``explorer.memo``); a text alone must hold a
+    [MASK]. Raises the library's InputError for bad input."""
+    model = am.model
+    heads = tuple(heads)
+
+    def run():
+        L, H = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
+        mask = ab.head_mask_for(heads, L, H) if heads else None
+        return predict(model, am.tokenizer, a, b, top_k=top_k, head_mask=mask, require_mask=b is None)
+
+    return shared_memo(model, ("predict", a, b, top_k, heads), run)
+
+
+def _fill_mask_column(am, res, text):
     st.markdown(f"**{am.label}**")
-    model, tok = am.model, am.tokenizer
-    if not getattr(model, "has_mlm_head", True):
+    tok = am.tokenizer
+    if not getattr(am.model, "has_mlm_head", True):
         st.info(tr("{model} has no masked-language-model head (it was published as a bare encoder "
                    "without the MLM layer), so it cannot fill in [MASK]. Nothing is predicted here.", model=am.label))
         return
-    with user_action(tr("Fill in the [MASK] with {model}", model=am.label)) as act:
-        res = fill_mask(model, tok, text, top_k=top_k)
-    if act.failed:
+    if res is None:
         return
     if res.truncated:
         st.warning(tr("The text was truncated to {n} tokens (the model's maximum length); "
@@ -153,16 +164,20 @@ def _fill_mask_section(state, models, ex):
         text = _mask_words(words, chosen)
         st.markdown(tr("Masked text: `{text}`", text=text))
     top_k = st.slider(tr("Top-k candidates per mask"), 1, 10, 5, key="pred_topk")
-    first = models[0]
-    with user_action(tr("Read the text with [MASK]")) as act:  # the library decides: empty, no [MASK], [MASK] too late
-        mask_positions(first.tokenizer, text, first.model.config.max_position_embeddings)
-    if act.failed:
-        return None
+    results = []
+    for k, am in enumerate(models):  # the library decides: empty, no [MASK], [MASK] too late
+        with user_action(tr("Read the text with [MASK]") if k == 0 else
+                         tr("Fill in the [MASK] with {model}", model=am.label)) as act:
+            results.append(_predict(am, text, None, top_k))
+        if act.failed:
+            if k == 0:
+                return None
+            results[-1:] = [None]
     cols = st.columns(len(models))
-    for col, am in zip(cols, models):
+    for col, am, res in zip(cols, models, results):
         with col:
-            _fill_mask_column(am, text, top_k)
-    return text
+            _fill_mask_column(am, res, text)
+    return text, top_k, results[0]
 
 
 def _nsp_section(models, ex):
@@ -175,7 +190,7 @@ def _nsp_section(models, ex):
     a = c1.text_area(tr("Sentence A"), value=ex.a, key="pred_nsp_a", height=70, max_chars=60_000)
     b = c2.text_area(tr("Sentence B"), value=ex.b, key="pred_nsp_b", height=70, max_chars=60_000)
     with user_action(tr("Read the sentence pair")) as act:  # the library decides whether A and B hold words
-        encode_pair(tok, a, b)
+        _predict(models[0], a, b)
     if act.failed:
         return None
     cols = st.columns(len(models))
@@ -187,7 +202,7 @@ def _nsp_section(models, ex):
                            "so it cannot say whether B follows A. Nothing is predicted here.", model=am.label))
                 continue
             with user_action(tr("Predict the next sentence with {model}", model=am.label)) as act:
-                p = float(nsp_probability(am.model, am.tokenizer, a, b))
+                p = _predict(am, a, b).p_is_next
             if act.failed:
                 continue
             st.metric("P(IsNext)", f"{p:.1%}")
@@ -205,15 +220,12 @@ def _cached(key: tuple, compute):
     return memo[key]
 
 
-def _why_targets(am, text, pair) -> list:
+def _why_targets(am, fill, pair) -> list:
     """(label, a, b, target) choices: each [MASK] of the fill-mask text, and NSP on the sentence pair."""
     out = []
-    if text and getattr(am.model, "has_mlm_head", True):
-        try:
-            ids, _, _ = encode_pair(am.tokenizer, text, None, am.model.config.max_position_embeddings)
-        except BertcoreError:
-            ids = []
-        n = sum(1 for t in ids if t == am.tokenizer.mask_id)
+    if fill and getattr(am.model, "has_mlm_head", True):
+        text, _, res = fill
+        n = len(res.masks)
         out += [(f"[MASK] {i + 1}", text, None, f"mask:{i}") for i in range(min(n, MAX_MASK_CHARTS))]
     if pair and getattr(am.model, "has_nsp_head", True):
         out.append(("NSP: P(IsNext)", pair[0], pair[1], "nsp"))
@@ -221,7 +233,7 @@ def _why_targets(am, text, pair) -> list:
 
 
 @user_action(tr("Explain the prediction"))
-def _why_section(active, text, pair):
+def _why_section(active, fill, pair):
 
 
     st.subheader(tr("Why it predicts that"))
@@ -232,7 +244,7 @@ def _why_section(active, text, pair):
         "of the log-probability, with the integral from a baseline where every word is [MASK] (positions and "
         "segments kept). Integrated gradients sum to f(input) − f(baseline); the gap says how close they get."))
     st.latex(r"\mathrm{IG}_i = (x_i - x'_i)\int_0^1 \frac{\partial f(x' + \alpha(x - x'))}{\partial x_i}\,d\alpha")
-    targets = _why_targets(active, text, pair)
+    targets = _why_targets(active, fill, pair)
     if not targets:
         st.info(tr("Nothing to explain yet: type a text with [MASK] above, or two sentences for NSP. (A model without "
                    "MLM and NSP heads, such as all-MiniLM-L6-v2, can only be explained by rollout on the Attention page.)"))
@@ -290,14 +302,14 @@ def _settings(tc) -> str | None:
 
 
 @user_action(tr("Switch heads off"))
-def _ablation_section(state, active, text, pair):
+def _ablation_section(state, active, fill, pair):
 
 
     st.subheader(tr("Switch heads off"))
     st.markdown(tr("Michel et al. (2019) asked whether all heads are needed. Click heads to switch them off (their "
                    "attention probabilities are multiplied by 0, `head_mask`) and watch the predictions above and the "
                    "held-out metrics on fixed pairs of the built-in corpus change (`bertcore.analysis.ablation`)."))
-    model, tok = active.model, active.tokenizer
+    model = active.model
     if not (getattr(model, "has_mlm_head", True) and getattr(model, "has_nsp_head", True)):
         st.info(tr("{model} has no MLM or NSP head, so switching heads off has no prediction to change here.",
                    model=active.label))
@@ -324,20 +336,19 @@ def _ablation_section(state, active, text, pair):
     st.caption(tr("Over {n} held-out examples from the built-in corpus's held-out pairs, each masked once "
                   "with fixed masks (`bertcore.analysis.ablation.held_out_batches`).", n=n_examples))
     rows = []
-    for a, b, what in ((text, None, "fill-mask"), *(((pair[0], pair[1], "NSP"),) if pair else ())):
-        if not a:
+    inputs = ((fill[0], None, fill[1]),) if fill else ()
+    for a, b, top_k in inputs + (((pair[0], pair[1], 5),) if pair else ()):
+        # all heads on: the prediction above (memoised); heads off: one more forward pass, only when some are off
+        on = _predict(active, a, b, top_k)
+        now = _predict(active, a, b, top_k, heads) if heads else on
+        if b is not None and on.p_is_next is not None:
+            rows.append({"prediction": "P(IsNext)", "all heads on": f"{on.p_is_next:.3f}",
+                         "with the heads off": f"{now.p_is_next:.3f}"})
             continue
-        on = ab.predict_with_heads(model, tok, a, b)
-        now = ab.predict_with_heads(model, tok, a, b, head_mask=mask)
-        if what == "NSP" and on["p_is_next"] is not None:
-            rows.append({"prediction": "P(IsNext)", "all heads on": f"{on['p_is_next']:.3f}",
-                         "with the heads off": f"{now['p_is_next']:.3f}"})
-        for k, (m_on, m_off) in enumerate(zip(on["masks"], now["masks"])):
-            if what != "fill-mask" or k >= MAX_MASK_CHARTS:
-                continue
+        for k, (m_on, m_off) in enumerate(zip(on.masks[:MAX_MASK_CHARTS], now.masks)):
             rows.append({"prediction": f"[MASK] {k + 1}",
-                         "all heads on": ", ".join(f"{t} {p:.2f}" for t, p in m_on["candidates"][:3]),
-                         "with the heads off": ", ".join(f"{t} {p:.2f}" for t, p in m_off["candidates"][:3])})
+                         "all heads on": ", ".join(f"{t} {p:.2f}" for t, p in m_on.candidates[:3]),
+                         "with the heads off": ", ".join(f"{t} {p:.2f}" for t, p in m_off.candidates[:3])})
     if rows:
         headers = {k: tr(k) for k in (mark("prediction"), mark("all heads on"), mark("with the heads off"))}
         st.dataframe(pd.DataFrame(rows).rename(columns=headers), hide_index=True, key="pred_abl_table")
@@ -372,13 +383,13 @@ def render():
         state.default_train_button("pred_train_default")
     ex = _examples(active.tokenizer)
     models = _compare_choice(state, active, ex)
-    text = _fill_mask_section(state, models, ex)
+    fill = _fill_mask_section(state, models, ex)
     st.divider()
     pair = _nsp_section(models, ex)
     st.divider()
-    _why_section(active, text, pair)
+    _why_section(active, fill, pair)
     st.divider()
-    _ablation_section(state, active, text, pair)
+    _ablation_section(state, active, fill, pair)
 
 
 render()

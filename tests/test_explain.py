@@ -241,14 +241,22 @@ def test_cli_ablate_json_and_bad_heads(trained, capsys):
 
 
 def test_predictions_with_heads_switched_off(trained):
-    from bertcore.analysis.inference import fill_mask, nsp_probability
+    from bertcore.analysis.inference import fill_mask, nsp_probability, predict
 
     model, tok, _, _ = trained
-    full = ab.predict_with_heads(model, tok, A_TEXT, B_TEXT, top_k=3)
+    full = predict(model, tok, A_TEXT, B_TEXT, top_k=3)
     ref = fill_mask(model, tok, A_TEXT, top_k=3)  # same [MASK] row; the pair changes its context, so check A alone
-    alone = ab.predict_with_heads(model, tok, A_TEXT, None, top_k=3)
-    assert [t for t, _ in alone["masks"][0]["candidates"]] == [t for t, _ in ref.masks[0].candidates]
-    assert alone["masks"][0]["candidates"][0][1] == pytest.approx(ref.masks[0].candidates[0][1], abs=1e-6)
-    assert full["p_is_next"] == pytest.approx(nsp_probability(model, tok, A_TEXT, B_TEXT), abs=1e-6)
-    off = ab.predict_with_heads(model, tok, A_TEXT, B_TEXT, head_mask=torch.zeros(2, 2), top_k=3)
-    assert off["p_is_next"] != pytest.approx(full["p_is_next"], abs=1e-6)
+    alone = predict(model, tok, A_TEXT, None, top_k=3)
+    assert alone.p_is_next is None
+    assert [t for t, _ in alone.masks[0].candidates] == [t for t, _ in ref.masks[0].candidates]
+    assert alone.masks[0].candidates[0][1] == pytest.approx(ref.masks[0].candidates[0][1], abs=1e-6)
+    assert full.p_is_next == pytest.approx(nsp_probability(model, tok, A_TEXT, B_TEXT), abs=1e-6)
+    off = predict(model, tok, A_TEXT, B_TEXT, head_mask=torch.zeros(2, 2), top_k=3)
+    assert off.p_is_next != pytest.approx(full.p_is_next, abs=1e-6)
+    # the head mask is the forward's own: the same as transformers-style masking of the probabilities by hand
+    one = torch.ones(2, 2)
+    one[1, 0] = 0.0
+    x = torch.tensor([tok.encode(A_TEXT)])
+    with torch.no_grad():
+        base = model(x, output_attentions=True, head_mask=one)
+    assert float(base.attentions[1][0, 0].abs().max()) == 0.0 and float(base.attentions[1][0, 1].sum()) > 0

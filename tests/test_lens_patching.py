@@ -94,13 +94,15 @@ def test_patching_itself_gives_zero_and_full_layer_gives_b(pair):
     assert r.effect.shape == (L + 1, len(r.tokens_a)) and r.head_effect.shape == (L, SIZES["num_attention_heads"])
     # every position of one layer from B: B's answer exactly (a single-position patch at the last layer reads
     # only the readout position)
-    from bertcore.analysis.patching import clean_states, run_layers, _embed  # noqa: PLC2701 - test of internals
+    from bertcore.analysis.patching import clean_run, final_states, state_name
+    from bertcore.model.tap import Tap
     with torch.no_grad():
-        ids_b = mask_positions(tok, B)[0]
-        hs_b = clean_states(model, _embed(model, ids_b, [0] * len(ids_b)))
-        for layer in range(L + 1):
-            full = run_layers(model, hs_b[layer], layer)
-            assert torch.allclose(full, hs_b[-1], atol=1e-5)
+        ids_a, ids_b = mask_positions(tok, A)[0], mask_positions(tok, B)[0]
+        run_b = clean_run(model, ids_b, [0] * len(ids_b))
+        for layer in range(L + 1):  # A's run with the whole state of one layer replaced by B's gives B's output
+            name = state_name(L, layer)
+            full = final_states(model, ids_a, [0] * len(ids_a), tap=Tap(edit={name: lambda x, n=name: run_b[n]}))
+            assert torch.allclose(full, run_b["encoder.output"], atol=1e-5)
     np.testing.assert_allclose(r.effect[-1, r.position], 1.0, atol=1e-5)
     others = [i for i in range(len(r.tokens_a)) if i != r.position]
     np.testing.assert_allclose(r.effect[-1, others], 0.0, atol=1e-5)

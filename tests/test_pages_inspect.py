@@ -477,7 +477,7 @@ def test_attention_512_tokens_with_minilm(minilm):
 
 
 def test_predict_why_view_and_head_ablation(untrained):
-    from bertcore.analysis.ablation import predict_with_heads
+    from bertcore.analysis.inference import predict
     from bertcore.analysis.explain import explain_all
 
     at = _open(PRED)
@@ -505,10 +505,10 @@ def test_predict_why_view_and_head_ablation(untrained):
     table = at.dataframe[-1].value
     import torch
 
-    off = predict_with_heads(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B,
-                             head_mask=torch.tensor([[0.0] + [1.0] * (H - 1), [1.0, 0.0] + [1.0] * (H - 2)]))
+    off = predict(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B,
+                  head_mask=torch.tensor([[0.0] + [1.0] * (H - 1), [1.0, 0.0] + [1.0] * (H - 2)]))
     nsp_row = table[table["prediction"] == "P(IsNext)"].iloc[0]
-    assert nsp_row["with the heads off"] == f"{off['p_is_next']:.3f}"
+    assert nsp_row["with the heads off"] == f"{off.p_is_next:.3f}"
     at.button(key="pred_abl_importance").click().run()
     _no_exception(at)
     imp = next(c for c in _charts(at) if "when one head is off" in (c["layout"].get("title") or {}).get("text", ""))

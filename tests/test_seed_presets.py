@@ -270,9 +270,8 @@ def test_codertimo_model_looks_up_the_seed_segment_labels():
     assert torch.equal(m.bert.embeddings.segment_ids(tt, am), seg)
     ids = torch.tensor([e["bert_input"]]).clamp(max=V - 1)
     with torch.no_grad():
-        parts = {}
-        m.bert.embeddings(ids, tt, am, parts)
-    assert torch.equal(parts["segment"][0], W["bert.embeddings.token_type_embeddings.weight"][seg[0]])
+        _, cache = m.run_with_cache(ids, tt, am, names="embeddings.segment")
+    assert torch.equal(cache["embeddings.segment"][0], W["bert.embeddings.token_type_embeddings.weight"][seg[0]])
 
 
 def test_fixed_padding_and_expected_selection_rate_on_the_tutorial_corpus():

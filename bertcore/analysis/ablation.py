@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import torch
 
-from bertcore.analysis.inference import encode_pair
 from bertcore.config import TrainConfig
 from bertcore.data.pretraining import MaskingRates, PretrainingData
 from bertcore.errors import InputError
 from bertcore.message import Message
+from bertcore.model.modes import eval_mode
 
 DEFAULT_EXAMPLES = 256
 METRICS = ("mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc")
@@ -78,15 +78,12 @@ def _check_heads(model) -> None:
                                  "BertForPreTraining import"))
 
 
-@torch.no_grad()
 def evaluate(model, batches: list[dict], head_mask: torch.Tensor | None = None) -> dict:
     """Held-out ``mlm_loss, mlm_acc, nsp_loss, nsp_acc`` over ``batches`` (eval mode), with ``head_mask`` applied."""
     _check_heads(model)
-    was_training = model.training
-    model.eval()
     tot = torch.zeros(5, dtype=torch.float64)  # mlm loss sum, mlm correct, selected, nsp loss sum, nsp correct
     n_ex = 0
-    try:
+    with eval_mode(model):
         for b in batches:
             if len(b["nsp_labels"]) == 0:
                 continue
@@ -99,8 +96,6 @@ def evaluate(model, batches: list[dict], head_mask: torch.Tensor | None = None) 
                                  n_sel, float(out.nsp_loss) * nb,
                                  float((out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum())], dtype=torch.float64)
             n_ex += nb
-    finally:
-        model.train(was_training)
     mlm_sum, mlm_ok, n_sel, nsp_sum, nsp_ok = tot.tolist()
     nan = float("nan")
     return {"mlm_loss": mlm_sum / n_sel if n_sel else nan, "mlm_acc": mlm_ok / n_sel if n_sel else nan,
@@ -138,32 +133,3 @@ def head_importance(model, batches: list[dict], heads=None, baseline: dict | Non
         after = evaluate(model, batches, head_mask_for([(layer, h)], L, H))
         rows.append({"layer": int(layer), "head": int(h), **_delta(after, base)})
     return {"baseline": base, "heads": rows}
-
-
-@torch.no_grad()
-def predict_with_heads(model, tokenizer, a: str, b: str | None = None, head_mask: torch.Tensor | None = None,
-                       top_k: int = 5, max_len: int | None = None) -> dict:
-    """Fill-mask top-k at every [MASK] (BERT §3.1) and P(IsNext) (§3.2, when ``b`` is given) with ``head_mask``.
-
-    Returns ``{tokens, masks: [{position, candidates: [(token, prob)]}], p_is_next (None without B or NSP head)}``;
-    with ``head_mask=None`` the numbers equal ``fill_mask`` and ``nsp_probability``.
-    """
-    limit = int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
-    ids, types, _ = encode_pair(tokenizer, a, b, limit)
-    was_training = model.training
-    model.eval()
-    try:
-        x = torch.tensor([ids])
-        out = model(x, token_type_ids=torch.tensor([types]), attention_mask=torch.ones_like(x), head_mask=head_mask)
-    finally:
-        model.train(was_training)
-    masks = []
-    positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
-    if positions and out.mlm_logits is not None:
-        p, idx = torch.softmax(out.mlm_logits[0, positions].float(), -1).topk(min(top_k, out.mlm_logits.shape[-1]))
-        for pos, pr, ix in zip(positions, p.tolist(), idx.tolist()):
-            masks.append({"position": pos, "candidates": list(zip(tokenizer.convert_ids_to_tokens(ix), pr))})
-    p_next = None
-    if b is not None and getattr(model, "has_nsp_head", True):
-        p_next = float(torch.softmax(out.nsp_logits[0].float(), -1)[0])
-    return {"tokens": list(tokenizer.convert_ids_to_tokens(ids)), "masks": masks, "p_is_next": p_next}

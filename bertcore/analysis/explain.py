@@ -31,9 +31,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bertcore.analysis.inference import encode_pair, inspect_pair
+from bertcore.analysis.inference import encode_pair, inspect_pair, mask_indices
 from bertcore.errors import InputError
 from bertcore.message import Message
+from bertcore.model.modes import eval_mode
 
 METHODS = ("rollout", "grad_x_input", "integrated_gradients")
 GRADIENT_METHODS = ("grad_x_input", "integrated_gradients")
@@ -120,10 +121,7 @@ def forward_from_word_embeddings(model, word_emb: torch.Tensor, token_type_ids: 
     ``BertForPreTraining.forward``: + positions + segments, LayerNorm, the encoder, [CLS] (pooler) -> NSP.
     Returns ``(last hidden states (B, T, D), nsp_logits (B, 2))``.
     """
-    x = model.bert.embeddings(None, token_type_ids, None, word_embeds=word_emb)  # (B, T, D)
-    h, _, _ = model.bert.encoder(x)  # every variant's own sublayers and final LayerNorm
-    cls_h = h[:, 0]
-    pooled = model.bert.pooler(cls_h) if model.bert.pooler is not None else cls_h  # (B, D)
+    h, pooled = model.bert(None, token_type_ids, word_embeds=word_emb)  # (B, T, D), (B, D)
     return h, model.cls.seq_relationship(pooled)
 
 
@@ -171,7 +169,7 @@ def _resolve_target(model, tokenizer, target: Target, ids: list, b) -> tuple[int
     if not getattr(model, "has_mlm_head", True):
         raise InputError(Message("this model has no MLM head, so a [MASK] prediction cannot be explained; "
                                  "use rollout, or a checkpoint with cls.predictions"))
-    masks = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
+    masks = mask_indices(tokenizer, ids)
     if not masks:
         raise InputError(Message("the text has no [MASK] (within the model's maximum length); write [MASK] where a "
                                  "word should be predicted, e.g. 'the cat [MASK] on the mat'"))
@@ -200,9 +198,7 @@ def explain(model, tokenizer, a: str, b: str | None = None, target="mask", metho
     limit = int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
     ids, types, truncated = encode_pair(tokenizer, a, b, limit)
     position, token_id, label = _resolve_target(model, tokenizer, tgt, ids, b)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model, grad=True):
         ids_t = torch.tensor([ids], dtype=torch.long)
         types_t = torch.tensor([types], dtype=torch.long)
         table = model.bert.embeddings.word_embeddings.weight.detach()
@@ -227,8 +223,6 @@ def explain(model, tokenizer, a: str, b: str | None = None, target="mask", metho
             w[0] = w[-1] = 0.5 / steps  # trapezoid rule
             attr = ((x[0] - base[0]) * (w * grads).sum(0)).sum(-1)
             f_x, f_base, n = float(vals[-1]), float(vals[0]), steps
-    finally:
-        model.train(was_training)
     attributions = attr.double().numpy()
     return Attribution(
         tokens=list(tokenizer.convert_ids_to_tokens(ids)), method=method, target=str(tgt), target_label=label,

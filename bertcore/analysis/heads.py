@@ -46,6 +46,7 @@ from bertcore.errors import InputError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.steps import list_steps, load_step
 from bertcore.message import Message
+from bertcore.model.modes import eval_mode
 
 MEASURES = ("to_prev", "to_next", "to_self", "to_cls", "to_sep", "to_punct", "entropy")
 SHARE_THRESHOLD = 0.5
@@ -149,9 +150,7 @@ def text_attentions(model, tokenizer, texts, max_len: int | None = None):
     by_len: dict[int, list[int]] = {}
     for i, (ids, _) in enumerate(enc):
         by_len.setdefault(len(ids), []).append(i)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         for _, idx in sorted(by_len.items()):
             for s in range(0, len(idx), _BATCH):
                 chunk = idx[s:s + _BATCH]
@@ -161,8 +160,6 @@ def text_attentions(model, tokenizer, texts, max_len: int | None = None):
                 att = torch.stack(list(out.attentions), 1).double().numpy()  # [B, L, H, T, T]
                 for row, i in enumerate(chunk):
                     yield list(tokenizer.convert_ids_to_tokens(enc[i][0])), att[row]
-    finally:
-        model.train(was_training)
 
 
 def head_measures(model, tokenizer, texts, max_len: int | None = None) -> dict:

@@ -6,14 +6,13 @@
   hidden states and the attention probabilities of every head, as numpy arrays.
 
 All functions run under ``torch.inference_mode`` in eval mode (dropout off) and restore the model's
-training flag afterwards. Text is cleaned by the one rule for typed text (``bertcore.data.user_text``: control
+training flag afterwards (``bertcore.model.modes.eval_mode``). Text is cleaned by the one rule for typed text (``bertcore.data.user_text``: control
 and format characters become spaces, empty text is refused, very long text is cut) and truncated longest-first to
 the model's position table, with ``truncated=True`` reported. Bad input raises ``InputError`` saying how to fix
 it; :func:`mask_positions` is the rule for "has a [MASK]" that fill-mask and the Predict page share.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +22,7 @@ from bertcore.data.pretraining import build_pair
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text
 from bertcore.errors import InputError
 from bertcore.message import Message
+from bertcore.model.modes import eval_mode
 
 
 @dataclass
@@ -75,19 +75,6 @@ def encode_pair(tokenizer, a: str, b: str | None = None, max_len: int | None = N
     return ids, types, cut_a or cut_b or len(ids) < full
 
 
-@contextlib.contextmanager
-def _eval_mode(model):
-    was_training = model.training
-    if was_training:
-        model.eval()
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        if was_training:
-            model.train()
-
-
 def _forward(model, ids, types, **kw):
     x = torch.tensor([ids], dtype=torch.long)
     t = torch.tensor([types], dtype=torch.long)
@@ -98,14 +85,26 @@ def _max_len(model, max_len):
     return int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
 
 
+def mask_indices(tokenizer, ids) -> list[int]:
+    """The indices of the [MASK] tokens in ``ids`` (a typed ``[MASK]`` or the vocabulary's own ``<mask>``): the one
+    rule every [MASK] reader uses (fill-mask, the lens, patching, explain, skills)."""
+    m = tokenizer.mask_id
+    return [i for i, t in enumerate(ids) if t == m]
+
+
 def mask_positions(tokenizer, text: str, max_len: int | None = None) -> tuple[list, list, bool, list]:
-    """``(ids, type_ids, truncated, positions)`` of ``[CLS] text [SEP]`` and the indices of its ``[MASK]`` tokens
-    (a typed ``[MASK]``, or the vocabulary's own spelling such as ``<mask>``), as fill-mask feeds it.
+    """``(ids, type_ids, truncated, positions)`` of ``[CLS] text [SEP]`` and the indices of its ``[MASK]`` tokens,
+    as fill-mask feeds it.
 
     Raises InputError when the text is empty, has no [MASK], or has every [MASK] beyond ``max_len`` tokens.
     """
     ids, types, truncated = encode_pair(tokenizer, text, None, max_len)
-    positions = [i for i, t in enumerate(ids) if t == tokenizer.mask_id]
+    return ids, types, truncated, require_masks(tokenizer, text, ids, truncated, max_len)
+
+
+def require_masks(tokenizer, text: str, ids: list, truncated: bool, max_len: int | None) -> list:
+    """The [MASK] indices of ``ids`` (``text`` encoded), or InputError: no [MASK], or every one cut off."""
+    positions = mask_indices(tokenizer, ids)
     if not positions:
         if truncated and tokenizer.mask_id in tokenizer.encode(clean_text(text)[0]):
             limit = f"{max_len} tokens" if max_len is not None else f"{MAX_TEXT_CHARS:,} characters"
@@ -113,53 +112,75 @@ def mask_positions(tokenizer, text: str, max_len: int | None = None) -> tuple[li
                                      "move [MASK] earlier", limit=limit))
         raise InputError(Message("the text has no [MASK]; write [MASK] where a word should be predicted "
                                  "(or click a word to mask it), e.g. 'the cat [MASK] on the mat'"))
-    return ids, types, truncated, positions
+    return positions
+
+
+NO_MLM = Message("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one); fill-mask needs a "
+                 "model with cls.predictions")
+NO_NSP = Message("this model has no NSP head (it was imported without cls.seq_relationship); next-sentence "
+                 "prediction needs a BertForPreTraining checkpoint")
+
+
+@dataclass
+class Prediction:
+    """Both pre-training heads on one input, from one forward pass (``predict``)."""
+
+    tokens: list
+    masks: list  # [MaskPrediction] at every [MASK]; [] without an MLM head
+    p_is_next: float | None  # P(IsNext) (BERT §3.2) when B was given and the model has an NSP head
+    truncated: bool = False
+
+
+def predict(model, tokenizer, a: str, b: str | None = None, top_k: int = 5, head_mask=None,
+            max_len: int | None = None, require_mask: bool = False) -> Prediction:
+    """The top-k words at every [MASK] (BERT §3.1) and, for a pair, P(IsNext) (§3.2), in one forward pass over
+    ``[CLS] a [SEP] (b [SEP])``, the text tokenised once; ``head_mask`` (L, H) switches heads off (0 = off,
+    Michel et al. 2019). ``require_mask``: InputError when the text has no [MASK] (fill-mask's rule)."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise InputError(Message("top_k={top_k} must be a whole number >= 1", top_k=repr(top_k)))
+    limit = _max_len(model, max_len)
+    ids, types, truncated = encode_pair(tokenizer, a, b, limit)
+    if require_mask:
+        positions = require_masks(tokenizer, a, ids, truncated, limit)
+    else:
+        positions = mask_indices(tokenizer, ids)
+    if not getattr(model, "has_mlm_head", True):
+        positions = []
+    with eval_mode(model):
+        out = _forward(model, ids, types, head_mask=head_mask)
+        masks = []
+        if positions and out.mlm_logits is not None:
+            probs = torch.softmax(out.mlm_logits[0, positions].float(), dim=-1)
+            p, idx = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
+            for pos, pr, ix in zip(positions, p.tolist(), idx.tolist()):
+                masks.append(MaskPrediction(pos, list(zip(tokenizer.convert_ids_to_tokens(ix), map(float, pr)))))
+        p_next = None
+        if b is not None and getattr(model, "has_nsp_head", True) and out.nsp_logits is not None:
+            p_next = float(torch.softmax(out.nsp_logits[0].float(), dim=-1)[0])  # label 0 = IsNext
+    return Prediction(list(tokenizer.convert_ids_to_tokens(ids)), masks, p_next, truncated)
 
 
 def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_len: int | None = None) -> FillMaskResult:
     """Top-k tokens with probabilities for every [MASK] in ``text`` (masked LM, BERT §3.1)."""
     if not getattr(model, "has_mlm_head", True):
-        raise InputError(Message("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one); "
-                                 "fill-mask needs a model with cls.predictions"))
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise InputError(Message("top_k={top_k} must be a whole number >= 1", top_k=repr(top_k)))
-    ids, types, truncated, positions = mask_positions(tokenizer, text, _max_len(model, max_len))
-    with _eval_mode(model):
-        out = _forward(model, ids, types)
-        logits = out.mlm_logits
-        if logits is None:
-            raise InputError(Message("this model returned no MLM logits; fill-mask needs a model with "
-                                     "cls.predictions"))
-        probs = torch.softmax(logits[0, positions].float(), dim=-1)
-        p, idx = probs.topk(min(top_k, probs.shape[-1]), dim=-1)
-    p, idx = p.tolist(), idx.tolist()
-    masks = []
-    for pos, pr, ix in zip(positions, p, idx):
-        toks = tokenizer.convert_ids_to_tokens(ix)
-        masks.append(MaskPrediction(pos, [(t, float(q)) for t, q in zip(toks, pr)]))
-    return FillMaskResult(list(tokenizer.convert_ids_to_tokens(ids)), masks, truncated)
+        raise InputError(NO_MLM)
+    r = predict(model, tokenizer, text, None, top_k, max_len=max_len, require_mask=True)
+    return FillMaskResult(r.tokens, r.masks, r.truncated)
 
 
 def nsp_probability(model, tokenizer, a: str, b: str, max_len: int | None = None) -> float:
     """P(IsNext) that ``b`` follows ``a`` (next sentence prediction, BERT §3.2)."""
     if not getattr(model, "has_nsp_head", True):
-        raise InputError(Message("this model has no NSP head (it was imported without cls.seq_relationship); "
-                                 "next-sentence prediction needs a BertForPreTraining checkpoint"))
+        raise InputError(NO_NSP)
     if b is None:
         raise InputError(Message("sentence B is missing; NSP scores a pair of sentences"))
-    ids, types, _ = encode_pair(tokenizer, a, b, _max_len(model, max_len))
-    with _eval_mode(model):
-        out = _forward(model, ids, types)
-        if out.nsp_logits is None:
-            raise InputError(Message("this model returned no NSP logits; use a checkpoint with an NSP head"))
-        p = torch.softmax(out.nsp_logits[0].float(), dim=-1)[0]
-    return float(p)
+    return predict(model, tokenizer, a, b, max_len=max_len).p_is_next
 
 
 def inspect_pair(model, tokenizer, a: str, b: str | None = None, max_len: int | None = None) -> Inspection:
     """Tokens, segment ids, embedding parts, hidden states and all attention probabilities for one input."""
     ids, types, truncated = encode_pair(tokenizer, a, b, _max_len(model, max_len))
-    with _eval_mode(model):
+    with eval_mode(model):
         out = _forward(model, ids, types, output_attentions=True, output_hidden_states=True,
                        output_embeddings=True)
         att = torch.stack([x[0] for x in out.attentions]).float().numpy()

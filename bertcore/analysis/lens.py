@@ -10,7 +10,6 @@ apply: ``logit_lens`` raises ``InputError`` saying so.
 """
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +18,7 @@ from torch import Tensor
 from bertcore.analysis.inference import mask_positions
 from bertcore.errors import InputError
 from bertcore.message import Message
+from bertcore.model.modes import eval_mode
 
 NO_MLM_HEAD = Message("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one), so there is "
                       "no vocabulary readout for the logit lens; choose a model trained here or a "
@@ -36,19 +36,6 @@ class LensResult:
     word_prob: list | None = None  # [mask][layer] its probability
     applied: str = ""  # what was applied to the hidden states, in words
     truncated: bool = False
-
-
-@contextlib.contextmanager
-def readout_mode(model):
-    """Eval mode (dropout off) under inference_mode; restores the training flag afterwards."""
-    was = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            yield
-    finally:
-        if was:
-            model.train()
 
 
 def has_mlm_head(model) -> bool:
@@ -72,9 +59,8 @@ def lens_logits(model, hidden: Tensor) -> Tensor:
     """MLM logits of hidden states (L+1, ..., D) read as the lens does -> (L+1, ..., V).
 
     ``hidden[L]`` is the model's last hidden state (already through a final LayerNorm when there is one)."""
-    enc = model.bert.encoder
-    if hasattr(enc, "LayerNorm"):
-        hidden = torch.cat([enc.LayerNorm(hidden[:-1]), hidden[-1:]])
+    if model.config.final_layer_norm:
+        hidden = torch.cat([model.bert.encoder.final_norm(hidden[:-1]), hidden[-1:]])
     return model.mlm_logits_from(hidden)
 
 
@@ -110,7 +96,7 @@ def logit_lens(model, tokenizer, text: str, top_k: int = 5, word: str | None = N
     limit = int(max_len) if max_len is not None else int(model.config.max_position_embeddings)
     ids, types, truncated, positions = mask_positions(tokenizer, text, limit)
     wid = word_id(tokenizer, word) if word else None
-    with readout_mode(model):
+    with eval_mode(model):
         hs = torch.stack(hidden_states(model, ids, types))[:, positions]  # (L+1, M, D)
         probs = torch.softmax(lens_logits(model, hs).float(), dim=-1)  # (L+1, M, V)
         p, idx = probs.topk(min(top_k, probs.shape[-1]), dim=-1)  # (L+1, M, k)

@@ -21,11 +21,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bertcore.analysis.inference import encode_pair
-from bertcore.analysis.lens import NO_MLM_HEAD, has_mlm_head, readout_mode, word_id
+from bertcore.analysis.inference import encode_pair, mask_indices
+from bertcore.analysis.lens import NO_MLM_HEAD, has_mlm_head, word_id
 from bertcore.data.corpus import TOPICS, plural, verb_forms
 from bertcore.errors import InputError
 from bertcore.message import Message
+from bertcore.model.modes import eval_mode
+from bertcore.model.tap import Tap
 
 CHUNK_TOKENS = 1 << 16  # rows x tokens per batched run (bounds the memory of long inputs)
 SAME_ANSWER = 1e-6  # |d_B - d_A| below this: the normalised effect is undefined
@@ -51,34 +53,27 @@ def _encode(tokenizer, text: str, max_len: int) -> tuple[list, list, bool]:
     return encode_pair(tokenizer, text, None, max_len)
 
 
-def _embed(model, ids: list, types: list, rows: int = 1) -> Tensor:
+def state_name(n_layers: int, layer: int) -> str:
+    """The named tensor of hidden state ``layer`` (0 = embeddings output, L = the encoder's output, which for a
+    pre-norm model with a final LayerNorm includes it)."""
+    if layer == 0:
+        return "embeddings.output"
+    return "encoder.output" if layer == n_layers else f"layer.{layer - 1}.output"
+
+
+def final_states(model, ids: list, types: list, rows: int = 1, tap: Tap | None = None) -> Tensor:
+    """The encoder output (rows, T, D) of ``rows`` copies of one input, with ``tap``'s edits applied."""
     x = torch.tensor([ids], dtype=torch.long).expand(rows, -1)
     t = torch.tensor([types], dtype=torch.long).expand(rows, -1)
-    return model.bert.embeddings(x, t, torch.ones_like(x))  # (rows, T, D)
+    return model.bert(x, t, torch.ones_like(x), tap=tap)[0]
 
 
-def run_layers(model, x: Tensor, start: int, context_patch=None) -> Tensor:
-    """Hidden state after layer L from the hidden state ``x`` (B, T, D) after layer ``start`` (0 = embeddings).
-    ``context_patch`` is given to layer ``start + 1`` (see ``BertAttention.forward``)."""
-    enc = model.bert.encoder
-    layers = enc.layer
-    for i in range(start, len(layers)):
-        x, _ = layers[i](x, context_patch=context_patch if i == start else None)
-    if hasattr(enc, "LayerNorm") and start < len(layers):
-        x = enc.LayerNorm(x)
-    return x
-
-
-def clean_states(model, x0: Tensor) -> list:
-    """Hidden states 0..L of one run (1, T, D) each, through the same code path as the patched runs."""
-    enc = model.bert.encoder
-    hs = [x0]
-    for i, layer in enumerate(enc.layer):
-        x, _ = layer(hs[-1])
-        if hasattr(enc, "LayerNorm") and i == len(enc.layer) - 1:
-            x = enc.LayerNorm(x)
-        hs.append(x)
-    return hs
+def clean_run(model, ids: list, types: list, heads: bool = False) -> dict:
+    """Hidden states 0..L (and with ``heads`` every layer's head contexts) of one unpatched run."""
+    names = ["embeddings.output", "layer.*.output", "encoder.output"] + (["layer.*.attention.context"] if heads else [])
+    tap = Tap(names)
+    final_states(model, ids, types, tap=tap)
+    return tap.cache
 
 
 class _Readout:
@@ -129,7 +124,7 @@ def activation_patching(model, tokenizer, text_a: str, text_b: str, right: str |
         if not right or not wrong:
             raise InputError(Message("give a right and a wrong word (e.g. right 'is', wrong 'are'); the readout is "
                                      "logit(right) - logit(wrong) at the [MASK]"))
-        masks = [i for i, t in enumerate(ids_a) if t == tokenizer.mask_id]
+        masks = mask_indices(tokenizer, ids_a)
         if not masks:
             raise InputError(Message("text A has no [MASK]; write [MASK] where the right or the wrong word belongs, "
                                      "e.g. 'the cow [MASK] hungry .'"))
@@ -145,9 +140,11 @@ def activation_patching(model, tokenizer, text_a: str, text_b: str, right: str |
     cols = list(range(T)) if positions is None else sorted({int(p) for p in positions if 0 <= int(p) < T})
     if not cols:
         raise InputError(Message("no position to patch; choose positions in [0, {last}]", last=T - 1))
-    with readout_mode(model):
-        hs_a = clean_states(model, _embed(model, ids_a, types_a))
-        hs_b = clean_states(model, _embed(model, ids_b, types_b))
+    L = int(model.config.num_hidden_layers)
+    with eval_mode(model):
+        run_a, run_b = clean_run(model, ids_a, types_a, heads), clean_run(model, ids_b, types_b, heads)
+        hs_a = [run_a[state_name(L, i)] for i in range(L + 1)]
+        hs_b = [run_b[state_name(L, i)] for i in range(L + 1)]
         direction = None
         if not mlm:
             diff = (hs_b[-1][0, 0] - hs_a[-1][0, 0]).float()
@@ -155,14 +152,18 @@ def activation_patching(model, tokenizer, text_a: str, text_b: str, right: str |
             direction = diff / n if n > 0 else diff
         read = _Readout(model, position, r_id, w_id, direction)
         d_a, d_b = float(read(hs_a[-1])[0]), float(read(hs_b[-1])[0])
-        L = len(hs_a) - 1
         raw = np.zeros((L + 1, len(cols)))
         for layer in range(L + 1):
             for s, e in _chunks(len(cols), T):
-                x = hs_a[layer].expand(e - s, -1, -1).clone()  # (n, T, D)
                 pos = torch.tensor(cols[s:e])
-                x[torch.arange(e - s), pos] = hs_b[layer][0, pos]
-                raw[layer, s:e] = (read(run_layers(model, x, layer)) - d_a).numpy()
+
+                def swap(x, pos=pos, b=hs_b[layer]):  # row r takes B's state at position pos[r]
+                    x = x.clone()
+                    x[torch.arange(len(pos)), pos] = b[0, pos]
+                    return x
+
+                h = final_states(model, ids_a, types_a, e - s, Tap(edit={state_name(L, layer): swap}))
+                raw[layer, s:e] = (read(h) - d_a).numpy()
         if SAME_ANSWER <= abs(d_b - d_a) < 0.05:
             notes.append(f"A and B give almost the same answer (d_B - d_A = {d_b - d_a:.4g}); the normalised effect "
                          "divides by that and magnifies small changes; read the raw change too")
@@ -170,7 +171,7 @@ def activation_patching(model, tokenizer, text_a: str, text_b: str, right: str |
                           "logit_diff" if mlm else "cls_projection", position, d_a, d_b,
                           _normalise(raw, d_a, d_b), raw, cols, notes=notes)
         if heads:
-            res.head_raw = _head_raw(model, hs_a, hs_b, read, d_a)
+            res.head_raw = _head_raw(model, ids_a, types_a, run_b, read, d_a)
             res.head_effect = _normalise(res.head_raw, d_a, d_b)
     return res
 
@@ -184,30 +185,22 @@ def focus_positions(tokenizer, text_a: str, text_b: str, max_len: int) -> list:
     return [i for i, (x, y) in enumerate(zip(ids_a, ids_b)) if i == 0 or x != y or x == tokenizer.mask_id]
 
 
-def _context(model, layer: int, x: Tensor) -> Tensor:
-    """The concatenated head contexts (B, T, D) of encoder layer ``layer`` (0-based) on its input ``x``."""
-    att = model.bert.encoder.layer[layer].attention
-    ctx, _ = att.self(att.output.normalize_input(x))
-    return ctx
-
-
-def _head_raw(model, hs_a: list, hs_b: list, read, d_a: float) -> np.ndarray:
+def _head_raw(model, ids_a: list, types_a: list, run_b: dict, read, d_a: float) -> np.ndarray:
     """(L, H) d_patched - d_A with one head's context at one layer taken from B (every position)."""
-    cfg = model.config
-    L, H, dh = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.head_dim
-    T = hs_a[0].shape[1]
+    L, H = model.config.num_hidden_layers, model.config.num_attention_heads
+    T = len(ids_a)
     out = np.zeros((L, H))
     for layer in range(L):
-        ctx_b = _context(model, layer, hs_b[layer])  # (1, T, D)
+        ctx_b = run_b[f"layer.{layer}.attention.context"]  # (1, H, T, Dh)
         for s, e in _chunks(H, T):
-            def patch(ctx, s=s, e=e, ctx_b=ctx_b):
+            def swap(ctx, s=s, e=e, ctx_b=ctx_b):  # row r takes B's context of head s + r
                 ctx = ctx.clone()
                 for row, h in enumerate(range(s, e)):
-                    ctx[row, :, h * dh:(h + 1) * dh] = ctx_b[0, :, h * dh:(h + 1) * dh]
+                    ctx[row, h] = ctx_b[0, h]
                 return ctx
 
-            x = hs_a[layer].expand(e - s, -1, -1)
-            out[layer, s:e] = (read(run_layers(model, x, layer, context_patch=patch)) - d_a).numpy()
+            h = final_states(model, ids_a, types_a, e - s, Tap(edit={f"layer.{layer}.attention.context": swap}))
+            out[layer, s:e] = (read(h) - d_a).numpy()
     return out
 
 

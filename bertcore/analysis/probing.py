@@ -29,6 +29,7 @@ from bertcore.errors import InputError
 from bertcore.io.checkpoint import atomic_write, load_checkpoint
 from bertcore.io.steps import list_steps, load_step, step_path
 from bertcore.message import Message
+from bertcore.model.modes import eval_mode
 
 L2 = 1e-2
 MAX_ITER = 30
@@ -124,13 +125,11 @@ def _chance(train: list[str], test: list[str]) -> float:
 def hidden_states(model, sequences: list[list[int]], batch: int = 256) -> list[torch.Tensor]:
     """Every layer's hidden states of each sequence: ``out[i]`` is (L+1, T_i, D), float32. Sequences of one
     length run together unpadded, so the numbers do not depend on the padding mask."""
-    was = model.training
-    model.eval()
     out: list = [None] * len(sequences)
     by_len: dict[int, list[int]] = {}
     for i, s in enumerate(sequences):
         by_len.setdefault(len(s), []).append(i)
-    try:
+    with eval_mode(model):
         for _, idx in sorted(by_len.items()):
             for k in range(0, len(idx), batch):
                 part = idx[k:k + batch]
@@ -140,8 +139,6 @@ def hidden_states(model, sequences: list[list[int]], batch: int = 256) -> list[t
                 h = torch.stack([t.float() for t in o.hidden_states], 1)  # (B, L+1, T, D)
                 for j, i in enumerate(part):
                     out[i] = h[j]
-    finally:
-        model.train(was)
     return out
 
 

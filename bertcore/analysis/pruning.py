@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from bertcore.analysis.ablation import evaluate, head_mask_for
+from bertcore.model.modes import eval_mode
 
 
 def _dims(model) -> tuple[int, int]:
@@ -29,10 +30,8 @@ def gradient_importance(model, batches: list[dict]) -> torch.Tensor:
     if not getattr(model, "has_mlm_head", True) or not getattr(model, "has_nsp_head", True):
         evaluate(model, [])  # raises the InputError that says why (no MLM or NSP head)
     L, H = _dims(model)
-    was_training = model.training
-    model.eval()
     total = torch.zeros(L, H, dtype=torch.float64)
-    try:
+    with eval_mode(model, grad=True):  # the gradient with respect to the head mask
         for b in batches:
             if len(b["nsp_labels"]) == 0:
                 continue
@@ -41,8 +40,6 @@ def gradient_importance(model, batches: list[dict]) -> torch.Tensor:
                         mlm_labels=b["mlm_labels"], nsp_labels=b["nsp_labels"], head_mask=xi)
             (grad,) = torch.autograd.grad(out.mlm_loss + out.nsp_loss, xi)
             total += grad.detach().abs().double()
-    finally:
-        model.train(was_training)
     return total
 
 

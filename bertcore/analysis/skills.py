@@ -12,10 +12,12 @@ from dataclasses import dataclass
 
 import torch
 
+from bertcore.analysis.inference import mask_indices
 from bertcore.data.corpus import Corpus
 from bertcore.data.pretraining import build_pair, pad_batch
 from bertcore.data.skill_items import CHANCE, SKILLS, SkillItem, builtin_items
 from bertcore.data.user_text import clean_text
+from bertcore.model.modes import eval_mode
 
 BATCH = 512  # sequences per forward pass
 LEVELS = (0.75, 0.9)  # the levels a "first passed" sentence reports
@@ -106,7 +108,7 @@ class SkillSuite:
         if right is None or wrong is None or right == wrong:
             return False
         ids, types, _ = self._encode(it.text, it.text_b)
-        at = [i for i, t in enumerate(ids) if t == tok.mask_id]
+        at = mask_indices(tok, ids)
         if len(at) != 1:
             return False
         self._mlm.ids.append(ids)
@@ -126,9 +128,7 @@ class SkillSuite:
         needs (``mlm_labels``: the last layer and the MLM head run at [CLS] and the [MASK] alone; the same
         numbers as the full forward pass of fill-mask)."""
         out = [0.0] * len(self.items)
-        was_training = model.training
-        model.eval()
-        try:
+        with eval_mode(model):
             dev = next(model.parameters()).device
             enc = self._mlm
             for batch in self._batches(enc.ids):
@@ -149,8 +149,6 @@ class SkillSuite:
                     p_next[k] = p  # P(IsNext): label 0
             for k, item in enumerate(self._nsp_items):
                 out[item] = p_next[enc.right[k]] - p_next[enc.wrong[k]]
-        finally:
-            model.train(was_training)
         return out
 
     @staticmethod

@@ -19,6 +19,7 @@ from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
 from bertcore.message import Message
 from bertcore.model.bert import init_model
 from bertcore.model.classification import BertForSequenceClassification
+from bertcore.model.modes import eval_mode
 
 MINILM_LR = 5e-5  # all-MiniLM-L6-v2's encoder learning rate (BERT §A.3's range at base size)
 
@@ -64,13 +65,9 @@ def classify(model, tokenizer, text_a: str, text_b: str | None = None) -> list[f
     """Class probabilities softmax(logits) for one text or pair, in ``model.labels`` order (eval mode)."""
 
     ids, types, _ = encode_pair(tokenizer, text_a, text_b, model.config.max_position_embeddings)
-    was = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         x = torch.tensor([ids])
         logits = model(x, torch.tensor([types]), torch.ones_like(x)).logits[0]
-    finally:
-        model.train(was)
     return torch.softmax(logits.float(), -1).tolist()
 
 

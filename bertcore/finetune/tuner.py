@@ -28,6 +28,7 @@ from bertcore.message import Message
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.history import History
 from bertcore.training.loop import Stoppable, run_steps
+from bertcore.model.modes import eval_mode
 
 
 @dataclass
@@ -190,13 +191,9 @@ class FineTuner(Stoppable):
     @torch.no_grad()
     def evaluate(self) -> dict:
         """Held-out loss and accuracy on the task's fixed held-out split (eval mode, no dropout)."""
-        was = self.model.training
-        self.model.eval()
-        try:
+        with eval_mode(self.model):
             d = self.eval_data
             out = self.model(d["input_ids"], d["token_type_ids"], d["attention_mask"], d["labels"])
-        finally:
-            self.model.train(was)
         acc = float((out.logits.argmax(-1) == d["labels"]).float().mean())
         return {"eval_loss": float(out.loss), "eval_accuracy": acc}
 

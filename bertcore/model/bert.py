@@ -21,7 +21,9 @@ from torch import Tensor, nn
 
 from bertcore.config import BertConfig
 from bertcore.model.functional import activation, cross_entropy_and_hits
-from bertcore.model.layers import BertEmbeddings, BertEncoder, Dropout, UnbiasedStdLayerNorm, layer_norm
+from bertcore.model.attention import Dropout, Rows
+from bertcore.model.layers import BertEmbeddings, BertEncoder, UnbiasedStdLayerNorm, layer_norm
+from bertcore.model.tap import Tap, tap_or_none
 
 
 class BertPooler(nn.Module):
@@ -36,12 +38,61 @@ class BertPooler(nn.Module):
 
 
 class BertModel(nn.Module):
+    """The encoder BERT's heads share (BERT §3): embeddings -> L layers -> pooled [CLS]. One forward for every
+    head and every analysis: pre-training, classification, the lens, patching, ablation, probes, explain."""
+
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if config.nsp_head == "pooler" else None
+
+    def attention_mask(self, attention_mask: Tensor | None) -> Tensor | None:
+        """(B, T) 1/0 -> (B, 1, 1, T) bool, True = a key that may be attended; None when nothing is padded or
+        the config has no padding mask (the blog's BertModel)."""
+        if attention_mask is None or not self.config.attention_padding_mask or bool(attention_mask.all()):
+            return None
+        return attention_mask[:, None, None, :].bool()
+
+    def head_mask(self, head_mask: Tensor | None) -> Tensor | None:
+        """(H,) or (L, H) -> (L, H) float; None stays None."""
+        if head_mask is None:
+            return None
+        L, H = self.config.num_hidden_layers, self.config.num_attention_heads
+        head_mask = torch.as_tensor(head_mask, dtype=torch.float32)
+        if head_mask.shape == (H,):
+            head_mask = head_mask.expand(L, H)
+        if head_mask.shape != (L, H):
+            raise ValueError(f"head_mask has shape {tuple(head_mask.shape)}; give ({L}, {H}) (layers, heads) or ({H},)")
+        return head_mask
+
+    def forward(self, input_ids: Tensor | None, token_type_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None, head_mask: Tensor | None = None, tap: Tap | None = None,
+                last_layer_rows: Rows | None = None, word_embeds: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """input_ids, token_type_ids (0/1), attention_mask: (B, T). Returns the last hidden state (B, T, D) and
+        the pooled [CLS] (B, D): tanh(W h_[CLS] + b) with a pooler, h_[CLS] without.
+
+        ``tap`` reads or replaces named tensors (``bertcore.model.tap``). ``last_layer_rows`` (slots, valid) runs
+        the last layer only at those rows (slot 0 of every sequence must be position 0, [CLS]); the hidden state is
+        then (N, D). ``word_embeds`` (B, T, D) replaces the word-embedding lookup (attribution methods).
+        ``head_mask`` (L, H) or (H,): each head's probabilities times its entry (0 = head off)."""
+        ref = input_ids if input_ids is not None else word_embeds[..., 0]
+        B, T = ref.shape
+        if T > self.config.max_position_embeddings:
+            raise ValueError(f"input has {T} tokens but max_position_embeddings={self.config.max_position_embeddings};"
+                             " truncate the input")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(B, T, dtype=torch.long, device=ref.device)
+        x = self.embeddings(input_ids, token_type_ids, attention_mask, tap, word_embeds)  # (B, T, D)
+        h = self.encoder(x, self.attention_mask(attention_mask), self.head_mask(head_mask), tap, last_layer_rows)
+        if last_layer_rows is None:
+            cls_h = h[:, 0]  # (B, D)
+        else:  # h: (N, D) in (sequence, slot) order; slot 0 of each sequence is [CLS]
+            counts = last_layer_rows[1].sum(1)
+            cls_h = h[torch.cumsum(counts, 0) - counts]
+        pooled = self.pooler(cls_h) if self.pooler is not None else cls_h
+        return h, tap_or_none(tap, "pooler.output", pooled)
 
 
 class BertPredictionHeadTransform(nn.Module):
@@ -74,14 +125,14 @@ class BertLMPredictionHead(nn.Module):
         else:
             self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
 
-    def forward(self, h: Tensor) -> Tensor:
+    def forward(self, h: Tensor, tap: Tap | None = None) -> Tensor:
         """(..., D) -> (..., V) logits."""
         if self.kind == "linear":
-            return self.decoder(h)
-        h = self.transform(h)
+            return tap_or_none(tap, "mlm.logits", self.decoder(h))
+        h = tap_or_none(tap, "mlm.transform", self.transform(h))
         if self.kind == "mlp":
-            return self.decoder(h)
-        return F.linear(h, self._tied[0].weight, self.bias)
+            return tap_or_none(tap, "mlm.logits", self.decoder(h))
+        return tap_or_none(tap, "mlm.logits", F.linear(h, self._tied[0].weight, self.bias))
 
 
 class BertPreTrainingHeads(nn.Module):
@@ -90,9 +141,10 @@ class BertPreTrainingHeads(nn.Module):
         self.predictions = BertLMPredictionHead(config, word_embeddings)
         self.seq_relationship = nn.Linear(config.hidden_size, 2)  # index 0 = IsNext, 1 = NotNext (HF convention)
 
-    def forward(self, sequence_output: Tensor | None, pooled_output: Tensor) -> tuple[Tensor | None, Tensor]:
-        mlm = self.predictions(sequence_output) if sequence_output is not None else None
-        return mlm, self.seq_relationship(pooled_output)
+    def forward(self, sequence_output: Tensor | None, pooled_output: Tensor,
+                tap: Tap | None = None) -> tuple[Tensor | None, Tensor]:
+        mlm = self.predictions(sequence_output, tap) if sequence_output is not None else None
+        return mlm, tap_or_none(tap, "nsp.logits", self.seq_relationship(pooled_output))
 
 
 @dataclass
@@ -159,18 +211,6 @@ class BertForPreTraining(nn.Module):
             if isinstance(m, Dropout):
                 m.generator = gen
 
-    def _check_head_mask(self, head_mask: Tensor | None) -> Tensor | None:
-        """(H,) or (L, H) -> (L, H) float; None stays None."""
-        if head_mask is None:
-            return None
-        L, H = self.config.num_hidden_layers, self.config.num_attention_heads
-        head_mask = torch.as_tensor(head_mask, dtype=torch.float32)
-        if head_mask.shape == (H,):
-            head_mask = head_mask.expand(L, H)
-        if head_mask.shape != (L, H):
-            raise ValueError(f"head_mask has shape {tuple(head_mask.shape)}; give ({L}, {H}) (layers, heads) or ({H},)")
-        return head_mask
-
     @staticmethod
     def _loss_rows(selected: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """The rows the losses read: [CLS] (NSP) and the selected positions (MLM) of each sequence.
@@ -198,48 +238,35 @@ class BertForPreTraining(nn.Module):
         output_hidden_states: bool = False,
         output_embeddings: bool = False,
         head_mask: Tensor | None = None,
+        tap: Tap | None = None,
     ) -> PreTrainingOutput:
         """input_ids, token_type_ids (0/1), attention_mask: (B, T). With ``mlm_labels`` (B, T; -100 = not
-        selected) ``mlm_logits`` holds only the selected rows (N, V), and unless attentions or hidden states
-        are asked for, the last layer runs only at [CLS] and those rows (same numbers, less work).
+        selected) ``mlm_logits`` holds only the selected rows (N, V), and unless something is read, the last layer
+        runs only at [CLS] and those rows (same numbers, less work).
         ``head_mask``: float (L, H) or (H,) for every layer; each head's attention probabilities are multiplied
-        by its entry, so 0 removes that head's context vector (head ablation, Michel et al. 2019; HF semantics)."""
-        cfg = self.config
-        B, T = input_ids.shape
-        if T > cfg.max_position_embeddings:
-            raise ValueError(
-                f"input has {T} tokens but max_position_embeddings={cfg.max_position_embeddings}; truncate the input"
-            )
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        mask = None
-        if attention_mask is not None and cfg.attention_padding_mask and not bool(attention_mask.all()):
-            mask = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T): padded keys get no attention
-        head_mask = self._check_head_mask(head_mask)
-        parts: dict | None = {} if output_embeddings else None
-        x = self.bert.embeddings(input_ids, token_type_ids, attention_mask, parts)  # (B, T, D)
-
+        by its entry, so 0 removes that head's context vector (head ablation, Michel et al. 2019; HF semantics).
+        ``tap``: named tensors to read or replace (``bertcore.model.tap``); ``output_attentions``,
+        ``output_hidden_states`` and ``output_embeddings`` read the usual ones through it."""
+        tap = _with_outputs(tap, output_attentions, output_hidden_states, output_embeddings)
         selected = mlm_labels != -100 if mlm_labels is not None else None  # (B, T)
         rows = None
-        if selected is not None and not output_attentions and not output_hidden_states:
+        if selected is not None and tap is None:
             slots, valid, counts = self._loss_rows(selected)
             rows = (slots, valid)
-        h, hidden, attns = self.bert.encoder(x, mask, head_mask, output_attentions, output_hidden_states, rows)
+        h, pooled = self.bert(input_ids, token_type_ids, attention_mask, head_mask, tap, rows)
         if rows is None:  # h: (B, T, D)
-            cls_h = h[:, 0]
             positions = selected.nonzero(as_tuple=True) if selected is not None else None
             seq_out = h[positions] if positions is not None else (h if self.has_mlm_head else None)
         else:  # h: (N, D), row-major (sequence, slot)
-            cls_h = h[torch.cumsum(counts, 0) - counts]  # slot 0 of each sequence
+            B = input_ids.shape[0]
             rb = torch.arange(B, device=slots.device)[:, None].expand_as(slots)[valid]
             rp = slots[valid]
             is_mlm = selected[rb, rp]
             positions = (rb[is_mlm], rp[is_mlm])  # same order as selected.nonzero(): by sequence, then position
             seq_out = h[is_mlm]
-        pooled = self.bert.pooler(cls_h) if self.bert.pooler is not None else cls_h  # (B, D)
         # Without MLM weights (e.g. all-MiniLM-L6-v2) logits would be random, and for a 30522-word vocabulary
         # most of an inspect call, so they are not computed.
-        mlm_logits, nsp_logits = self.cls(seq_out, pooled)  # (B, T, V) or (N, V); (B, 2)
+        mlm_logits, nsp_logits = self.cls(seq_out, pooled, tap)  # (B, T, V) or (N, V); (B, 2)
 
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits)
         if selected is not None:
@@ -251,14 +278,45 @@ class BertForPreTraining(nn.Module):
         losses = [v for v in (out.mlm_loss, out.nsp_loss) if v is not None]
         if losses:
             out.loss = sum(losses)
-        out.attentions = tuple(attns) if attns is not None else None
-        out.hidden_states = tuple(hidden) if hidden is not None else None
-        out.embeddings = parts
+        if tap is not None:
+            c, L = tap.cache, self.config.num_hidden_layers
+            if output_attentions:
+                out.attentions = tuple(c[f"layer.{i}.attention.probs"] for i in range(L))
+            if output_hidden_states:
+                out.hidden_states = (c["embeddings.output"], *(c[f"layer.{i}.output"] for i in range(L - 1)),
+                                     c["encoder.output"])
+            if output_embeddings:
+                tok = c["embeddings.token"]
+                out.embeddings = {"token": tok, "position": c["embeddings.position"],
+                                  "segment": c.get("embeddings.segment", torch.zeros_like(tok)),
+                                  "sum": c["embeddings.sum"], "normed": c["embeddings.output"]}
         return out
+
+    def run_with_cache(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                       attention_mask: Tensor | None = None, names="*", **kw) -> tuple[PreTrainingOutput, dict]:
+        """One forward pass that keeps the named tensors ``names`` (names or glob patterns; all by default):
+        ``(output, {name: tensor})``. Run it in eval mode (``eval_mode``) to read the model as it predicts."""
+        tap = Tap(names, kw.pop("edit", None))
+        out = self(input_ids, token_type_ids, attention_mask, tap=tap, **kw)
+        return out, tap.cache
 
     def mlm_logits_from(self, h: Tensor) -> Tensor:
         """Apply the MLM head to hidden states (..., D) -> (..., V)."""
         return self.cls.predictions(h)
+
+
+def _with_outputs(tap: Tap | None, attentions: bool, hidden_states: bool, embeddings: bool) -> Tap | None:
+    """``tap`` reading also what the ``output_*`` flags ask for (a new Tap when there was none)."""
+    want = []
+    if attentions:
+        want.append("layer.*.attention.probs")
+    if hidden_states:
+        want += ["embeddings.output", "layer.*.output", "encoder.output"]
+    if embeddings:
+        want.append("embeddings.*")
+    if not want:
+        return tap
+    return (tap if tap is not None else Tap()).read_also(want)
 
 
 def embedding_init(config: BertConfig, rows: int) -> str:

@@ -28,32 +28,6 @@ class ClassifierOutput:
     logits: Tensor  # (B, num_labels)
 
 
-def encode(bert: BertModel, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor | None,
-           gen: torch.Generator | None) -> Tensor:
-    """Final hidden states (B, T, D) of ``bert``: embeddings, then the encoder (pre-norm adds its final LayerNorm).
-
-    Uses the sub-modules' own forwards where they have them (branch ``model``: ``BertEncoder.forward``);
-    otherwise the block-by-block path of the current ``bertcore.model.bert``. Both give the same numbers.
-    """
-    pad = attention_mask is not None and not bool(attention_mask.all())
-    if type(bert.encoder).forward is not nn.Module.forward:
-        mask = attention_mask[:, None, None, :].bool() if pad and getattr(bert.config, "attention_padding_mask",
-                                                                          True) else None
-        x = bert.embeddings(input_ids, token_type_ids, attention_mask, None)
-        return bert.encoder(x, mask)[0]
-    bool_mask = add_mask = None
-    if pad:
-        keep = attention_mask[:, None, None, :].bool()  # (B, 1, 1, T): padded keys get no attention
-        bool_mask = keep
-        add_mask = torch.zeros(keep.shape, dtype=torch.float32).masked_fill(~keep, torch.finfo(torch.float32).min)
-    x = bert.embeddings(input_ids, token_type_ids, gen, None)
-    for layer in bert.encoder.layer:
-        x, _ = layer(x, bool_mask, add_mask, gen, False)
-    if bert.config.norm_placement == "pre":
-        x = bert.encoder.LayerNorm(x)
-    return x
-
-
 class BertForSequenceClassification(nn.Module):
     """``bert`` (encoder + pooler) -> dropout -> ``classifier`` Linear(hidden, num_labels)."""
 
@@ -100,19 +74,12 @@ class BertForSequenceClassification(nn.Module):
     def pooled(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
                attention_mask: Tensor | None = None) -> Tensor:
         """The sentence representation (B, D): tanh pooler over h_[CLS] (BERT §3.2), or h_[CLS] without pooler."""
-        if token_type_ids is None:
-            token_type_ids = torch.zeros_like(input_ids)
-        train_encoder = self.training and not self.freeze_encoder
-        gen = self.dropout_generator if train_encoder else None
-        self.bert.train(train_encoder)
+        self.bert.train(self.training and not self.freeze_encoder)
         try:
             with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze_encoder):
-                h = encode(self.bert, input_ids, token_type_ids, attention_mask, gen)[:, 0]  # (B, D)
-                if self.bert.pooler is not None:
-                    h = torch.tanh(self.bert.pooler.dense(h))  # BertPooler: tanh(W h_[CLS] + b)
+                return self.bert(input_ids, token_type_ids, attention_mask)[1]  # (B, D)
         finally:
             self.bert.train(self.training)
-        return h
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None, attention_mask: Tensor | None = None,
                 labels: Tensor | None = None) -> ClassifierOutput:

@@ -1,7 +1,7 @@
 """The encoder of BERT (Devlin et al. 2019, §3), one module per HF ``modeling_bert`` name, each with its forward.
 
-BertEmbeddings -> BertEncoder = L x BertLayer, and BertLayer = BertAttention (BertSelfAttention + BertSelfOutput)
-followed by the FFN (BertIntermediate + BertOutput). Where the LayerNorm sits is ``config.norm_placement``:
+BertEmbeddings -> BertEncoder = L x BertLayer, and BertLayer = BertAttention (BertSelfAttention, in
+``attention.py``, + BertSelfOutput) followed by the FFN (BertIntermediate + BertOutput). Where the LayerNorm sits is ``config.norm_placement``:
 
     post (BERT, d2l):               x = LN(x + Drop(F(x)))
     pre (codertimo, Annotated):     x = x + Drop(F(LN(x)))
@@ -12,6 +12,10 @@ and with ``config.block_dropout`` each block ends in x = Drop(x) (BERT-pytorch's
 In every placement the two LayerNorms keep their HF names (``attention.output.LayerNorm``, ``output.LayerNorm``),
 so HF import and export stay a key-for-key copy.
 
+Every tensor a teacher points at passes through ``tap(name, x)`` (``bertcore.model.tap``): ``embeddings.*``,
+``layer.{i}.attention.*``, ``layer.{i}.ffn.*``, ``layer.{i}.output``, ``encoder.output``. With ``tap=None``
+nothing is recorded or replaced.
+
 Row subset: ``rows = (slots, valid)`` asks a layer for its output only at ``slots`` (B, M) where ``valid`` (B, M);
 keys and values still come from every position, so those rows equal the full computation's. The training path
 uses it for the last layer, whose output the losses read only at [CLS] and at the masked positions.
@@ -21,13 +25,13 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcore.config import BertConfig
-from bertcore.model.functional import activation, dropout, layer_norm_unbiased_std, sinusoidal_table
+from bertcore.model.attention import BertSelfAttention, Dropout, Rows
+from bertcore.model.functional import activation, layer_norm_unbiased_std, sinusoidal_table
+from bertcore.model.tap import Tap, tap_or_none
 
-Rows = tuple[Tensor, Tensor]  # (slots (B, M) long, valid (B, M) bool)
 
 
 def take_rows(x: Tensor, rows: Rows | None) -> Tensor:
@@ -36,19 +40,6 @@ def take_rows(x: Tensor, rows: Rows | None) -> Tensor:
         return x
     slots, valid = rows
     return x.gather(1, slots[..., None].expand(-1, -1, x.shape[-1]))[valid]
-
-
-class Dropout(nn.Module):
-    """Dropout that draws its mask from ``self.generator`` when one is set (BertForPreTraining.set_dropout_generator)
-    so that two trainers in two threads each get the run a solo run with the same seed gets."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
-        self.generator: torch.Generator | None = None
-
-    def forward(self, x: Tensor) -> Tensor:
-        return dropout(x, self.p, self.training, self.generator)
 
 
 class UnbiasedStdLayerNorm(nn.Module):
@@ -110,7 +101,7 @@ class BertEmbeddings(nn.Module):
         return token_type_ids
 
     def forward(self, input_ids: Tensor | None, token_type_ids: Tensor, attention_mask: Tensor | None = None,
-                parts: dict | None = None, word_embeds: Tensor | None = None) -> Tensor:
+                tap: Tap | None = None, word_embeds: Tensor | None = None) -> Tensor:
         """``word_embeds`` (B, T, D), when given, replaces ``word_embeddings(input_ids)`` (attribution methods
         differentiate with respect to it); scale, positions, segments and the LayerNorm apply as usual."""
         tok = self.word_embeddings(input_ids) if word_embeds is None else word_embeds  # (B, T, D)
@@ -118,162 +109,123 @@ class BertEmbeddings(nn.Module):
         if self.scale != 1.0:
             tok = tok * self.scale
         pos = self.position_table()[:T].unsqueeze(0)  # (1, T, D)
+        if tap is not None:
+            tok = tap("embeddings.token", tok)
+            pos = tap("embeddings.position", pos.expand_as(tok))
         x = tok + pos
         if self.config.type_vocab_size:
             seg = self.token_type_embeddings(self.segment_ids(token_type_ids, attention_mask))  # (B, T, D)
-            x = x + seg
-        else:
-            seg = torch.zeros_like(tok)
-        normed = self.LayerNorm(x) if self.config.embedding_layer_norm else x
-        if parts is not None:
-            parts.update(token=tok, position=pos.expand_as(tok), segment=seg, sum=x, normed=normed)
-        return self.dropout(normed) if self.dropout is not None else normed
+            x = x + tap_or_none(tap, "embeddings.segment", seg)
+        x = tap_or_none(tap, "embeddings.sum", x)
+        if self.config.embedding_layer_norm:
+            x = self.LayerNorm(x)
+        if self.dropout is not None:
+            x = self.dropout(x)
+        return tap_or_none(tap, "embeddings.output", x)
 
 
-class BertSelfAttention(nn.Module):
-    """Multi-head scaled dot-product attention: softmax(Q K^T / sqrt(d_k)) V per head (Vaswani §3.2.1-3.2.2).
+class Residual(nn.Module):
+    """dense -> dropout -> residual connection, with the LayerNorm where ``norm_placement`` puts it.
 
-    Runs through ``F.scaled_dot_product_attention`` unless the probabilities are asked for, or attention dropout
-    must draw from a private generator; then an explicit softmax runs. The two agree to 1e-5 (tests/test_model.py).
-    """
+    ``name`` is the tap prefix (``layer.0.attention`` or ``layer.0.ffn``): ``{name}.output`` is the dense output
+    before dropout, ``{name}.ln_input`` / ``{name}.ln_output`` what the LayerNorm reads and gives, and
+    ``{name}.residual`` the sublayer's result."""
 
-    def __init__(self, config: BertConfig):
-        super().__init__()
-        d = config.hidden_size
-        self.n_heads = config.num_attention_heads
-        self.head_dim = config.head_dim
-        self.query = nn.Linear(d, d)
-        self.key = nn.Linear(d, d)
-        self.value = nn.Linear(d, d)
-        self.dropout = Dropout(config.attention_probs_dropout_prob)
-
-    def _heads(self, x: Tensor, n: int) -> Tensor:
-        """(B, T, n*D) -> n tensors (B, H, T, Dh)."""
-        B, T, _ = x.shape
-        return x.view(B, T, n, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
-
-    def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                output_attentions: bool = False, rows: Rows | None = None) -> tuple[Tensor, Tensor | None]:
-        """x (B, T, D); mask (B, 1, 1, T) bool, True = may attend; head_mask (H,) multiplies each head's
-        probabilities. Returns the context (B, T, D), or (N, D) at ``rows``, and the probabilities or None."""
-        B, T, D = x.shape
-        if rows is None:  # one fused projection instead of three small matmuls (same weights, HF names kept)
-            w = torch.cat([self.query.weight, self.key.weight, self.value.weight])  # (3D, D)
-            b = torch.cat([self.query.bias, self.key.bias, self.value.bias])
-            q, k, v = self._heads(F.linear(x, w, b), 3)  # each (B, H, T, Dh)
-        else:
-            slots = rows[0]
-            xq = x.gather(1, slots[..., None].expand(-1, -1, D))  # (B, M, D)
-            (q,) = self._heads(self.query(xq), 1)  # (B, H, M, Dh)
-            w = torch.cat([self.key.weight, self.value.weight])  # (2D, D)
-            b = torch.cat([self.key.bias, self.value.bias])
-            k, v = self._heads(F.linear(x, w, b), 2)  # each (B, H, T, Dh)
-        drop = self.dropout.p if self.training else 0.0
-        probs = None
-        if not output_attentions and not (drop and self.dropout.generator is not None):
-            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)  # (B, H, T|M, Dh)
-        else:
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(self.head_dim))  # (B, H, T|M, T)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-            probs = scores.softmax(dim=-1)  # rows sum to 1
-            if head_mask is not None:  # HF semantics: a masked head's probabilities (and context) become 0
-                probs = probs * head_mask[None, :, None, None]
-                head_mask = None
-            ctx = self.dropout(probs) @ v  # (B, H, T|M, Dh)
-        if head_mask is not None:  # (m P) V = m (P V): the SDPA path scales each head's context instead
-            ctx = ctx * head_mask[None, :, None, None]
-        ctx = ctx.transpose(1, 2).reshape(B, -1, D)  # (B, T|M, D), heads concatenated
-        if rows is not None:
-            ctx = ctx[rows[1]]  # (N, D)
-        return ctx, (probs if output_attentions else None)
-
-
-class _Residual(nn.Module):
-    """dense -> dropout -> residual connection with the LayerNorm where ``norm_placement`` puts it."""
-
-    def __init__(self, config: BertConfig, d_in: int):
+    def __init__(self, config: BertConfig, d_in: int, name: str):
         super().__init__()
         self.placement = config.norm_placement
         self.dense = nn.Linear(d_in, config.hidden_size)
         self.LayerNorm = layer_norm(config)
         self.dropout = Dropout(config.hidden_dropout_prob)
+        self.name = name
 
-    def normalize_input(self, x: Tensor) -> Tensor:
+    def norm(self, x: Tensor, tap: Tap | None) -> Tensor:
+        if tap is None:
+            return self.LayerNorm(x)
+        return tap(f"{self.name}.ln_output", self.LayerNorm(tap(f"{self.name}.ln_input", x)))
+
+    def normalize_input(self, x: Tensor, tap: Tap | None = None) -> Tensor:
         """The sublayer's input: LN(x) in pre-norm, x otherwise."""
-        return self.LayerNorm(x) if self.placement == "pre" else x
+        return self.norm(x, tap) if self.placement == "pre" else x
 
-    def forward(self, h: Tensor, residual: Tensor) -> Tensor:
-        h = self.dropout(self.dense(h))
+    def forward(self, h: Tensor, residual: Tensor, tap: Tap | None = None) -> Tensor:
+        h = self.dropout(tap_or_none(tap, f"{self.name}.output", self.dense(h)))
         if self.placement == "post":
-            return self.LayerNorm(h + residual)
+            return self.norm(h + residual, tap)
         if self.placement == "pre":
             return residual + h
-        return residual + self.LayerNorm(h)  # sublayer_output
+        return residual + self.norm(h, tap)  # sublayer_output
 
 
-class BertSelfOutput(_Residual):
+class BertSelfOutput(Residual):
     """Attention output projection W^O, dropout and the residual connection with its LayerNorm."""
 
-    def __init__(self, config: BertConfig):
-        super().__init__(config, config.hidden_size)
+    def __init__(self, config: BertConfig, name: str = "attention"):
+        super().__init__(config, config.hidden_size, name)
 
 
 class BertAttention(nn.Module):
-    def __init__(self, config: BertConfig):
+    """Self-attention and its residual sublayer; ``{name}.residual`` is the sublayer's result."""
+
+    def __init__(self, config: BertConfig, name: str = "attention"):
         super().__init__()
-        self.self = BertSelfAttention(config)
-        self.output = BertSelfOutput(config)
+        self.self = BertSelfAttention(config, name)
+        self.output = BertSelfOutput(config, name)
+        self.name = name
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                output_attentions: bool = False, rows: Rows | None = None,
-                context_patch=None) -> tuple[Tensor, Tensor | None]:
-        """``context_patch``: a function (B, T, D) -> (B, T, D) applied to the heads' concatenated context before
-        W^O (activation patching of single heads, bertcore.analysis.patching); None = the plain forward."""
-        ctx, probs = self.self(self.output.normalize_input(x), mask, head_mask, output_attentions, rows)
-        if context_patch is not None:
-            ctx = context_patch(ctx)
-        return self.output(ctx, take_rows(x, rows)), probs  # (B, T, D) or (N, D)
+                tap: Tap | None = None, rows: Rows | None = None) -> Tensor:
+        ctx = self.self(self.output.normalize_input(x, tap), mask, head_mask, tap, rows)  # (B, T, D) or (N, D)
+        out = self.output(ctx, take_rows(x, rows), tap)
+        return tap_or_none(tap, f"{self.name}.residual", out)
 
 
 class BertIntermediate(nn.Module):
     """act(W1 x + b1), the FFN's first half (Vaswani §3.3); dropout after it if ffn_dropout (codertimo, Annotated)."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, name: str = "ffn"):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
         self.act = activation(config.hidden_act)
         self.dropout = Dropout(config.hidden_dropout_prob) if config.ffn_dropout else None
+        self.name = name
 
-    def forward(self, x: Tensor) -> Tensor:
-        h = self.act(self.dense(x))  # (..., F)
+    def forward(self, x: Tensor, tap: Tap | None = None) -> Tensor:
+        h = self.dense(x)  # (..., F)
+        if tap is not None:
+            h = tap(f"{self.name}.intermediate", self.act(tap(f"{self.name}.pre_activation", h)))
+        else:
+            h = self.act(h)
         return self.dropout(h) if self.dropout is not None else h
 
 
-class BertOutput(_Residual):
+class BertOutput(Residual):
     """W2 h + b2, dropout and the FFN's residual connection with its LayerNorm."""
 
-    def __init__(self, config: BertConfig):
-        super().__init__(config, config.intermediate_size)
+    def __init__(self, config: BertConfig, name: str = "ffn"):
+        super().__init__(config, config.intermediate_size, name)
 
 
 class BertLayer(nn.Module):
     """One encoder block: self-attention, then the position-wise FFN, each in a residual connection; with
-    ``block_dropout`` a dropout of the block's output (BERT-pytorch's TransformerBlock: ``return self.dropout(x)``)."""
+    ``block_dropout`` a dropout of the block's output (BERT-pytorch's TransformerBlock: ``return self.dropout(x)``).
+    ``index`` names its tensors ``layer.{index}.*``."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, index: int = 0):
         super().__init__()
-        self.attention = BertAttention(config)
-        self.intermediate = BertIntermediate(config)
-        self.output = BertOutput(config)
+        self.name = f"layer.{index}"
+        self.attention = BertAttention(config, f"{self.name}.attention")
+        self.intermediate = BertIntermediate(config, f"{self.name}.ffn")
+        self.output = BertOutput(config, f"{self.name}.ffn")
         self.dropout = Dropout(config.hidden_dropout_prob) if config.block_dropout else None
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                output_attentions: bool = False, rows: Rows | None = None,
-                context_patch=None) -> tuple[Tensor, Tensor | None]:
-        h, probs = self.attention(x, mask, head_mask, output_attentions, rows, context_patch)  # (B, T, D) or (N, D)
-        out = self.output(self.intermediate(self.output.normalize_input(h)), h)
-        return (self.dropout(out) if self.dropout is not None else out), probs
+                tap: Tap | None = None, rows: Rows | None = None) -> Tensor:
+        h = self.attention(x, mask, head_mask, tap, rows)  # (B, T, D) or (N, D)
+        out = self.output(self.intermediate(self.output.normalize_input(h, tap), tap), h, tap)
+        if self.dropout is not None:
+            out = self.dropout(out)
+        return tap_or_none(tap, f"{self.name}.output", out)
 
 
 class BertEncoder(nn.Module):
@@ -281,26 +233,18 @@ class BertEncoder(nn.Module):
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.layer = nn.ModuleList(BertLayer(config, i) for i in range(config.num_hidden_layers))
         if config.final_layer_norm:
             self.LayerNorm = layer_norm(config)
 
+    def final_norm(self, h: Tensor) -> Tensor:
+        """The final LayerNorm of a pre-norm stack (identity without one)."""
+        return self.LayerNorm(h) if hasattr(self, "LayerNorm") else h
+
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                output_attentions: bool = False, output_hidden_states: bool = False,
-                last_layer_rows: Rows | None = None):
-        """Returns (last hidden state (B, T, D), or (N, D) at ``last_layer_rows``; hidden states; attentions)."""
-        hidden = [x] if output_hidden_states else None
-        attns = [] if output_attentions else None
+                tap: Tap | None = None, last_layer_rows: Rows | None = None) -> Tensor:
+        """The last hidden state ``encoder.output`` (B, T, D), or (N, D) at ``last_layer_rows``."""
         n = len(self.layer)
         for i, layer in enumerate(self.layer):
-            rows = last_layer_rows if i == n - 1 else None
-            x, probs = layer(x, mask, None if head_mask is None else head_mask[i], output_attentions, rows)
-            if hidden is not None:
-                hidden.append(x)
-            if attns is not None:
-                attns.append(probs)
-        if hasattr(self, "LayerNorm"):
-            x = self.LayerNorm(x)
-            if hidden is not None:
-                hidden[-1] = x
-        return x, hidden, attns
+            x = layer(x, mask, None if head_mask is None else head_mask[i], tap, last_layer_rows if i == n - 1 else None)
+        return tap_or_none(tap, "encoder.output", self.final_norm(x))

@@ -45,6 +45,7 @@ from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime, to_device
 from bertcore.training.history import History
 from bertcore.training.loop import Stoppable, run_steps
+from bertcore.model.modes import eval_mode
 
 # A finite loss above DIVERGENCE_FACTOR x the untrained loss stops training (lr far too high); the weights
 # roll back to the copy taken every GOOD_COPY_EVERY steps.
@@ -236,10 +237,8 @@ class Trainer(Stoppable):
             eb = self.data.fixed_eval_batches(self.config.eval_size, self.config.seed)
             self._eval_batches = [eb] if isinstance(eb, dict) else list(eb)
         model = self.model
-        was_training = model.training
-        model.eval()
         tot = torch.zeros(5, device=self.device)
-        try:
+        with eval_mode(model):
             for b in self._eval_batches:
                 if len(b["nsp_labels"]) == 0:
                     continue
@@ -253,8 +252,6 @@ class Trainer(Stoppable):
                 tot += torch.stack([torch.nan_to_num(out.mlm_loss.float()) * n_sel, mlm_ok, n_sel, out.nsp_loss.float() * nb,
                                     nsp_ok]).float()
             n_ex = sum(len(b["nsp_labels"]) for b in self._eval_batches)
-        finally:
-            model.train(was_training)
         mlm_sum, mlm_ok, n_sel, nsp_sum, nsp_ok = tot.tolist()
         self._run_probe()
         self._score_skills()
@@ -368,14 +365,10 @@ class Trainer(Stoppable):
     @torch.no_grad()
     def _snapshot(self) -> None:
         model = self.model
-        was_training = model.training
-        model.eval()
-        try:
+        with eval_mode(model):
             ids, types = (t.to(self.device) for t in self._probe)
             out = model(ids, token_type_ids=types, attention_mask=torch.ones_like(ids), output_attentions=True)
             att = torch.stack([a[0] for a in out.attentions]).float().cpu().numpy().astype(np.float32, copy=True)
-        finally:
-            model.train(was_training)
         self.snapshots.append(AttentionSnapshot(self.step_count, att))
 
     def _final_snapshot(self) -> None:
