@@ -142,7 +142,8 @@ class Residual(nn.Module):
     def norm(self, x: Tensor, tap: Tap | None) -> Tensor:
         if tap is None:
             return self.LayerNorm(x)
-        return tap(f"{self.name}.ln_output", self.LayerNorm(tap(f"{self.name}.ln_input", x)))
+        x = tap(f"{self.name}.ln_input", x)
+        return tap(f"{self.name}.ln_output", self.LayerNorm(x))
 
     def normalize_input(self, x: Tensor, tap: Tap | None = None) -> Tensor:
         """The sublayer's input: LN(x) in pre-norm, x otherwise."""
@@ -193,7 +194,8 @@ class BertIntermediate(nn.Module):
     def forward(self, x: Tensor, tap: Tap | None = None) -> Tensor:
         h = self.dense(x)  # (..., F)
         if tap is not None:
-            h = tap(f"{self.name}.intermediate", self.act(tap(f"{self.name}.pre_activation", h)))
+            h = tap(f"{self.name}.pre_activation", h)
+            h = tap(f"{self.name}.intermediate", self.act(h))
         else:
             h = self.act(h)
         return self.dropout(h) if self.dropout is not None else h
