@@ -8,7 +8,7 @@ import streamlit as st
 from bertcore.analysis.explain import attention_rollout
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
-from explorer import bertviz_offline, head_roles_view, replay, state
+from explorer import bertviz_offline, head_roles_view, replay, state, tour
 from explorer.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, head_stats_array, max_entropy, top_attended
 from explorer.examples import Examples, session_examples
 from explorer.export import attention_csv, attentions_npz, plotly_config, rollout_csv
@@ -83,6 +83,11 @@ def _tab_in_this_language() -> None:
     shown = st.session_state.get("attn_tab", st.query_params.get("attn_tab"))
     if shown in names and tr(names[shown]) != shown:
         st.session_state["attn_tab"] = tr(names[shown])  # the widget reads it from here (and rewrites the URL)
+
+
+def _head_roles(base, active, fmt, a, b) -> None:
+    head_roles_view.render(base, active, fmt, a, b)
+    tour.mark_done("heads", active)  # "Start here" step 2: the roles of a trained model's heads were shown
 
 
 def _select_head(L, H):
@@ -316,7 +321,7 @@ def render():
         "bertviz": lambda: _bertviz(insp, tokens, b_start),
         "Per-head statistics": lambda: _stats(insp, tokens, fmt),
         "Over training": lambda: _over_training(active, layer, head, fmt),
-        "Head roles": lambda: head_roles_view.render(base, active, fmt, a, b),
+        "Head roles": lambda: _head_roles(base, active, fmt, a, b),
     }
     for name, tab in zip(TABS, tabs):
         if tab.open is not False:  # lazy: only the open tab runs (None when tabs do not track state)

@@ -8,7 +8,7 @@ from bertcore.analysis.inference import encode_pair
 from bertcore.analysis.lens import NO_MLM_HEAD, applied_description, has_mlm_head, logit_lens
 from bertcore.analysis.patching import activation_patching, default_pairs, focus_positions
 from bertcore.data.user_text import is_blank
-from explorer import replay, state
+from explorer import replay, state, tour
 from explorer.export import head_patch_csv, lens_csv, patch_csv, plotly_config
 from explorer.figures_interp import head_patch_figure, lens_table, patch_figure, word_curve_figure
 from explorer.i18n import frozen, mark, tr
@@ -68,6 +68,7 @@ def _lens_view(model, tok, first):
                                     max_len=_limit(model)))
     if act.failed:
         return
+    tour.mark_done("lens", state.get_active())
     for m, pos in enumerate(r.positions[:8]):
         st.markdown(tr("**[MASK] at position {pos}**", pos=pos))
         st.dataframe(lens_table(r.top[m]), hide_index=True, width="stretch")

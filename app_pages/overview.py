@@ -6,7 +6,7 @@ import streamlit as st
 
 from bertcore.model.bert import count_parameters
 from bertcore.model.formulas import formulas
-from explorer import state
+from explorer import state, tour
 from explorer.i18n import mark, tr
 from explorer.figures_overview import pipeline_figure, segment_labels
 
@@ -59,6 +59,8 @@ def input_sentence(tokenizer, config) -> str:
 
 def render() -> None:
     st.title(tr("How BERT pretrains"))
+    tour.render_start_here()
+    st.divider()
     active = state.get_active()
     st.markdown(
         tr("BERT reads a pair of sentences as one sequence {sequence}, turns every token into a vector "

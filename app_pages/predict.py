@@ -12,7 +12,7 @@ from bertcore.analysis.ablation import DEFAULT_EXAMPLES, held_out_batches
 from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
 from bertcore.analysis.inference import predict
 from bertcore.model.formulas import formulas
-from explorer import examples, replay, state, workspace
+from explorer import examples, replay, state, tour, workspace
 from explorer.export import attributions_csv, importance_csv, plotly_config
 from explorer.figures_explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
 from explorer.figures_inspect import fill_mask_figure, nsp_figure
@@ -177,6 +177,8 @@ def _fill_mask_section(state, models, ex):
     for col, am, res in zip(cols, models, results):
         with col:
             _fill_mask_column(am, res, text)
+    if results[0] is not None and results[0].masks:
+        tour.mark_done("predict", models[0])
     return text, top_k, results[0]
 
 
