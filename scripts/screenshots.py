@@ -1,4 +1,4 @@
-"""Make the README screenshots (assets/train.png, assets/attention.png) with the browser harness.
+"""Make the screenshots of the README and docs/PAGES.md (assets/train.png, assets/attention.png) with the browser harness.
 
     python scripts/screenshots.py [--out assets] [--seconds 25]
 
