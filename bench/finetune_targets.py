@@ -5,7 +5,7 @@ default 600-step pretraining run (``python -m bertcore train --out DIR`` with de
 ``--pretrained DIR`` is given) and once ``--from scratch`` (the same architecture, random initial weights).
 Targets: pretrained beats scratch by >= 15 points of held-out accuracy on every (task, seed), and each
 fine-tune trains in < 30 s (``train_seconds``: the training loop, evaluations included, without process start).
-Prints a markdown table (for README "Fine-tuning") with the load average; nothing is asserted.
+Prints a markdown table (for docs/FINETUNE.md) with the load average; nothing is asserted.
 """
 from __future__ import annotations
 

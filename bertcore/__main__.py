@@ -1,4 +1,5 @@
-"""``python -m bertcore``: the command-line interface (see bertcore/cli.py and ``--help``)."""
+"""``python -m bertcore`` and the installed ``bertcore`` command: the command-line interface (bertcore/cli.py,
+``--help``). Both run ``run()`` below (pyproject.toml's ``[project.scripts]``)."""
 import faulthandler
 import os
 import signal
@@ -6,7 +7,9 @@ import sys
 
 from bertcore.cli import main
 
-if __name__ == "__main__":
+
+def run() -> int:
+    """``main()`` with what a shell command needs around it; returns the exit status."""
     if hasattr(signal, "SIGUSR1"):  # `kill -USR1 PID` prints where every thread of a stuck command is (stderr)
         faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
@@ -16,4 +19,8 @@ if __name__ == "__main__":
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         rc = 0
-    sys.exit(rc)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(run())

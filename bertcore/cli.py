@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="pre-train a model into a run directory (a checkpoint directory + run.json)")
     t.add_argument("--out", metavar="DIR", help="run directory to write (default: a new folder in "
-                   "$BERTCORE_RUNS_DIR/runs, see the README's Limits table)")
+                   "$BERTCORE_RUNS_DIR/runs, see docs/LIMITS.md)")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its last checkpoint "
                    "(optimizer, LR schedule, RNG states and data order included); takes no other option")
     t.add_argument("--corpus", default="builtin", help=corpus_help)

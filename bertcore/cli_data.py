@@ -1,6 +1,6 @@
 """The CLI's commands for pre-training beyond the laptop (issue 15): ``prepare`` and ``train --data``
 (also ``--resume`` of such a run, under torchrun or ``--nproc-per-node``). Kept apart from bertcore/cli.py,
-which dispatches here; see README "Pretrain a bigger BERT"."""
+which dispatches here; see docs/PRETRAINING.md."""
 from __future__ import annotations
 
 import json

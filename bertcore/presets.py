@@ -1,4 +1,4 @@
-"""Named presets: one per seed tutorial's design (the seed documents: README.md "Seed presets"), each in two sizes.
+"""Named presets: one per seed tutorial's design (the seed documents; docs/PRESETS.md), each in two sizes.
 
 ``preset(name, size)`` returns ``(BertConfig overrides, TrainConfig overrides)``. ``size="paper"`` is the model
 size the seed's own code or paper uses (original BERT: BERT-base), ``size="tiny"`` the same design at the size that

@@ -1,4 +1,4 @@
-"""Make the README screenshot of the Fine-tune page (assets/finetune.png) with the browser harness.
+"""Make docs/FINETUNE.md's screenshot of the Fine-tune page (assets/finetune.png) with the browser harness.
 
     python scripts/finetune_screenshot.py CHECKPOINT_DIR [--out assets/finetune.png] [--task same_topic]
 

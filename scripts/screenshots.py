@@ -1,10 +1,10 @@
-"""Make the README screenshots (assets/train.png, assets/attention.png) with the browser harness.
+"""Make the screenshots of the README and docs/PAGES.md (assets/train.png, assets/attention.png) with the browser harness.
 
-    python scripts/screenshots.py [--out assets] [--seconds 25]
+    python scripts/screenshots.py [--out assets] [--seconds 25] [--finish]
 
 Starts its own headless `streamlit run app.py`, opens the Train page in Debian's chromium, presses
 Start with the default settings, lets the live charts run for a while (real curves, nothing staged),
-then opens the Attention page with the model it trained. Every request outside 127.0.0.1 is aborted.
+then opens the Attention page with the model it trained (pressing Stop, or with --finish after all 600 steps). Every request outside 127.0.0.1 is aborted.
 The PNGs are downscaled to 900 px wide.
 """
 from __future__ import annotations
@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(REPO / "assets"))
     ap.add_argument("--seconds", type=float, default=25.0, help="how long to let the default training run")
+    ap.add_argument("--finish", action="store_true", help="let the run finish instead of pressing Stop")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -54,7 +55,11 @@ def main(argv=None) -> int:
         time.sleep(args.seconds)  # no scrolling: progress, charts, probe table and Stop are all in view at 1400x900
         page.screenshot(path=str(out / "train.png"))
 
-        page.locator(".st-key-train_stop button").first.click()
+        stop = page.locator(".st-key-train_stop button").first
+        if args.finish:
+            page.wait_for_selector('[data-testid="stSidebar"] :text("finished after")', timeout=900_000)
+        elif stop.is_enabled():  # a long --seconds may outlast the run
+            stop.click()
         page.wait_for_selector('[data-testid="stSidebar"] :text("trained here")', timeout=60_000)
         # navigate inside the app: a page load would start a new session without the trained model
         page.get_by_role("link", name="Attention").first.click()

@@ -19,7 +19,7 @@ a randomly initialised model cannot learn them from a few dozen labels.
   pair, usually another topic; §3.2) made the pooled [CLS] vector sensitive to topic agreement between
   segments, which is what transfers. Each sentence's topic comes from its topic-specific words.
 Subject-verb agreement (a CoLA-like task: swap the main verb's number) was tried too and left out: with 64
-labels the default pretrained model beat random initial weights by only 10-13 points (README "Fine-tuning").
+labels the default pretrained model beat random initial weights by only 10-13 points (docs/FINETUNE.md).
 
 Splits: a fixed held-out set and a training pool that share no text; ``labelled_subset`` draws the first N
 training examples of a seeded, class-balanced order, so a smaller subset is a prefix of a larger one.

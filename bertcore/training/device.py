@@ -63,7 +63,7 @@ def resolve_device(name: str, local_rank: int = 0) -> str:
     has_cuda = torch.cuda.is_available()
     if name == "cuda" and not has_cuda:
         raise ConfigError("--device cuda: no CUDA GPU is visible to torch (torch.cuda.is_available() is False); "
-                          "install a CUDA build of torch (see the README), check nvidia-smi, or use --device cpu")
+                          "install a CUDA build of torch (see docs/INSTALL.md), check nvidia-smi, or use --device cpu")
     if name == "cuda" or (name == "auto" and has_cuda):
         n = torch.cuda.device_count()
         if local_rank >= n:
