@@ -31,6 +31,9 @@ Ask and look inside
     nsp_probability     P(IsNext) of a sentence pair (bertcore.analysis.inference)
     inspect_pair        tokens, segment ids and every head's attention [layers, heads, T, T]
                         (bertcore.analysis.inference)
+    trace               the glass box: every named tensor of one layer for one input (Q, K, V, scores,
+                        softmax, context, W^O, residual, LayerNorm, FFN; docs/TENSORS.md)
+                        (bertcore.analysis.trace)
 
 Example (the README's)::
 
@@ -70,7 +73,7 @@ _FRONT_DOOR = {
     "fill_mask": "bertcore.analysis.inference",
     "nsp_probability": "bertcore.analysis.inference",
     "inspect_pair": "bertcore.analysis.inference",
-    # the glass box's named intermediates ("trace", bertcore.analysis.trace) join here when that module lands
+    "trace": "bertcore.analysis.trace",
 }
 
 __all__ = list(_FRONT_DOOR)

@@ -118,3 +118,12 @@ def test_logit_lens_table(executed):
     nb, _ = executed
     table = _html(_cell(nb, "logit_lens("))
     assert all(row in table for row in ("embeddings", "layer 1", "layer 2", "rank of 'barn'"))
+
+
+def test_glass_box_stage_recomputed_by_hand(executed):
+    nb, _ = executed
+    cell = _cell(nb, "trace(model, tok")
+    gap = float(re.search(r"max \|by hand - model\|: (\S+)", _text(cell)).group(1))
+    assert gap < 1e-5  # softmax(Q Kᵀ / √d_k) from the traced Q and K equals the traced probabilities
+    table = _html(cell)
+    assert "[CLS]" in table and "cows" in table
