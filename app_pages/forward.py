@@ -121,7 +121,8 @@ def _matrix(t, model, stage, layer, head, token, left, right):
     dk = model.config.head_dim
     fig = None if wide else FF.stage_heatmap(
         shown, rows, shown_cols, row - r0, prob=stage.id in ("softmax", "attn_dropout"),
-        blocks=3 if stage.id == "qkv" else 0, head_cols=(head * dk, (head + 1) * dk) if stage.id == "concat" else None)
+        blocks=3 if stage.id == "qkv" else 0, head_cols=(head * dk, (head + 1) * dk) if stage.id == "concat" else None,
+        meta=f"{stage.id} {layer} {head} {token}")
     what = tr("shape {shape}", shape=" × ".join(str(n) for n in m.shape))
     if (c1 - c0) != m.shape[1]:
         what += " · " + tr("showing rows {r0}–{r1} and columns {c0}–{c1} around the chosen token (a window: the "

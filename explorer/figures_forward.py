@@ -37,10 +37,11 @@ def display(m: np.ndarray) -> np.ndarray:
 
 def stage_heatmap(m: np.ndarray, rows: Sequence[str], cols: Sequence[str], token_row: int | None,
                   prob: bool = False, blocks: int = 0, head_cols: tuple[int, int] | None = None,
-                  title: str = "") -> go.Figure:
+                  title: str = "", meta: str = "") -> go.Figure:
     """``m`` (rows x cols) as a heat map: probabilities on 0..max, any other tensor on a scale centred at 0.
     ``token_row`` is outlined; ``blocks`` draws that many equal column blocks (Q | K | V); ``head_cols``
-    = (start, stop) outlines the chosen head's columns."""
+    = (start, stop) outlines the chosen head's columns. ``meta`` names what is drawn (layout.meta: two stages can
+    hold the same numbers, e.g. the scaled and the masked scores of an unpadded input)."""
     z = display(m)
     finite = z[np.isfinite(z)]
     top = float(np.abs(finite).max()) if finite.size else 1.0
@@ -64,7 +65,7 @@ def stage_heatmap(m: np.ndarray, rows: Sequence[str], cols: Sequence[str], token
     fig.update_xaxes(type="category", side="top", tickangle=-60 if n_cols <= 64 else 0,
                      showticklabels=n_cols <= 64)
     fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=11))
-    fig.update_layout(height=int(min(760, max(260, 24 * n_rows + 130))), title=title or None,
+    fig.update_layout(height=int(min(760, max(260, 24 * n_rows + 130))), title=title or None, meta=meta or None,
                       margin=dict(l=10, r=10, t=90 if n_cols <= 64 else 40, b=10))
     return fig
 
