@@ -104,13 +104,15 @@ def _where(stage, model, layer):
     st.markdown(tr("**In the seed tutorials:**") + "\n" + "\n".join(f"- {s}" for s in lines))
 
 
-def _matrix(t, model, stage, layer, head, token, left, right):
+def _matrix(t, model, tok, stage, layer, head, token, left, right):
     """The stage's tensor: heat map of a window around the token (``right``), its shape, the table and the CSV
     (``left``)."""
     got = FS.stage_matrix(t, model.config, stage.id, layer, head)
     if got is None:
         return None
     m, cols = got
+    if stage.id == "mlm":  # one column per word of the vocabulary
+        cols = [f"{i} {w}" for i, w in enumerate(tok.convert_ids_to_tokens(list(range(m.shape[1]))))]
     tokens = t.tokens if m.shape[0] == len(t.tokens) else t.tokens[:1]
     wide = m.shape[1] > MAX_DRAWN_COLS  # the MLM logits over a 30,522-word vocabulary
     row = token if m.shape[0] > 1 else 0
@@ -190,7 +192,7 @@ def _extras(model, tok, t, stage, layer, head, token, m):
         frame = FF.stage_frame(np.stack([demo[k][head, token] for k in ("scaled", "masked", "probs")]),
                                [tr("scaled"), tr("masked"), tr("softmax")], labels)
         st.markdown(tr("**The same input padded by two {pad} tokens** (as in a batch), row {row} of head {h}:",
-                       pad=tok.pad_token, row=token_labels(t.tokens, escape=False)[token], h=head + 1))
+                       pad=tok.pad_token, row=f"`{token_labels(t.tokens, escape=False)[token]}`", h=head + 1))
         _table(frame, "fw_mask_demo", fmt="%.4g")
     elif stage.id == "attn_dropout":
         p = c.attention_probs_dropout_prob
@@ -206,7 +208,7 @@ def _extras(model, tok, t, stage, layer, head, token, m):
                        "text to ask it for a word.", mask=tok.mask_token))
         top = FF.topk_frame(FM.mlm_top(t, tok, positions[:8], k=5), t.tokens)
         st.dataframe(top, key="fw_mlm_top", hide_index=True, column_config={
-            "prob": st.column_config.ProgressColumn(tr("probability"), format="%.3f", min_value=0.0, max_value=1.0),
+            "prob": st.column_config.NumberColumn(tr("probability"), format="%.4f"),
             "logit": st.column_config.NumberColumn("logit", format="%.3f"),
             "position": tr("position"), "input": tr("input token"), "rank": tr("rank"), "token": tr("prediction")})
     elif stage.id == "nsp":
@@ -237,9 +239,10 @@ def _stage(model, tok, t, stage, layer, head, token):
         _where(stage, model, layer)
     m = None
     if not (stage.id == "mlm" and reason):
-        m = _matrix(t, model, stage, layer, head, token, left, right)
+        m = _matrix(t, model, tok, stage, layer, head, token, left, right)
     _norm(model, t, stage, layer, token)
-    _extras(model, tok, t, stage, layer, head, token, m)
+    with left if stage.id in ("mlm", "nsp") else st.container():  # the heads' answers next to their logits
+        _extras(model, tok, t, stage, layer, head, token, m)
 
 
 def _follow(model, t, stage, layer, head, token):

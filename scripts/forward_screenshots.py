@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -39,6 +40,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(REPO / "assets"))
     ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--run", help="a run folder of the default model to show instead of training one")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -49,10 +51,14 @@ def main(argv=None) -> int:
 
     runs_dir = Path(tempfile.mkdtemp(prefix="fw-shot-"))
     os.environ["BERTCORE_RUNS_DIR"] = str(runs_dir)
-    tc = TrainConfig(steps=args.steps, **measure_cadence(args.steps))
-    r = service.train(service.RunSpec(BertConfig(), tc, name="default model", preset="original BERT"),
-                      parent=runs.workspace_dir(WS))
-    runs.write_workspace(WS, active=f"run:{r.run_dir.name}")
+    if args.run:
+        run_dir = runs.workspace_dir(WS, create=True) / Path(args.run).name
+        shutil.copytree(args.run, run_dir)
+    else:
+        tc = TrainConfig(steps=args.steps, **measure_cadence(args.steps))
+        run_dir = service.train(service.RunSpec(BertConfig(), tc, name="default model", preset="original BERT"),
+                                parent=runs.workspace_dir(WS)).run_dir
+    runs.write_workspace(WS, active=f"run:{run_dir.name}")
     with AppServer(runs_dir / "server.log", runs_dir=runs_dir) as server, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -62,6 +68,9 @@ def main(argv=None) -> int:
             page.goto(f"{server.url}/forward?{urlencode({'ws': WS, **q})}")
             page.locator(".st-key-fw_next").wait_for()
             page.locator('[data-testid="stMain"] h4').first.wait_for()
+            page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stMain\"] .js-plotly-plot')]"
+                                   ".every(el => el.data && el.data[0]) && "
+                                   "document.querySelectorAll('[data-testid=\"stMain\"] .js-plotly-plot').length >= 2")
             page.wait_for_timeout(3000)
             page.evaluate("() => document.querySelector('[data-testid=\"stMain\"] h4').scrollIntoView()")
             page.wait_for_timeout(1500)
