@@ -188,12 +188,15 @@ def _extras(model, tok, t, stage, layer, head, token, m):
         if demo is None:
             st.caption(tr("(No room for two [PAD] tokens after this input: it fills the position table.)"))
             return
-        labels = token_labels(t.tokens, escape=False) + [f"{len(t.tokens) + i} {tok.pad_token}" for i in range(2)]
-        frame = FF.stage_frame(np.stack([demo[k][head, token] for k in ("scaled", "masked", "probs")]),
-                               [tr("scaled"), tr("masked"), tr("softmax")], labels)
+        T = len(t.tokens)
+        k0, k1 = FF.window(T, token)
+        keys = list(range(k0, k1)) + [T, T + 1]  # a window of the real keys, and the two [PAD] keys
+        labels = token_labels(t.tokens + [tok.pad_token] * 2, escape=False)
+        rows = np.stack([demo[k][head, token][keys] for k in ("scaled", "masked", "probs")])
         st.markdown(tr("**The same input padded by two {pad} tokens** (as in a batch), row {row} of head {h}:",
-                       pad=tok.pad_token, row=f"`{token_labels(t.tokens, escape=False)[token]}`", h=head + 1))
-        _table(frame, "fw_mask_demo", fmt="%.4g")
+                       pad=tok.pad_token, row=f"`{labels[token]}`", h=head + 1))
+        st.dataframe(FF.shown_frame(rows, [tr("scaled"), tr("masked"), tr("softmax")], [labels[k] for k in keys]),
+                     key="fw_mask_demo")
     elif stage.id == "attn_dropout":
         p = c.attention_probs_dropout_prob
         drawn = FM.dropout_draw(m[token], p, seed=0)

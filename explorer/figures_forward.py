@@ -75,6 +75,12 @@ def stage_frame(m: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -> pd.D
     return pd.DataFrame(np.asarray(m, dtype=np.float32), index=list(rows), columns=list(cols))
 
 
+def shown_frame(m: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -> pd.DataFrame:
+    """The matrix as text, 4 significant digits, a masked score (the dtype's minimum) as −∞."""
+    text = [["−∞" if v <= MASKED else f"{v:.4g}" for v in r] for r in np.asarray(m, dtype=np.float64)]
+    return pd.DataFrame(text, index=list(rows), columns=list(cols))
+
+
 def stage_rows(tokens: Sequence[str], start: int, stop: int) -> list[str]:
     return token_labels(tokens)[start:stop]
 
