@@ -16,6 +16,7 @@ PAGES = [
     ("data_tokens.py", "data_tokens", mark("Data & tokens"), ":material/text_fields:", mark("Learn")),
     ("masking_nsp.py", "masking_nsp", mark("Masking & NSP"), ":material/theater_comedy:", mark("Learn")),
     ("positional_encoding.py", "positional_encoding", mark("Positional encoding"), ":material/waves:", mark("Learn")),
+    ("forward.py", "forward", mark("Inside the model"), ":material/route:", mark("Learn")),
     ("train.py", "train", mark("Train"), ":material/model_training:", mark("Train")),
     ("compare.py", "compare", mark("Compare designs"), ":material/compare:", mark("Train")),
     ("finetune.py", "finetune", mark("Fine-tune"), ":material/tune:", mark("Train")),

@@ -11,7 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-PAGES = ["", "data_tokens", "masking_nsp", "positional_encoding", "train", "compare", "finetune", "attention",
+PAGES = ["", "data_tokens", "masking_nsp", "positional_encoding", "forward", "train", "compare", "finetune", "attention",
          "predict", "embeddings", "probes", "lens_patching"]
 
 # The visible text, without what is not prose of the app: code, KaTeX, inputs, plotly charts, dataframes (drawn on

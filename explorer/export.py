@@ -134,3 +134,16 @@ def head_patch_csv(effect: np.ndarray, raw: np.ndarray) -> bytes:
     rows = [{"layer": i, "head": h, "effect": effect[i, h], "raw": raw[i, h]}
             for i in range(effect.shape[0]) for h in range(effect.shape[1])]
     return _csv(pd.DataFrame(rows))
+
+
+def matrix_csv(matrix: np.ndarray, tokens: Sequence[str], columns: Sequence[str], first: int = 0) -> bytes:
+    """A stage of one forward pass (the "Inside the model" page): ``position, token`` and one column per
+    ``columns`` entry (dimensions, or keys of a T x T matrix), every row of ``matrix``, values as the trace has them
+    (9 significant digits: float32 read back exactly). ``first``: the position of the first row."""
+    m = np.asarray(matrix, dtype=np.float64)
+    if m.ndim != 2 or m.shape[1] != len(columns) or m.shape[0] > len(tokens):
+        raise ValueError(f"matrix of shape {m.shape} does not match {len(tokens)} tokens and {len(columns)} columns")
+    df = pd.DataFrame(m, columns=list(columns))
+    df.insert(0, "token", [str(t) for t in tokens[: m.shape[0]]])
+    df.insert(0, "position", range(first, first + m.shape[0]))
+    return df.to_csv(index=False, float_format="%.9g").encode("utf-8")

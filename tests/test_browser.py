@@ -45,6 +45,7 @@ PAGES = {
     "data_tokens": ("Data & tokens", plot("dt_len_chart")),
     "masking_nsp": ("Masking & NSP", plot("mn_mask_chart")),
     "positional_encoding": ("Positional encoding", plot("pe_table_chart")),
+    "forward": ("Inside the model", plot("fw_stage_fig")),
     "train": ("Train a tiny BERT", ".st-key-train_start button"),
     "compare": ("Compare two designs", f"{MAIN} .js-plotly-plot, {MAIN} [data-testid='stButton']"),
     "predict": ("Predict", f"{MAIN} .js-plotly-plot"),

@@ -17,6 +17,17 @@ _ACT_DEF = {
 }
 
 
+def activation_formula(c: BertConfig) -> str:
+    """The FFN's activation as LaTeX: its name applied to z and its definition (exact erf GELU, the tanh
+    approximation, or ReLU)."""
+    return _ACT_DEF[c.hidden_act]
+
+
+def activation_name(c: BertConfig) -> str:
+    """The FFN's activation as a LaTeX operator name (\\mathrm{GELU}, \\mathrm{GELU}_{\\tanh}, \\mathrm{ReLU})."""
+    return _ACT[c.hidden_act]
+
+
 def _eps(e: float) -> str:
     mant, exp = f"{e:.0e}".split("e")
     return rf"\epsilon = {mant} \times 10^{{{int(exp)}}}" if mant != "1" else rf"\epsilon = 10^{{{int(exp)}}}"

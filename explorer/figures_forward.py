@@ -1,0 +1,127 @@
+"""Figures and tables of the "Inside the model" page: a stage's matrix as a heat map and a table (a window of rows,
+and of key columns, around the chosen token for long inputs), the chosen token's vector through every stage as a
+strip and its norm per stage, and a LayerNorm's numbers for one token.
+
+Pure functions: numbers in, plotly figures and pandas frames out (float32 to the browser). No streamlit, no model.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from explorer.figures_inspect import token_labels
+from explorer.i18n import tr
+
+WINDOW = 32  # rows (and key columns of a T x T matrix) shown around the chosen token
+CELL_TEXT = 300  # cells up to which each value is written in its cell
+MASKED = -1e30  # a score at or below this is a masked (-inf) key
+
+
+def window(n: int, center: int, size: int = WINDOW) -> tuple[int, int]:
+    """[start, stop) of at most ``size`` consecutive indices of ``range(n)`` that holds ``center``."""
+    if n <= size:
+        return 0, n
+    start = min(max(0, center - size // 2), n - size)
+    return start, start + size
+
+
+def display(m: np.ndarray) -> np.ndarray:
+    """float32 for the browser, masked (-inf) scores as gaps."""
+    z = np.asarray(m, dtype=np.float32).copy()
+    z[z <= MASKED] = np.nan
+    return z
+
+
+def stage_heatmap(m: np.ndarray, rows: Sequence[str], cols: Sequence[str], token_row: int | None,
+                  prob: bool = False, blocks: int = 0, head_cols: tuple[int, int] | None = None,
+                  title: str = "", meta: str = "") -> go.Figure:
+    """``m`` (rows x cols) as a heat map: probabilities on 0..max, any other tensor on a scale centred at 0.
+    ``token_row`` is outlined; ``blocks`` draws that many equal column blocks (Q | K | V); ``head_cols``
+    = (start, stop) outlines the chosen head's columns. ``meta`` names what is drawn (layout.meta: two stages can
+    hold the same numbers, e.g. the scaled and the masked scores of an unpadded input)."""
+    z = display(m)
+    finite = z[np.isfinite(z)]
+    top = float(np.abs(finite).max()) if finite.size else 1.0
+    scale = dict(colorscale="Viridis", zmin=0.0, zmax=float(finite.max()) if finite.size else 1.0) if prob else \
+        dict(colorscale="RdBu", reversescale=True, zmid=0.0, zmin=-top or -1.0, zmax=top or 1.0)
+    small = z.size <= CELL_TEXT and z.shape[1] <= 24
+    fig = go.Figure(go.Heatmap(
+        z=z, x=list(cols), y=list(rows), colorbar=dict(thickness=12), **scale,
+        texttemplate="%{z:.2f}" if small else None, textfont=dict(size=10),
+        hovertemplate="%{y}<br>%{x}: %{z:.5f}<extra></extra>"))
+    n_rows, n_cols = z.shape
+    if token_row is not None:
+        fig.add_shape(type="rect", x0=-0.5, x1=n_cols - 0.5, y0=token_row - 0.5, y1=token_row + 0.5,
+                      line=dict(color="#ff6f00", width=3))
+    for b in range(1, blocks):
+        fig.add_shape(type="line", x0=b * n_cols / blocks - 0.5, x1=b * n_cols / blocks - 0.5, y0=-0.5,
+                      y1=n_rows - 0.5, line=dict(color="black", width=2))
+    if head_cols is not None:
+        fig.add_shape(type="rect", x0=head_cols[0] - 0.5, x1=head_cols[1] - 0.5, y0=-0.5, y1=n_rows - 0.5,
+                      line=dict(color="black", width=2, dash="dot"))
+    fig.update_xaxes(type="category", side="top", tickangle=-60 if n_cols <= 64 else 0,
+                     showticklabels=n_cols <= 64)
+    fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=11))
+    fig.update_layout(height=int(min(760, max(260, 24 * n_rows + 130))), title=title or None, meta=meta or None,
+                      margin=dict(l=10, r=10, t=90 if n_cols <= 64 else 40, b=10))
+    return fig
+
+
+def stage_frame(m: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -> pd.DataFrame:
+    """The matrix as a table: one row per token label, one column per column label (the traced float32 values)."""
+    return pd.DataFrame(np.asarray(m, dtype=np.float32), index=list(rows), columns=list(cols))
+
+
+def shown_frame(m: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -> pd.DataFrame:
+    """The matrix as text, 4 significant digits, a masked score (the dtype's minimum) as −∞."""
+    text = [["−∞" if v <= MASKED else f"{v:.4g}" for v in r] for r in np.asarray(m, dtype=np.float64)]
+    return pd.DataFrame(text, index=list(rows), columns=list(cols))
+
+
+def stage_rows(tokens: Sequence[str], start: int, stop: int) -> list[str]:
+    return token_labels(tokens)[start:stop]
+
+
+def norms_figure(labels: Sequence[str], norms: Sequence[float], current: int | None) -> go.Figure:
+    """The chosen token's vector norm ‖v‖₂ at each stage; the current stage in orange."""
+    colors = ["#ff6f00" if i == current else "#5c6bc0" for i in range(len(labels))]
+    fig = go.Figure(go.Bar(x=list(labels), y=np.asarray(norms, dtype=np.float32), marker_color=colors,
+                           text=[f"{v:.2f}" for v in norms], textposition="outside",
+                           hovertemplate="%{x}: ‖v‖ = %{y:.4f}<extra></extra>"))
+    fig.update_layout(height=330, yaxis_title=tr("norm ‖v‖₂"), margin=dict(l=10, r=10, t=20, b=10))
+    fig.update_xaxes(tickangle=-35, type="category")
+    return fig
+
+
+def strip_figure(labels: Sequence[str], vectors: Sequence[np.ndarray], current: int | None) -> go.Figure:
+    """The chosen token's D-wide vectors, one row per stage (the same colour scale for all)."""
+    z = np.asarray(np.stack(vectors), dtype=np.float32)
+    top = float(np.abs(z).max()) or 1.0
+    fig = go.Figure(go.Heatmap(z=z, y=list(labels), colorscale="RdBu", reversescale=True, zmid=0.0, zmin=-top,
+                               zmax=top, colorbar=dict(thickness=12),
+                               hovertemplate="%{y}<br>dim %{x}: %{z:.4f}<extra></extra>"))
+    if current is not None:
+        fig.add_shape(type="rect", x0=-0.5, x1=z.shape[1] - 0.5, y0=current - 0.5, y1=current + 0.5,
+                      line=dict(color="#ff6f00", width=3))
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_layout(height=int(max(220, 26 * len(labels) + 80)), xaxis_title=tr("dimension"),
+                      margin=dict(l=10, r=10, t=20, b=40))
+    return fig
+
+
+def norm_frame(d) -> pd.DataFrame:
+    """A LayerNorm for one token (``forward_math.NormDetail``): x, (x - μ)/σ, γ, β, γ·x̂ + β and the model's output,
+    one column per dimension."""
+    rows = {tr("x (the LayerNorm's input)"): d.x, "x̂ = (x − μ) / σ": d.normalized, "γ": d.gamma, "β": d.beta,
+            "γ · x̂ + β": d.recomputed, tr("the model's output"): d.output}
+    return pd.DataFrame(np.stack(list(rows.values())), index=list(rows),
+                        columns=[f"d{i}" for i in range(len(d.x))])
+
+
+def topk_frame(rows: Sequence[dict], tokens: Sequence[str]) -> pd.DataFrame:
+    df = pd.DataFrame(list(rows), columns=["position", "rank", "token", "prob", "logit"])
+    df.insert(1, "input", [str(tokens[p]) for p in df["position"]])
+    return df
