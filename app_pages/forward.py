@@ -12,7 +12,7 @@ from bertcore.data.user_text import is_blank
 from explorer import figures_forward as FF
 from explorer import forward_math as FM
 from explorer import forward_stages as FS
-from explorer import replay, state
+from explorer import replay, state, tour
 from explorer.examples import Examples, session_examples
 from explorer.export import matrix_csv, plotly_config
 from explorer.figures_inspect import token_labels
@@ -301,6 +301,8 @@ def render():
     stage = FS.STAGE[stage_id]
     with user_action(tr("Show the stage")):
         _stage(model, tok, t, stage, layer, head, token)
+    if layer == 0 and stage_id in ("ffn_add_norm", "next_layer"):  # "Start here": the end of layer 0 reached
+        tour.mark_done("forward", active)
     st.divider()
     with user_action(tr("Follow one token")):
         _follow(model, t, stage, layer, head, token)

@@ -40,7 +40,7 @@ STEPS = (
     Step("forward", mark("Step through layer 0"),
          mark("Press Next through every stage of layer 0 for 'the cat sat on the mat': Q, K, V, the scores, the "
               "softmax, W^O, the LayerNorm and the FFN, with your model's real numbers."),
-         "forward.py", (("stage", "embeddings"), ("layer", "0"))),
+         "forward.py", (("fw_stage", "token"), ("fw_layer", "0"), ("fw_a", "the cat sat on the mat"))),
     Step("predict", mark("Fill a mask"),
          mark("Type a sentence with [MASK] and read the top-5 words and their probabilities; compare with the "
               "untrained model side by side."),
