@@ -246,3 +246,37 @@ def _fail_after(save, n: int, full: dict):
         return save(bundle, directory)
 
     return wrapped
+
+
+def test_a_run_failed_on_a_full_disk_is_resumed_from_the_sidebar(corpus, monkeypatch):
+    """The sidebar names the failure and offers Resume; the Train page follows the resumed run (its summary and
+    Stop), and the run finishes with every step once."""
+    from streamlit.testing.v1 import AppTest
+
+    from explorer import state
+
+    monkeypatch.setenv("BERTCORE_ABANDON_SECONDS", "600")  # AppTest runs no fragment timers: no heartbeat
+    ws = runs.new_workspace_id()
+    full = {"on": False}
+    fill_disk_when(monkeypatch, "model.safetensors", full)
+    s = spec(corpus, name="full disk")
+    s.callbacks = Callbacks(checkpoint=lambda ev: full.update(on=ev.meta["steps_done"] >= 5))
+    d = service.train(s, parent=runs.workspace_dir(ws)).run_dir
+    full["on"] = False
+    assert runs.read_run(d).resumable
+
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params["ws"] = ws
+    at.run()
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "failed, 5/30 steps" in captions and "No space left on device" in captions, captions
+    at.sidebar.button(key="sb_run_resume").click().run()
+    assert not at.exception
+    at.switch_page("app_pages/train.py").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert not at.button(key="train_stop").disabled  # it trains, in this session
+    run = at.session_state[state._K_RUN]
+    assert run.join(300)
+    info = runs.read_run(d)
+    assert (info.status, info.steps_done) == ("finished", 30)
+    assert list(load_checkpoint(d).history.step) == list(range(1, 31))
