@@ -90,7 +90,7 @@ def test_a_nan_run_is_marked_damaged_in_the_sidebar_and_the_good_run_stays_usabl
 
     ws = runs.new_workspace_id()
     parent = runs.workspace_dir(ws)
-    good = service.train(spec(corpus, steps=10, name="good run"), parent=parent).run_dir
+    service.train(spec(corpus, steps=10, name="good run"), parent=parent)
     bad = service.train(spec(corpus, steps=10, name="nan run"), parent=parent).run_dir
     poison(bad / "model.safetensors", float("nan"))
     runs.write_workspace(ws, active=f"run:{bad.name}")  # the workspace's active model is the damaged one
@@ -280,3 +280,22 @@ def test_a_run_failed_on_a_full_disk_is_resumed_from_the_sidebar(corpus, monkeyp
     info = runs.read_run(d)
     assert (info.status, info.steps_done) == ("finished", 30)
     assert list(load_checkpoint(d).history.step) == list(range(1, 31))
+
+
+def test_the_finite_check_is_exact():
+    """A float32 sum decides quickly; huge finite weights whose sum overflows are confirmed finite, and one NaN
+    or inf anywhere (also in float16, also where +inf and -inf meet) is found."""
+    huge = torch.full((1000,), 3e38)  # finite, but its float32 sum is inf
+    assert not torch.isfinite(huge.sum()) and ck.nonfinite_problem({"w": huge}) is None
+    half = torch.full((4000,), 60000.0).half()  # finite float16 whose float16 sum would overflow
+    assert ck.nonfinite_problem({"w": half}) is None
+    for value, words in ((float("nan"), "NaN values"), (float("inf"), "infinite values")):
+        for dtype in (torch.float32, torch.float16, torch.bfloat16):
+            w = torch.zeros(100, dtype=dtype)
+            w[57] = value
+            assert words in ck.nonfinite_problem({"ok": torch.ones(3), "w": w}), (value, dtype)
+    both = torch.tensor([float("inf"), float("-inf"), 1.0])
+    assert "infinite values in 1 of its 2" in ck.nonfinite_problem({"ok": torch.ones(3), "w": both})
+    mixed = {"a": torch.tensor([float("nan")]), "b": torch.tensor([float("inf")]), "c": torch.ones(2)}
+    assert "NaN and infinite values in 2 of its 3 weights (e.g. a, b)" in ck.nonfinite_problem(mixed)
+    assert ck.nonfinite_problem({"ids": torch.arange(5)}) is None  # integer tensors are not weights to check

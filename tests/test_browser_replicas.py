@@ -15,7 +15,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser_marks import BROWSER
-from replicas import NGINX, Nginx
+
+from bench.nginx import NGINX, Nginx
 
 pytestmark = [*BROWSER, pytest.mark.skipif(NGINX is None, reason="needs nginx (scripts/install-test-tools.sh)")]
 

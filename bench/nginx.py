@@ -1,5 +1,6 @@
-"""Several app servers behind the repository's nginx config (deploy/nginx-class.conf), for the replica tests:
-the config is used as it is, with only its ports and temp folders replaced by the test's own."""
+"""nginx with the repository's config (deploy/nginx-class.conf) in front of several app servers, for the replica
+test (tests/test_browser_replicas.py) and bench.failover: the config is used as it is, with only its ports and
+temp folders replaced. Imports no streamlit."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from bench.harness import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent.parent
 CONF = ROOT / "deploy" / "nginx-class.conf"
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx")
                                        if os.path.exists(p)), None)
