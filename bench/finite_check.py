@@ -1,12 +1,12 @@
 """``python -m bench.finite_check [--reps N] [--json]``: what refusing NaN/inf weights costs at load.
 
 ``load_checkpoint`` checks every weight tensor (``bertcore.io.checkpoint.nonfinite_problem``: one float32 sum
-per tensor, confirmed value by value only when the sum is not finite). Two checkpoints, saved to a temp folder: the app's default model
-(built-in corpus tokenizer, default BertConfig) and all-MiniLM-L6-v2 imported into a bertcore checkpoint (22.7 M
-parameters, the largest model the app offers). For each: the median time of ``load_checkpoint`` (check included)
-and of the check alone on the loaded weights, measured interleaved in one process, and their ratio; beside it the
-plain elementwise check (``torch.isfinite(v).all()`` per tensor) it replaced.
-Numbers go to docs/BENCH.md ("Refusing NaN/inf weights"); nothing here is asserted.
+per tensor, confirmed value by value only when the sum is not finite). Two checkpoints, saved to a temp folder:
+the app's default model (built-in corpus tokenizer, default BertConfig) and all-MiniLM-L6-v2 imported into a
+bertcore checkpoint (22.9 M parameters, the largest model the app offers). For each: the median time of
+``load_checkpoint`` (check included) and of the check alone on the loaded weights, measured interleaved in one
+process, and their ratio; beside it the plain elementwise check (``torch.isfinite(v).all()`` per tensor) it
+replaced. Numbers go to docs/BENCH.md ("Refusing NaN/inf weights"); nothing here is asserted.
 """
 from __future__ import annotations
 
