@@ -112,8 +112,8 @@ def remember_active(key: str) -> None:
     if not key.startswith("session:"):
         try:
             runs.write_workspace(workspace_id(), active=key)
-        except OSError:
-            pass  # a read-only disk: the session still has it
+        except (OSError, InputError):
+            pass  # a read-only disk, or the workspace's lock busy for 10 s: the session still has it
 
 
 # ----------------------------------------------------------------------------- bundles and models
