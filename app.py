@@ -39,6 +39,10 @@ def _icon():
     return Image.fromarray(img)
 
 
+# The link's workspace goes into session state first, before any element: a rerun requested meanwhile (a click)
+# stops this run at its first element, and a page switch's rerun carries no ?ws=. That is how the tabs of a
+# server process that died reconnect to another process with their workspace (docs/REPLICAS.md).
+workspace.workspace_id()
 st.set_page_config(page_title="BERT explorer", page_icon=_icon(), layout="wide")
 
 
@@ -56,4 +60,5 @@ page = st.navigation(build_navigation(), position="sidebar")
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
 training_run.warmup_optimizer()
 render_sidebar()
+workspace.remember_in_browser()  # for a tab that reconnects to another server process (docs/REPLICAS.md)
 run_page(page)  # whatever a page did not catch is shown as a message, never Streamlit's error screen

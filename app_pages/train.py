@@ -125,6 +125,8 @@ def build_configs(bk: dict, tk: dict):
 def _summary(job) -> str:
     """One line: the running job's model and training settings."""
     b, t = job.model_config, job.train_config
+    if b is None:  # a resumed run whose config.json could not be read here (the resume says why)
+        return job.label
     return tr("{label}: {layers} layers × {heads} heads, d {d}, FFN {ffn}, {norm}-LN, {pos} positions · {steps} steps, "
               "batch {batch}, lr {lr}, warmup {warmup}, max len {max_len}, seed {seed}", label=job.label,
               layers=b.num_hidden_layers, heads=b.num_attention_heads, d=b.hidden_size, ffn=b.intermediate_size,

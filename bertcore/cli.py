@@ -230,8 +230,10 @@ def cmd_train(args) -> int:
         print(f"interrupted at step {trainer.step_count}/{trainer.config.steps}; saved the model trained so far to "
               f"{out} (continue with `python -m bertcore train --resume {out}`)", file=sys.stderr)
         return 130
-    if result.status == "failed":
-        print(f"error: {trainer.error}. The last good weights were saved to {out}", file=sys.stderr)
+    if result.status == "failed":  # a NaN stop keeps the last good weights; a failed write, its last checkpoint
+        kept = (f". The last good weights were saved to {out}" if trainer.error
+                else f" (python -m bertcore train --resume {out})")
+        print(f"error: {result.reason}{kept}", file=sys.stderr)
         return EXIT_BAD_INPUT
     print(f"saved checkpoint to {out}")
     return 0

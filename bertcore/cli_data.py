@@ -135,7 +135,8 @@ def cmd_train_data(args) -> int:
     if not rt.is_main:
         return 0
     if result.status == "failed":
-        print(f"error: {result.reason}. The last good weights were saved to {result.run_dir}", file=sys.stderr)
+        kept = "The last good weights were saved to" if result.trainer.error else "Resume it with --resume"
+        print(f"error: {result.reason}. {kept} {result.run_dir}", file=sys.stderr)
         return EXIT_BAD_INPUT
     ev = result.trainer.history.last_eval()
     if ev:

@@ -24,6 +24,7 @@ from bertcore.data.corpus import load_corpus_file, tutorial_corpus
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import atomic_write
+from bertcore.training import locks
 from explorer import workspace
 
 BUILTIN, TUTORIAL = "builtin", "tutorial"
@@ -127,12 +128,15 @@ def save_upload(data: bytes, name: str, mode: str) -> str | None:
 
 
     try:
-        d = workspace.workspace_path(create=True) / UPLOAD_DIR
+        ws = workspace.workspace_path(create=True)
+        d = ws / UPLOAD_DIR
         d.mkdir(parents=True, exist_ok=True)
-        atomic_write(d / _UPLOAD_FILE, data)
-        atomic_write(d / _UPLOAD_META, json.dumps({"name": str(name), "mode": str(mode)}) + "\n")
-    except OSError as e:
-        return (f"the corpus is used in this session but could not be kept in the workspace ({e.strerror or e}); "
+        with locks.exclusive(ws):  # the file and its meta as one pair, when two replicas save at once
+            atomic_write(d / _UPLOAD_FILE, data)
+            atomic_write(d / _UPLOAD_META, json.dumps({"name": str(name), "mode": str(mode)}) + "\n")
+    except (OSError, BertcoreError) as e:
+        why = getattr(e, "strerror", None) or e
+        return (f"the corpus is used in this session but could not be kept in the workspace ({why}); "
                 "it will be gone after a reload")
     return None
 

@@ -14,6 +14,7 @@
 """
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -194,12 +195,17 @@ def resume_run(run_id: str) -> str | None:
         tc = TrainConfig.from_json(d / "train_config.json")
     except (BertcoreError, OSError, ValueError) as e:
         return tr("“{name}” cannot be resumed: its train_config.json is damaged ({error}).", name=info.name, error=e)
+    try:  # the model's settings, for the Train page's summary line while it trains (the run's own config.json)
+        raw = json.loads((d / "config.json").read_text(encoding="utf-8"))
+        bc = BertConfig.from_dict({k: v for k, v in raw.items() if k in BertConfig.__dataclass_fields__})
+    except (BertcoreError, OSError, ValueError, TypeError, AttributeError):
+        bc = None  # resume itself reports a damaged config.json
     old = get_run()
     if old is not None and old.running:
         return tr("A training is already running in this workspace; stop it first.")
     ws = workspace_id()
     try:
-        run = TrainingRun([Job(None, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
+        run = TrainingRun([Job(bc, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
                           on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
     except BertcoreError as e:  # a server setting (BERTCORE_*) that is not a number
         return error_text(e)

@@ -350,7 +350,7 @@ class TrainingRun:
             self.histories[i] = trainer.history  # a resumed run's history replaced the first one
             self._probes[i] = list(trainer.probe_history)
             self._skills[i] = trainer.skills_history
-            self._errors[i] = trainer.error
+            self._errors[i] = trainer.error or (result.reason if result.status == "failed" else None)
             self.results[i] = bundle
             self.run_dirs[i] = result.run_dir
 

@@ -36,12 +36,32 @@ ACTIVE_KEY = "bx_active"  # key of the active model
 
 
 # ----------------------------------------------------------------------------- workspace
+WS_COOKIE = "bx_ws"  # the browser's last workspace: read only by a tab that lost its server process (below)
+_COOKIE_KEY = "bx_ws_cookie"  # the workspace this session has put into that cookie
+
+
+def _tab_lost_its_server() -> bool:
+    """Whether this session is a browser tab that was connected to a server process that does not know it: the
+    websocket handshake names an earlier session (Streamlit's third subprotocol entry). That happens when a
+    replica behind the proxy died and the tab reconnected to another one (or the server restarted)."""
+    try:
+        proto = st.context.headers.get("Sec-Websocket-Protocol") or ""
+    except Exception:  # noqa: BLE001 - no browser (AppTest, bare mode)
+        return False
+    parts = [p.strip() for p in proto.split(",")]
+    return len(parts) >= 3 and bool(parts[2])
+
+
 def workspace_id() -> str:
-    """This browser's workspace id: session state, else the link's ``?ws=``, else a new unguessable one."""
+    """This browser's workspace id: session state, else the link's ``?ws=``, else (a tab that reconnected to
+    another server process, whose first run may be a page switch, which carries no ``?ws=``) the browser's
+    workspace cookie, else a new unguessable one."""
     ws = st.session_state.get(WS_KEY)
     if runs.valid_workspace_id(ws):
         return ws
     q = st.query_params.get("ws")
+    if not q and _tab_lost_its_server():
+        q = st.context.cookies.get(WS_COOKIE)
     if runs.valid_workspace_id(q):
         ws = q
     else:
@@ -60,6 +80,23 @@ def sync_workspace_param() -> None:
         st.query_params["ws"] = ws
 
 
+def remember_in_browser() -> None:
+    """Put this session's workspace into the browser's ``bx_ws`` cookie (a session cookie, gone when the browser
+    closes), once per session and only when it differs: a tiny same-origin iframe at the foot of the sidebar
+    sets it. Only a tab that reconnects to another server process reads it (``workspace_id``); a new tab or a
+    new visitor never does."""
+    ws = workspace_id()
+    try:
+        if not st.context.headers.get("Sec-Websocket-Protocol") or st.context.cookies.get(WS_COOKIE) == ws:
+            return  # no browser (AppTest), or already set
+    except Exception:  # noqa: BLE001
+        return
+    if st.session_state.get(_COOKIE_KEY) != ws:  # ws matches WORKSPACE_ID_RE: letters, digits, - and _ only
+        st.session_state[_COOKIE_KEY] = ws
+        st.sidebar.iframe(f"<script>document.cookie = '{WS_COOKIE}={ws}; path=/; SameSite=Lax';</script>",
+                          height=1)
+
+
 def workspace_path(create: bool = False) -> Path:
     return runs.workspace_dir(workspace_id(), create=create)
 
@@ -75,8 +112,8 @@ def remember_active(key: str) -> None:
     if not key.startswith("session:"):
         try:
             runs.write_workspace(workspace_id(), active=key)
-        except OSError:
-            pass  # a read-only disk: the session still has it
+        except (OSError, InputError):
+            pass  # a read-only disk, or the workspace's lock busy for 10 s: the session still has it
 
 
 # ----------------------------------------------------------------------------- bundles and models

@@ -14,7 +14,7 @@ from bertcore.analysis.inference import encode_pair
 from bertcore.config import BertConfig
 from bertcore.data.tokenization import TOKENIZER_KINDS, load_tokenizer
 from bertcore.errors import CheckpointError, InputError
-from bertcore.io.checkpoint import builtin_tokenizer, load_checkpoint, load_safetensors
+from bertcore.io.checkpoint import builtin_tokenizer, load_checkpoint, load_safetensors, nonfinite_problem
 from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
 from bertcore.message import Message
 from bertcore.model.bert import init_model
@@ -92,6 +92,9 @@ def load_classifier(directory):
     # the kind the run recorded (word, wordpiece or BERT-pytorch's seed_word); guessed from the files otherwise
     tok = load_tokenizer(d, kind=kind if kind in TOKENIZER_KINDS else None)
     weights = load_safetensors(d / "model.safetensors", "the weights")
+    problem = nonfinite_problem(weights)
+    if problem:
+        raise CheckpointError(problem)
     model = BertForSequenceClassification(config, len(labels), labels)
     try:
         model.load_state_dict(weights)

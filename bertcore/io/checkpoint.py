@@ -19,7 +19,9 @@ import contextlib
 import functools
 import json
 import os
+import stat
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,6 +170,62 @@ def load_safetensors(path: Path, what: str) -> dict[str, torch.Tensor]:
                                       "save the checkpoint again", what=what, file=path.name, err=str(e))) from None
 
 
+def nonfinite_problem(weights: dict[str, torch.Tensor], file: str = "model.safetensors") -> Message | None:
+    """Why ``weights`` cannot be used when some hold NaN or ±inf, else None.
+
+    A bertcore training never saves such weights (it stops before a non-finite step is applied), so they come
+    from a damaged or edited file; a model made of them would only ever predict NaN. One float32 sum per tensor
+    decides (a NaN or inf in it makes the sum non-finite; a finite sum means every value is finite); only a
+    non-finite sum, which huge finite values could also give, is confirmed value by value. The sum is a
+    single read of the tensor, cheaper than an elementwise isfinite (docs/BENCH.md)."""
+    bad, nan, inf = [], False, False
+    for name, v in weights.items():
+        if not v.is_floating_point() or bool(torch.isfinite(v.sum(dtype=torch.float32))):
+            continue
+        if not bool(torch.isfinite(v).all()):
+            bad.append(name)
+            nan = nan or bool(torch.isnan(v).any())
+            inf = inf or bool(torch.isinf(v).any())
+    if not bad:
+        return None
+    what = Message("NaN and infinite values") if nan and inf else Message("NaN values") if nan \
+        else Message("infinite values")
+    return Message("{file} holds {what} in {n} of its {total} weights (e.g. {names}): the model is damaged and would "
+                   "only predict NaN; delete it and train again, or use another checkpoint", file=file, what=what,
+                   n=len(bad), total=len(weights), names=", ".join(bad[:2]))
+
+
+_CHECKED_LOCK = threading.Lock()
+_CHECKED: dict[tuple, str | None] = {}  # (path, size, mtime, inode) -> weights_problem's answer
+
+
+def weights_problem(directory: str | Path) -> str | None:
+    """Why a folder's model.safetensors cannot be used (unreadable, or NaN/inf weights), else None; never
+    raises. Read once per file version (cached by size, mtime and inode), so a run list can ask every time."""
+    path = Path(directory) / "model.safetensors"
+    try:
+        st = path.stat()
+    except OSError:
+        return None  # no weights: the caller says "missing"
+    if not stat.S_ISREG(st.st_mode):
+        return None  # a device or a pipe is no weights file either (is_file() is False: "missing")
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _CHECKED_LOCK:
+        if key in _CHECKED:
+            return _CHECKED[key]
+    try:
+        problem = nonfinite_problem(load_safetensors(path, Message("the weights")))
+    except CheckpointError as e:
+        problem = reason(e)
+    except Exception as e:  # noqa: BLE001 - e.g. a symlink to a device: never raise from a listing
+        problem = str(e)
+    with _CHECKED_LOCK:
+        if len(_CHECKED) > 512:
+            _CHECKED.clear()
+        _CHECKED[key] = problem
+    return problem
+
+
 def _shared_aliases(model) -> dict[str, str]:
     """name -> first name for state_dict entries that share storage with an earlier entry (tied weights)."""
     first: dict[tuple, str] = {}
@@ -252,6 +310,9 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
         if not v.is_floating_point() and expected[k].is_floating_point():
             raise CheckpointError(Message("weight {name} has dtype {dtype}; weights must be floating point",
                                           name=k, dtype=v.dtype))
+    problem = nonfinite_problem(weights)
+    if problem:
+        raise CheckpointError(problem)
     model.load_state_dict(weights, strict=False)
     heads = extra.get("heads") if isinstance(extra.get("heads"), dict) else {}
     model.has_mlm_head = bool(heads.get("mlm", True))

@@ -25,6 +25,7 @@ from bertcore.io.checkpoint import (
     atomic_save_safetensors,
     load_checkpoint,
     load_safetensors,
+    nonfinite_problem,
     unique_state_dict,
 )
 from bertcore.message import Message
@@ -96,6 +97,9 @@ def load_step(run_dir: str | Path, step: int | None = None, bundle: ModelBundle 
         raise InputError(Message("step {step} is not saved in {run}; it was trained before steps were saved, so only "
                                  "its final weights exist (leave the step out)", step=step, run=Path(run_dir).name))
     weights = load_safetensors(path, f"the weights of step {step}")
+    problem = nonfinite_problem(weights, path.name)
+    if problem:
+        raise CheckpointError(problem)
     model = type(base.model)(base.model.config)
     expected = model.state_dict()
     missing = [k for k in weights if k not in expected]

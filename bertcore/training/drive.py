@@ -7,9 +7,13 @@ and fires ``start``, ``checkpoint`` and ``end`` on the trainer's callbacks (``be
 step loop fires ``step`` and ``eval``). A ``Route`` says what one kind of training keeps in its folder
 (pretraining's is ``bertcore.training.service.PRETRAINING``, fine-tuning's ``bertcore.finetune.route.FINETUNE``);
 ``open_run_dir`` is the one place a run directory is created. Layout of the folder: ``bertcore.training.runs``.
+While it trains, ``drive`` holds the run's lock (``bertcore.training.locks``), so no other process or server
+replica trains the same folder. A checkpoint that cannot be written (a full disk) ends the training as "failed"
+with the reason; every file keeps its last complete version and the run resumes from there.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -19,7 +23,7 @@ from typing import Any
 
 from bertcore.errors import InputError
 from bertcore.message import Message
-from bertcore.training import runs
+from bertcore.training import locks, runs
 
 
 class StopSignal(threading.Event):
@@ -59,7 +63,7 @@ class Route:
 
 def write_run_dir(trainer, run_dir: Path, meta: dict, route: Route) -> dict:
     """Rewrite the run directory for the trainer's current step (every file atomically, run.json last), then
-    fire ``checkpoint``."""
+    fire ``checkpoint``. OSError (a full disk ...) leaves every file as it was or new, run.json as it was."""
     route.save(trainer, run_dir, meta)
     meta.update(steps_done=int(trainer.step_count), metrics=route.metrics(trainer) or None, updated=runs.now())
     runs.write_run_json(run_dir, meta)
@@ -67,59 +71,94 @@ def write_run_dir(trainer, run_dir: Path, meta: dict, route: Route) -> dict:
     return meta
 
 
-def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route: Route) -> RunResult:
+def record_write_failure(run_dir: Path, meta: dict, step: int, err: OSError) -> None:
+    """The run directory could not be rewritten after ``step`` (a full disk, a quota, a share gone read-only):
+    run.json says failed, why, and that it resumes from its last complete checkpoint (meta["steps_done"]).
+    Nothing else is touched, so that checkpoint stays as it was; if even run.json cannot be written it keeps
+    "running" and reads as interrupted once this process is gone, resumable all the same."""
+    meta.update(status="failed", failure=runs.WRITE_FAILURE, updated=runs.now(),
+                reason=Message("could not write the checkpoint after step {step} ({err}); the checkpoint of step "
+                               "{saved} is kept: free disk space, then resume the run", step=int(step),
+                               err=err.strerror or str(err), saved=int(meta.get("steps_done") or 0)))
+    try:
+        runs.write_run_json(run_dir, meta)
+    except OSError:
+        pass
+
+
+def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route: Route,
+          lock: locks.RunLock | None = None) -> RunResult:
     """Run ``trainer`` to its end (or a stop / NaN / Ctrl-C), keeping ``run_dir`` current; the final status.
 
     Every route goes through here: run.json says running (with this pid) from step 0, then finished / stopped /
     failed with a reason; ``trainer`` is anything Trainer-shaped (``run()``, ``callbacks``, ``stop``,
-    ``finalize``, ``step_count``, ``config.steps``, ``error``, ``model``)."""
+    ``finalize``, ``step_count``, ``config.steps``, ``error``, ``model``). The run's lock (``lock``, else taken
+    here: ``RunBusy`` when another process trains it) is held until the end. A checkpoint that cannot be written
+    stops the training: the run is "failed" with the reason and resumes from its last complete checkpoint."""
     stop = stop if stop is not None else StopSignal()
+    own_lock = lock is None
+    lock = locks.hold(run_dir) if own_lock else lock
     runs.mark_active(run_dir, True)
     interrupted = False
-    try:
-        meta.update(status="running", reason=None, pid=os.getpid())
-        write_run_dir(trainer, run_dir, meta, route)
-        trainer.callbacks.fire("start", trainer, run_dir=run_dir)
+    failed_write: list[tuple[int, OSError]] = []  # (step, error) of a write that failed
 
-        def after_step(ev) -> None:  # registered after the caller's, so every listener has seen the row
-            if stop.is_set():
-                ev.trainer.stop()
-
-        def after_eval(ev) -> None:
-            if not stop.is_set() and not ev.trainer.done:
-                write_run_dir(ev.trainer, run_dir, meta, route)
-
-        trainer.callbacks.on("step", after_step).on("eval", after_eval)
+    def save() -> bool:
         try:
-            if stop.is_set():
-                trainer.stop()
-            trainer.run()
-        except KeyboardInterrupt:
-            interrupted = True
-            stop.request("interrupted (Ctrl-C)")
+            write_run_dir(trainer, run_dir, meta, route)
+        except OSError as e:
+            failed_write.append((int(trainer.step_count), e))
+            return False
+        return True
+
+    try:
+        meta.update(status="running", reason=None, failure=None, pid=os.getpid())
+        if save():
+            trainer.callbacks.fire("start", trainer, run_dir=run_dir)
+
+            def after_step(ev) -> None:  # registered after the caller's, so every listener has seen the row
+                if stop.is_set():
+                    ev.trainer.stop()
+
+            def after_eval(ev) -> None:
+                if not stop.is_set() and not ev.trainer.done and not save():
+                    ev.trainer.stop()  # nothing after this step could be kept
+
+            trainer.callbacks.on("step", after_step).on("eval", after_eval)
             try:
-                trainer.finalize()
+                if stop.is_set():
+                    trainer.stop()
+                trainer.run()
             except KeyboardInterrupt:
-                pass
-        except Exception as e:  # noqa: BLE001 - recorded in run.json, then re-raised for the caller
-            meta.update(status="failed", reason=f"training failed: {type(e).__name__}: {e}")
-            try:
-                write_run_dir(trainer, run_dir, meta, route)
-            finally:
-                runs.mark_active(run_dir, False)
-            raise
-        if trainer.error:
-            status, reason = "failed", trainer.error
-        elif trainer.step_count >= trainer.config.steps:
-            status, reason = "finished", None
-        else:
-            status = "stopped"
-            reason = f"{stop.reason or 'stopped'} at step {trainer.step_count}"
-        meta.update(status=status, reason=reason)
-        trainer.model.eval()
-        write_run_dir(trainer, run_dir, meta, route)
+                interrupted = True
+                stop.request("interrupted (Ctrl-C)")
+                try:
+                    trainer.finalize()
+                except KeyboardInterrupt:
+                    pass
+            except Exception as e:  # noqa: BLE001 - recorded in run.json, then re-raised for the caller
+                meta.update(status="failed", reason=f"training failed: {type(e).__name__}: {e}")
+                if not save():  # at least run.json says why, if it can be written
+                    with contextlib.suppress(OSError):
+                        runs.write_run_json(run_dir, meta)
+                raise
+        if not failed_write:
+            if trainer.error:
+                status, reason = "failed", trainer.error
+            elif trainer.step_count >= trainer.config.steps:
+                status, reason = "finished", None
+            else:
+                status = "stopped"
+                reason = f"{stop.reason or 'stopped'} at step {trainer.step_count}"
+            meta.update(status=status, reason=reason)
+            trainer.model.eval()
+            save()
+        if failed_write:
+            trainer.model.eval()
+            record_write_failure(run_dir, meta, *failed_write[0])
     finally:
         runs.mark_active(run_dir, False)
+        if own_lock:
+            lock.release()
     trainer.callbacks.fire("end", trainer, run_dir=run_dir, meta=dict(meta))
     return RunResult(run_dir, meta["status"], meta["reason"], trainer, route.bundle(trainer, meta), interrupted)
 

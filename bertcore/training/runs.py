@@ -4,7 +4,9 @@ A *run directory* is a checkpoint directory (``bertcore.io.checkpoint``: config.
 vocab.txt / tokenizer.json, model.safetensors, history.csv, snapshots.safetensors, bundle.json) plus::
 
     run.json              name, created, status, reason, steps_done, total_steps, seed, preset, corpus,
-                          corpus_spec, tokenizer, metrics (final held-out MLM/NSP), pid of the training process
+                          corpus_spec, tokenizer, metrics (final held-out MLM/NSP), pid of the training process,
+                          failure ("write" when a checkpoint could not be written: resumable)
+    .lock                 held (flock) by the process that trains the run (bertcore.training.locks)
     resume.safetensors    weights + AdamW state + RNG states for ``--resume`` (bertcore.training.resume)
     corpus.tsv            the corpus as A<TAB>B lines when it cannot be rebuilt from a spec (an upload)
     probe.csv             ``Trainer.probe_history`` rows, when the trainer has them
@@ -19,7 +21,8 @@ The root of all runs is env ``BERTCORE_RUNS_DIR``, else ``$XDG_DATA_HOME/bertcor
 
 Workspace ids are ``secrets.token_urlsafe(16)`` strings and are checked against ``WORKSPACE_ID_RE`` before
 they become a path, so no id can name a folder outside the root. Reading never raises: a damaged or
-half-written run is listed with ``damaged`` set to the reason.
+half-written run, or one whose weights are unreadable or hold NaN/inf, is listed with ``damaged`` set to the
+reason. A run reads as "running" while its lock is held, so every server replica sharing the root agrees.
 """
 from __future__ import annotations
 
@@ -37,8 +40,9 @@ from pathlib import Path
 
 from bertcore.errors import BertcoreError, InputError
 from bertcore.message import Message, reason
-from bertcore.io.checkpoint import atomic_write
+from bertcore.io.checkpoint import atomic_write, weights_problem
 from bertcore.settings import env_number
+from bertcore.training import locks
 from bertcore.training.resume import RESUME_FILE, read_resume_step
 
 RUN_FILE = "run.json"
@@ -51,6 +55,7 @@ FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's
 # run.json "kind" -> the files a finished run of that kind has (default: a pretraining or fine-tune checkpoint);
 # a comparison keeps its two models in sub-folders (bertcore.finetune.route), listed by bertcore.finetune.store
 KIND_FILES = {"finetune-comparison": ()}
+WRITE_FAILURE = "write"  # run.json "failure" of a run whose checkpoint could not be written (drive): resumable
 
 
 class RunLimitError(BertcoreError):
@@ -269,23 +274,35 @@ def read_run(run_dir: str | Path) -> RunInfo:
     if info.status not in STATUSES:
         info.status, info.damaged = "damaged", f"run.json has an unknown status {info.status!r}"
         return info
-    if info.status == "running":
-        pid = data.get("pid")
-        mine = pid == os.getpid()
-        with _ACTIVE_LOCK:
-            active_here = str(d.resolve()) in _ACTIVE
-        if not (active_here or (not mine and isinstance(pid, int) and pid_alive(pid))):
-            info.status = "stopped"
-            info.reason = f"interrupted at step {info.steps_done} (the training process ended)"
+    if info.status == "running" and not _trains_now(d, data.get("pid")):
+        info.status = "stopped"
+        info.reason = f"interrupted at step {info.steps_done} (the training process ended)"
     needed = KIND_FILES.get(info.kind, ("config.json", "model.safetensors"))
     missing = [f for f in needed if not (d / f).is_file()]
     if missing and info.status != "running":
         info.damaged = f"{' and '.join(missing)} missing (the run was cut off before its first checkpoint)"
         info.status = "damaged"
         return info
-    info.resumable = (info.status == "stopped" and info.steps_done < info.total_steps
+    problem = weights_problem(d) if info.status != "running" else None
+    if problem:  # unreadable, NaN or inf weights: never offered as a model
+        info.status, info.damaged = "damaged", problem
+        return info
+    can_resume = info.status == "stopped" or (info.status == "failed" and data.get("failure") == WRITE_FAILURE)
+    info.resumable = (can_resume and info.steps_done < info.total_steps
                       and read_resume_step(d / RESUME_FILE) is not None)
     return info
+
+
+def _trains_now(d: Path, pid) -> bool:
+    """Whether some process trains run ``d`` now: its lock is held (by another process, or by a training of this
+    one); for a run without a lock file (older versions) whether run.json's pid is alive and not this process."""
+    with _ACTIVE_LOCK:
+        if str(d.resolve()) in _ACTIVE:
+            return True
+    held = locks.is_held(d)
+    if held is not None:
+        return held and not locks.held_here(d)  # held here but not training: a resume setting up
+    return pid != os.getpid() and isinstance(pid, int) and pid_alive(pid)
 
 
 def list_runs(parent: str | Path) -> list[RunInfo]:
@@ -332,8 +349,9 @@ def delete_run(run_dir: str | Path, root: str | Path | None = None) -> None:
     if d == root:
         raise InputError(Message("refusing to delete the runs folder itself"))
     with _ACTIVE_LOCK:
-        if str(d) in _ACTIVE:
-            raise InputError(Message("this run is still training; stop it first, then delete it"))
+        active = str(d) in _ACTIVE
+    if active or locks.is_held(d):  # training here, or in another process or server replica
+        raise InputError(Message("this run is still training; stop it first, then delete it"))
     shutil.rmtree(d, ignore_errors=True)
 
 
@@ -359,8 +377,11 @@ def read_workspace(ws: str) -> dict:
 
 
 def write_workspace(ws: str, **changes) -> dict:
-    data = {**read_workspace(ws), **changes}
-    atomic_write(workspace_dir(ws) / WORKSPACE_FILE, json.dumps(data, indent=2) + "\n")
+    """Merge ``changes`` into workspace.json under the workspace's lock (replicas may write it at once)."""
+    d = workspace_dir(ws)
+    with locks.exclusive(d):
+        data = {**read_workspace(ws), **changes}
+        atomic_write(d / WORKSPACE_FILE, json.dumps(data, indent=2) + "\n")
     return data
 
 

@@ -33,7 +33,7 @@ from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, s
 from bertcore.io.steps import save_step, truncate_after
 from bertcore.message import Message
 from bertcore.settings import env_number
-from bertcore.training import runs
+from bertcore.training import locks, runs
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
 from bertcore.training.drive import Route, RunResult, StopSignal, drive, drive_quietly, open_run_dir
@@ -224,31 +224,53 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
         return drive_quietly(trainer, stop)
     name = " ".join((spec.name or f"{spec.preset or 'custom'}, seed {tc.seed}").split())[:runs.MAX_NAME_LEN]
     d = open_run_dir(run_dir, parent, name)
+    lock = locks.hold(d)  # RunBusy, before anything is written, when another process trains this folder
+    try:
+        return drive(trainer, d, _new_run_files(spec, d, trainer, corpus, corpus_spec, name), stop, PRETRAINING,
+                     lock=lock)
+    finally:
+        lock.release()
+
+
+def _new_run_files(spec: RunSpec, d: Path, trainer, corpus, corpus_spec, name: str) -> dict:
+    """A new run's corpus.tsv (when its corpus cannot be rebuilt from a spec) and its run.json fields."""
+    tc = spec.train_config
     if corpus is not None and (corpus_spec is None or not _is_rebuildable(corpus_spec)):
         atomic_write(d / CORPUS_FILE, "".join(f"{a}\t{b}\n" for a, b in corpus.pairs))
         if getattr(corpus, "documents", None) is not None:  # NotNext comes from another document (BERT §A.1)
             atomic_write(d / DOCUMENTS_FILE, "".join(f"{int(k)}\n" for k in corpus.documents))
         corpus_spec = f"run:{CORPUS_FILE}"
-    meta = runs.run_meta(name, total_steps=tc.steps, seed=int(tc.seed), preset=spec.preset,
+    return runs.run_meta(name, total_steps=tc.steps, seed=int(tc.seed), preset=spec.preset,
                          corpus=corpus.name if corpus is not None else f"shards {Path(spec.data).resolve().name}",
                          source=spec.source, corpus_spec=corpus_spec,
                          tokenizer=getattr(trainer.tokenizer, "kind", "word"),
                          init_from=str(spec.init_from) if spec.init_from is not None else None,
                          corpus_defaults=spec.defaults)
-    return drive(trainer, d, meta, stop, PRETRAINING)
 
 
 def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Callbacks | None = None,
            runtime=None) -> RunResult:
     """Continue a stopped run from its last checkpoint: same weights, AdamW moments, LR schedule position,
-    data order and masking/dropout RNG streams, so the losses match an uninterrupted run."""
+    data order and masking/dropout RNG streams, so the losses match an uninterrupted run. The run's lock is held
+    from the checks on, so two processes (or server replicas) never resume the same run: the second gets RunBusy."""
     d = Path(run_dir).expanduser()
-    info = runs.read_run(d)
+    if runtime is not None and not runtime.is_main:  # a distributed run's other ranks: rank 0 checks and locks
+        return _resume(d, stop, callbacks, runtime, None)
+    _check_resumable(d, runs.read_run(d))
+    lock = locks.hold(d)
+    try:
+        _check_resumable(d, runs.read_run(d))  # again under the lock: another process may have resumed it
+        return _resume(d, stop, callbacks, runtime, lock)
+    finally:
+        lock.release()
+
+
+def _check_resumable(d: Path, info) -> None:
+    if not info.damaged and info.status == "running":
+        raise InputError(Message("{name} is still training; stop it before resuming", name=info.name))
     if info.damaged:
         raise InputError(Message("{run} cannot be resumed: {reason}", run=str(d), reason=info.damaged))
-    if info.status == "running":
-        raise InputError(Message("{name} is still training; stop it before resuming", name=info.name))
-    if info.status == "failed":
+    if info.status == "failed" and not info.resumable:
         raise InputError(Message("{name} failed ({reason}); start a new run with a lower lr instead", name=info.name,
                                  reason=info.reason))
     if info.steps_done >= info.total_steps:
@@ -257,6 +279,9 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Ca
     if not info.resumable:
         raise InputError(Message("{name} has no resume state ({file}); start a new run", name=info.name,
                                  file=RESUME_FILE))
+
+
+def _resume(d: Path, stop, callbacks, runtime, lock) -> RunResult:
     meta = runs.read_run_json(d)
     bundle = load_checkpoint(d)
     if bundle.train_config is None:
@@ -276,7 +301,7 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Ca
     _restore_records(trainer, bundle, d, step)
     if not trainer.runtime.is_main:
         return drive_quietly(trainer, stop)
-    return drive(trainer, d, meta, stop, PRETRAINING)
+    return drive(trainer, d, meta, stop, PRETRAINING, lock=lock)
 
 
 def _restore_records(trainer: Trainer, bundle: ModelBundle, run_dir: Path, step: int) -> None:
