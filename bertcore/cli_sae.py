@@ -1,7 +1,8 @@
 """`sae`, `features`, `steer`: a sparse autoencoder on a run, its features, and steering with one (docs/FEATURES.md).
 
-    python -m bertcore sae      RUN --layer L [--site residual|ffn] [--size N] [--k K | --l1 C] [--step N]
-                                [--seed S] [--train-steps N] [--out DIR] [--quiet] [--json]
+    python -m bertcore sae      RUN --layer L [--site residual|ffn] [--size N] [--k K | --l1 C]
+                                [--step N | --over-training] [--seed S] [--train-steps N] [--out DIR] [--quiet]
+                                [--json]
     python -m bertcore features SAE_DIR [--top N] [--feature F] [--text "..." [--text-b "..."]] [--json]
     python -m bertcore steer    RUN SAE_DIR --feature F [--strength S] ("text with [MASK]" | --skill NAME) [--json]
 
@@ -64,7 +65,10 @@ def add_sae_parsers(sub) -> None:
     g = s.add_mutually_exclusive_group()
     g.add_argument("--k", type=int_in(1, 100_000, "--k"), help="top-k SAE with k active features (default 8)")
     g.add_argument("--l1", type=_float_in(1e-6, 1e4, "--l1"), help="ReLU SAE with this L1 coefficient instead")
-    s.add_argument("--step", type=int_in(0, 10**9, "--step"), help="a saved step of the run (default: final)")
+    w = s.add_mutually_exclusive_group()
+    w.add_argument("--step", type=int_in(0, 10**9, "--step"), help="a saved step of the run (default: final)")
+    w.add_argument("--over-training", action="store_true",
+                   help="one SAE at each of 5 saved steps (first to last): when the features appear")
     s.add_argument("--seed", type=int_in(0, 2**31 - 1, "--seed"), default=0)
     s.add_argument("--train-steps", type=int_in(1, 1_000_000, "--train-steps"), default=400,
                    help="optimizer steps of 1024 tokens (default 400)")
@@ -110,7 +114,7 @@ def cmd_sae(args) -> int:
     import torch
     from tqdm import tqdm
 
-    from bertcore.analysis.sae_runs import SAESpec, summary, train_run_sae
+    from bertcore.analysis.sae_runs import SAESpec, features_of, saes_over_training, summary, train_run_sae
 
     torch.set_num_threads(1)
     run = _run_dir(args.dir)
@@ -134,6 +138,22 @@ def cmd_sae(args) -> int:
                 bar = None
             print(stages[stage] + " ...", file=sys.stderr)
 
+    if args.over_training:
+        if args.out:
+            raise CliError("--over-training writes its SAEs to RUN/saes/; drop --out")
+        try:
+            dirs = saes_over_training(run, spec, progress=lambda i, n, stage, frac: progress(stage, frac))
+        finally:
+            if bar is not None:
+                bar.close()
+        rows = [{**summary(d), "families": features_of(d).get("families")} for d in dirs]
+        if args.json:
+            print(json.dumps({"run": str(run), "saes": rows}, indent=2))
+            return 0
+        for r in rows:
+            fam = ", ".join(f"{k} {v['auroc']:.3f}" for k, v in (r["families"] or {}).items() if v)
+            print(f"step {r['step']}: variance explained {r['variance_explained']:.3f}, best AUROC: {fam} ({r['sae_dir']})")
+        return 0
     try:
         d = train_run_sae(run, spec, out=args.out, progress=progress)
     finally:
@@ -178,13 +198,15 @@ def feature_rows(table: dict, top: int | None = None, feature: int | None = None
 def cmd_features(args) -> int:
     import torch
 
-    from bertcore.analysis.sae_runs import features_of, text_activations
+    from bertcore.analysis.sae_runs import features_of, open_sae, text_activations
+    from bertcore.io.sae_io import hook_of
 
     torch.set_num_threads(1)
     if args.text_b is not None and args.text is None:
         raise CliError("--text-b needs --text (sentence A)")
     if args.text is not None:
-        r = text_activations(args.sae_dir, args.text, args.text_b)
+        sae, cfg, _, b = open_sae(args.sae_dir)
+        r = text_activations(sae, hook_of(cfg), b.model, b.tokenizer, args.text, args.text_b)
         acts = r["activations"]
         if args.json:
             print(json.dumps({"tokens": r["tokens"], "hook": r["hook"], "activations": acts.tolist()}))

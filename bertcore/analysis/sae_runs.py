@@ -234,13 +234,10 @@ def effect_of(sae_dir: str | Path, feature: int) -> torch.Tensor | None:
     return load_safetensors(p, "the SAE's output effects")["effect"][feature].float()
 
 
-def text_activations(sae_dir: str | Path, text: str, text_b: str | None = None, bundle=None) -> dict:
-    """{"tokens", "activations"} for a text: the SAE's features (tokens × d_sae) at the site it reads, from the
-    glass box's ``trace`` of that text (the activations ``trace --json`` prints)."""
-    sae, cfg, training, b = open_sae(sae_dir, bundle)
-    hook = hook_of(cfg)
-    layer = int(hook.split(".")[1])
-    t = trace(b.model, b.tokenizer, text, text_b, layer=layer, final=False)
+def text_activations(sae, hook: str, model, tokenizer, text: str, text_b: str | None = None) -> dict:
+    """{"tokens", "hook", "activations"} for a text: the SAE's features (tokens × d_sae) at the site ``hook``, from
+    the glass box's ``trace`` of that text (the activations ``trace --json`` prints)."""
+    t = trace(model, tokenizer, text, text_b, layer=int(hook.split(".")[1]), final=False)
     with torch.no_grad():
         f = sae.encode(torch.from_numpy(t.tensors[hook]).float())
     return {"tokens": t.tokens, "hook": hook, "activations": f.numpy()}
