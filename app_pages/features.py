@@ -129,6 +129,12 @@ def _opened(sae_dir: str, mtime: float, _bundle):
     return sae, cfg, training, b, features_of(sae_dir, b)
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def _families(sae_dir: str, mtime: float) -> dict:
+    """The best number / topic / [MASK] features of an SAE (its features.json), once per file version."""
+    return features_of(sae_dir).get("families") or {}
+
+
 def _replay(run_dir: Path, spec: SAESpec) -> Path | None:
     """The over-training view and its step slider; the SAE folder to show (a step's, or the final one)."""
     final = run_dir / SAES_DIR / spec.name()
@@ -142,7 +148,7 @@ def _replay(run_dir: Path, spec: SAESpec) -> Path | None:
     points = []
     for s in steps:
         d = run_dir / SAES_DIR / _with_step(spec, s).name()
-        points.append({"step": s, "families": (features_of(d).get("families") or {})})
+        points.append({"step": s, "families": _families(str(d), (d / FEATURES_FILE).stat().st_mtime)})
     skills = skills_view.saved_skills(run_dir)
     names = {n: skills_view.skill_name(n) for n in skills_view.skill_names(skills)}
     fig = over_training_figure(points, skills.frame() if skills is not None else None, names,
