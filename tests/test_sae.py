@@ -5,7 +5,6 @@ and `trace --json`, the SAELens round trip (when installed), steering through th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -143,6 +142,26 @@ def test_the_grammar_is_redrawn_exactly():
     assert grammar_pairs(corpus) is None  # not what the grammar drew: no labels claimed
 
 
+def test_an_uploaded_corpus_is_labelled_by_word_and_position():
+    from bertcore.analysis.sae_data import token_set
+    from bertcore.data.corpus import Corpus
+    from bertcore.data.tokenization import WordTokenizer
+
+    pairs = [("the cat sat on the mat .", "it slept ."), ("a dog ran in the park .", "it barked .")] * 3
+    corpus = Corpus("my.txt", pairs)
+    tok = WordTokenizer.build(corpus.texts())
+    ts = token_set(corpus, tok, [0, 1], 32, seed=0)
+    assert ts.grammar is False
+    facts = ts.facts[0]
+    assert facts[0] == {"sentence:A", "position:0", "special:[CLS]"}
+    assert all(not any(f.startswith(("class:", "number:", "topic")) for f in fs) for fs in facts)
+    words = [next((f for f in fs if f.startswith("word:")), None) for fs in facts]
+    masked = {i for i, t in enumerate(ts.sequences[0]) if t == tok.mask_id}
+    assert [w for i, w in enumerate(words) if i not in masked and w] == \
+        [f"word:{t}" for i, t in enumerate(tok.convert_ids_to_tokens(ts.sequences[0])) if i not in masked
+         and t not in ("[CLS]", "[SEP]")]
+
+
 # ----------------------------------------------------------------------------- a tiny run
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
@@ -192,6 +211,7 @@ def test_feature_table_names_features_and_is_complete(sae_dir):
 
 
 def _cli_json(capsys, *argv):
+    """``python -m bertcore ARGV`` in-process: its exit status must be 0; its stdout parsed as JSON."""
     assert main(list(argv)) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
 
@@ -213,6 +233,16 @@ def test_features_text_activations_recomputed_in_numpy_from_weights_and_trace(sa
     assert keys <= set(listing["features"][0])
     one = _cli_json(capsys, "features", str(sae_dir), "--feature", "7", "--json")["features"]
     assert [f["id"] for f in one] == [7]
+
+
+def test_cli_sae_trains_and_reports_the_fields_quality(run, capsys, tmp_path):
+    out = _cli_json(capsys, "sae", str(run), "--layer", "0", "--size", "2", "--k", "3", "--train-steps", "20",
+                    "--out", str(tmp_path / "s"), "--quiet", "--json")
+    for key in ("variance_explained", "l0", "dead_fraction", "dense_fraction", "loss_recovered", "clean_loss",
+                "spliced_loss", "zero_loss"):
+        assert isinstance(out[key], float), key
+    assert out["l0"] <= 3 and out["hook"] == "layer.0.output" and out["sae_dir"] == str(tmp_path / "s")
+    assert json.loads((tmp_path / "s" / CFG_FILE).read_text())["d_sae"] == 64
 
 
 def test_saelens_loads_the_saved_sae_with_the_same_activations(sae_dir, run, capsys):

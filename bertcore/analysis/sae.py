@@ -1,19 +1,20 @@
 """A sparse autoencoder (SAE) on one named activation of a model: dictionary learning of its features.
 
-    f(x) = act(W_encᵀ-free form: (x − b_dec) W_enc + b_enc)        x̂ = f W_dec + b_dec
+    f(x) = act((x − b_dec) W_enc + b_enc)        x̂ = f W_dec + b_dec
 
 ``W_enc`` is (d_in, d_sae), ``W_dec`` (d_sae, d_in), as SAELens stores them (``bertcore.io.sae_io``). Two
 activations, both as the field trains them:
 
 * ``standard``: ReLU, trained with an L1 penalty on ``f_i · ‖W_dec,i‖`` (Bricken et al. 2023, "Towards
   Monosemanticity"; the decoder-norm-weighted form of Anthropic's April 2024 update), with *resampling* of dead
-  features (Bricken et al.): a feature silent for ``dead_window`` steps gets the direction of an input the SAE
-  reconstructs badly (drawn with probability ∝ its squared error), its encoder row scaled to 0.2 × the mean live
-  encoder norm, its bias 0, and its Adam moments cleared.
+  features (Bricken et al.): every ``steps / 6`` steps (until 80% of training) a feature silent for the last
+  ``dead_window`` steps gets the direction of an input the SAE reconstructs badly (drawn with probability ∝ the
+  square of its reconstruction loss), its encoder row scaled to 0.2 × the mean live encoder norm, its bias 0, and
+  its Adam moments cleared.
 * ``topk``: keep the k largest pre-activations, then ReLU (Gao et al. 2024, "Scaling and evaluating sparse
   autoencoders" §2.3), decoder rows kept at unit norm, the encoder initialised as the decoder's transpose, and the
-  AuxK loss (§A.2) that lets the ``aux_k`` largest *dead* latents reconstruct the residual error, so no feature
-  stays dead.
+  AuxK loss (§A.2) that lets the ``aux_k`` largest *dead* latents reconstruct the residual error, so dead features
+  get a gradient and come back.
 
 Training sees the activations scaled to a mean squared norm of ``d_in`` (Gao et al. §2.1); the scale is folded
 back into the weights afterwards, so the saved SAE reads raw activations and its unit-norm decoder rows are unit
