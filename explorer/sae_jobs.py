@@ -20,7 +20,7 @@ import torch
 from bertcore.analysis.sae_runs import SAESpec, saes_over_training, train_run_sae
 from bertcore.errors import BertcoreError
 from bertcore.message import Message
-from explorer.training_run import training_nice
+from explorer.training_run import max_trainings, training_nice
 
 STAGES = ("data", "train", "measure", "label", "done")
 
@@ -131,15 +131,21 @@ _JOBS_LOCK = threading.Lock()
 _JOBS: dict[str, SAEJob] = {}
 
 
-class JobBusy(RuntimeError):
-    """This workspace already trains an SAE."""
+class JobBusy(BertcoreError):
+    """This workspace already trains an SAE, or the server trains as many as it allows (the message says which)."""
 
 
 def start_job(workspace: str, run_dir: str | Path, spec: SAESpec, over_training: bool = False) -> SAEJob:
+    """Start an SAE job for ``workspace``; JobBusy when it has one running or when ``max_trainings()`` SAE jobs
+    (BERTCORE_MAX_TRAININGS, as for trainings) run in this server already."""
     with _JOBS_LOCK:
         old = _JOBS.get(workspace)
         if old is not None and old.snapshot().running:
-            raise JobBusy(workspace)
+            raise JobBusy(Message("this workspace is already training an SAE; wait for it (or press Stop)"))
+        running = sum(j.snapshot().running for j in _JOBS.values())
+        if running >= max_trainings():
+            raise JobBusy(Message("Server busy: {n} SAEs are training (the limit is {cap}, set by "
+                                  "BERTCORE_MAX_TRAININGS). Try again in a minute.", n=running, cap=max_trainings()))
         job = SAEJob(run_dir, spec, over_training)
         _JOBS[workspace] = job
     return job.start()

@@ -4,6 +4,7 @@ it), keeps the SAE of a replayed step, reads 简体中文, and shows a damaged S
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -140,3 +141,27 @@ def test_a_damaged_sae_folder_is_a_message(features_page, trained, tmp_path):
     (bad / "features.json").write_text(json.dumps({"features": []}))
     at = features_page(ft_layer="0")
     assert any("not a usable SAE folder" in e.value for e in at.error)
+
+
+def test_one_sae_job_per_workspace_and_a_cap_per_server(monkeypatch, tmp_path):
+    gate = threading.Event()
+
+    def run(self):
+        gate.wait(30)
+        with self._lock:
+            self._status = "finished"
+
+    monkeypatch.setattr(sae_jobs.SAEJob, "_run", run)
+    monkeypatch.setattr(sae_jobs, "max_trainings", lambda: 2)
+    spec = SAESpec(layer=0)
+    a = sae_jobs.start_job("wsA-0123456789abcdef", tmp_path, spec)
+    with pytest.raises(sae_jobs.JobBusy, match="already training an SAE"):
+        sae_jobs.start_job("wsA-0123456789abcdef", tmp_path, spec)
+    b = sae_jobs.start_job("wsB-0123456789abcdef", tmp_path, spec)
+    with pytest.raises(sae_jobs.JobBusy, match="Server busy: 2 SAEs"):
+        sae_jobs.start_job("wsC-0123456789abcdef", tmp_path, spec)
+    gate.set()
+    assert a.join(10) and b.join(10)
+    sae_jobs.start_job("wsC-0123456789abcdef", tmp_path, spec).join(10)
+    for ws in ("wsA-0123456789abcdef", "wsB-0123456789abcdef", "wsC-0123456789abcdef"):
+        sae_jobs.forget(ws)
