@@ -25,6 +25,7 @@ PAGES = [
     ("embeddings.py", "embeddings", mark("Embeddings"), ":material/scatter_plot:", mark("Inspect")),
     ("probes.py", "probes", mark("Probes"), ":material/biotech:", mark("Inspect")),
     ("lens_patching.py", "lens_patching", mark("Logit lens & patching"), ":material/layers:", mark("Inspect")),
+    ("features.py", "features", mark("Features"), ":material/category:", mark("Inspect")),
 ]
 
 

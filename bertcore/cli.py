@@ -20,6 +20,9 @@
     python -m bertcore classify DIR "text" ["text B"] [--json]
     python -m bertcore probe   RUN --property NAME [--step N | --all-steps] [--labels FILE.csv] [--json]
     python -m bertcore trace   RUN "text A" ["text B"] [--layer L] [--step N] [--json]
+    python -m bertcore sae     RUN --layer L [--site residual|ffn] [--size N] [--k K | --l1 C] [--step N] [--json]
+    python -m bertcore features SAE_DIR [--top N] [--feature F] [--text "..."] [--json]
+    python -m bertcore steer   RUN SAE_DIR --feature F [--strength S] ("text with [MASK]" | --skill NAME) [--json]
 
 Bad input prints ``error: <what and how to fix>`` on stderr and exits with status 2, never a traceback.
 Heavy imports (torch) happen inside the commands so ``--help`` is instant.
@@ -57,6 +60,7 @@ from bertcore.cli_probe import add_probe_parser, cmd_probe
 from bertcore.cli_skills import add_skills_parser, cmd_skills
 from bertcore.cli_lens import add_lens_parsers, cmd_lens, cmd_patch
 from bertcore.cli_trace import add_trace_parser, cmd_trace
+from bertcore.cli_sae import add_sae_parsers, cmd_features, cmd_sae, cmd_steer
 
 MAX_DRAWS = 1_000_000
 
@@ -143,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_skills_parser(sub)
     add_lens_parsers(sub)
     add_trace_parser(sub)
+    add_sae_parsers(sub)
     return p
 
 
@@ -385,7 +390,7 @@ COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_ma
             "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
             "finetune": cmd_finetune, "classify": cmd_classify, "heads": cmd_heads,
             "probe": cmd_probe, "skills": cmd_skills, "lens": cmd_lens, "patch": cmd_patch,
-            "trace": cmd_trace}
+            "trace": cmd_trace, "sae": cmd_sae, "features": cmd_features, "steer": cmd_steer}
 
 
 def _fail(msg: str) -> int:
