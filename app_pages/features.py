@@ -14,7 +14,7 @@ from bertcore.analysis.steering import skill_flips, skill_suite, steer_text, ste
 from bertcore.data.user_text import is_blank
 from bertcore.io.sae_io import FEATURES_FILE, SAES_DIR, hook_of
 from bertcore.io.steps import list_steps
-from explorer import replay, sae_jobs, skills_view, state
+from explorer import replay, sae_jobs, skills_view, state, tour
 from explorer.export import plotly_config
 from explorer.figures_features import (contexts_html, feature_frame, features_csv, histogram_figure, label_text,
                                        over_training_figure, text_html, top_features_frame, words_frame)
@@ -334,6 +334,8 @@ def render():
     _table(table, d.name)
     f = _pick_feature(sae.d_sae)
     _card(table, f, sae, cfg, b, d, run_dir)
+    if table["features"][f].get("label"):  # "Start here": a feature the grammar names was read
+        tour.mark_done("feature", active)
     _any_text(table, f, sae, cfg, b)
 
 

@@ -49,8 +49,8 @@ STEPS = (
          mark("Run the logit lens on 'the cows [MASK] hungry .': at which layer does 'are' overtake 'is'?"),
          "lens_patching.py", (("lp_view", "lens"),)),
     Step("feature", mark("Read a feature"),
-         mark("Train a sparse autoencoder on layer 1 and open a feature the grammar names (e.g. plural subject): "
-              "its contexts, the words it promotes, and steer it."),
+         mark("Train a sparse autoencoder on layer 1 and open a feature the grammar names (a topic, pronouns, a "
+              "plural verb): its contexts, the words it promotes, and steer it."),
          "features.py", ()),
 )
 STEP_IDS = tuple(s.id for s in STEPS)
@@ -61,21 +61,14 @@ def _recorded(ws: str) -> set:
     return {s for s in data if s in STEP_IDS} if isinstance(data, list) else set()
 
 
-def _has_sae(run_dir: Path) -> bool:
-    """A sparse autoencoder saved in the run folder (SAELens's layout: a cfg.json beside sae_weights.safetensors)."""
-    return any(p.with_name("sae_weights.safetensors").is_file() for p in run_dir.glob("sae*/**/cfg.json"))
-
-
 def done_steps(ws: str | None = None) -> set:
     """The ticked steps of workspace ``ws`` (this session's by default): a finished pretraining run ticks
-    "train", a run folder holding an SAE ticks "feature"; the others are ticked once their page showed them."""
+    "train"; the others are ticked once their page showed them (Features: a feature the grammar names)."""
     ws = ws or workspace.workspace_id()
     done = _recorded(ws)
     for r in runs.list_runs(runs.workspace_dir(ws, create=False)):
         if r.loadable and r.kind == "pretraining" and r.status == "finished":
             done.add("train")
-        if r.loadable and _has_sae(r.path):
-            done.add("feature")
     return done
 
 
