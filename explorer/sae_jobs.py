@@ -92,7 +92,7 @@ class SAEJob:
 
     def _run(self) -> None:
         torch.set_num_threads(1)
-        _lower_priority(training_run.training_nice())
+        training_run.lower_this_threads_priority(training_run.training_nice())
         try:
             if self.over_training:
                 with self._lock:
@@ -114,17 +114,6 @@ class SAEJob:
         finally:
             with self._lock:
                 self._ended = time.monotonic()
-
-
-def _lower_priority(nice: int) -> None:
-    """Linux: lower this thread's priority, so the pages win the CPU (as the training threads do)."""
-    if nice <= 0 or not hasattr(os, "setpriority"):
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), nice))
-    except OSError:
-        pass
 
 
 _JOBS_LOCK = threading.Lock()

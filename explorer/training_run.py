@@ -44,7 +44,7 @@ def training_nice() -> int:
     return env_number("BERTCORE_TRAINING_NICE", 10, minimum=0, maximum=19, integer=True)
 
 
-def _lower_this_threads_priority(nice: int) -> None:
+def lower_this_threads_priority(nice: int) -> None:
     """Linux: setpriority on a thread id changes only that thread. Elsewhere (or if refused) nothing happens."""
     if nice <= 0 or not hasattr(os, "setpriority"):
         return
@@ -300,7 +300,7 @@ class TrainingRun:
     def _run(self) -> None:
         try:
             torch.set_num_threads(1)
-            _lower_this_threads_priority(self.nice)
+            lower_this_threads_priority(self.nice)
             for i, job in enumerate(self.jobs):
                 if self._stopped.is_set():
                     break
