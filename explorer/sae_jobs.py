@@ -9,7 +9,6 @@ about half a minute and its result is kept on disk, so a job whose tab was close
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import dataclass
