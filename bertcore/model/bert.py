@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from bertcore.config import BertConfig
 from bertcore.model.functional import activation, cross_entropy_and_hits
 from bertcore.model.layers import BertEmbeddings, BertEncoder, Dropout, UnbiasedStdLayerNorm, layer_norm
+from bertcore.model.mlm_loss import mlm_loss_and_hits
 
 
 class BertPooler(nn.Module):
@@ -198,12 +199,15 @@ class BertForPreTraining(nn.Module):
         output_hidden_states: bool = False,
         output_embeddings: bool = False,
         head_mask: Tensor | None = None,
+        return_mlm_logits: bool = True,
     ) -> PreTrainingOutput:
         """input_ids, token_type_ids (0/1), attention_mask: (B, T). With ``mlm_labels`` (B, T; -100 = not
         selected) ``mlm_logits`` holds only the selected rows (N, V), and unless attentions or hidden states
         are asked for, the last layer runs only at [CLS] and those rows (same numbers, less work).
         ``head_mask``: float (L, H) or (H,) for every layer; each head's attention probabilities are multiplied
-        by its entry, so 0 removes that head's context vector (head ablation, Michel et al. 2019; HF semantics)."""
+        by its entry, so 0 removes that head's context vector (head ablation, Michel et al. 2019; HF semantics).
+        ``return_mlm_logits=False`` with ``mlm_labels``: the loss and hits only, the decoder fused with the loss
+        (``bertcore.model.mlm_loss``; a training step), ``mlm_logits`` None."""
         cfg = self.config
         B, T = input_ids.shape
         if T > cfg.max_position_embeddings:
@@ -239,12 +243,14 @@ class BertForPreTraining(nn.Module):
         pooled = self.bert.pooler(cls_h) if self.bert.pooler is not None else cls_h  # (B, D)
         # Without MLM weights (e.g. all-MiniLM-L6-v2) logits would be random, and for a 30522-word vocabulary
         # most of an inspect call, so they are not computed.
-        mlm_logits, nsp_logits = self.cls(seq_out, pooled)  # (B, T, V) or (N, V); (B, 2)
+        fused = selected is not None and not return_mlm_logits
+        mlm_logits, nsp_logits = self.cls(None if fused else seq_out, pooled)  # (B, T, V) or (N, V); (B, 2)
 
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits)
         if selected is not None:
             targets = mlm_labels[positions]
-            out.mlm_loss, out.mlm_hits = cross_entropy_and_hits(mlm_logits, targets)
+            out.mlm_loss, out.mlm_hits = (mlm_loss_and_hits(self.cls.predictions, seq_out, targets) if fused
+                                          else cross_entropy_and_hits(mlm_logits, targets))
             out.mlm_positions = positions
         if nsp_labels is not None:  # cross-entropy over both labels: -log p(y | x), y in {IsNext, NotNext}
             out.nsp_loss = F.cross_entropy(nsp_logits, nsp_labels)
