@@ -56,3 +56,10 @@ def corpus_defaults(corpus, *, user_file: bool, preset_tokenizer: str = "word", 
     max_len = suggested_max_seq_len(corpus, tokenizer, preset_max_seq_len)
     why = "median pair longer than" if max_len < preset_max_seq_len else "median pair fits in"
     return CorpusDefaults(kind, vocab, max_len, f"user file: WordPiece vocabulary from its words; {why} the short length")
+
+
+def train_config_for(train_config, defaults: CorpusDefaults):
+    """``train_config`` with what ``defaults`` chose for the corpus (its max_seq_len when one was chosen)."""
+    if defaults.max_seq_len is not None:
+        train_config = train_config.replace(max_seq_len=defaults.max_seq_len)
+    return train_config
