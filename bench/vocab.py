@@ -82,9 +82,12 @@ class Clock:
             self.reached = (self.seconds, self.tr.step_count, self.cpu_seconds)
 
 
-def race(path: Path, block: int, budget: float, goal: float, overrides: dict | None = None) -> dict:
+def race(path: Path, block: int, budget: float, goal: float, overrides: dict | None = None,
+         logits_path: bool = False) -> dict:
     t0 = time.perf_counter()
     text, chosen = text_trainer(path, overrides)
+    if logits_path:
+        text._loss_only = {}  # the (N, V) logits, then the loss: the step before the fused loss
     setup = time.perf_counter() - t0
     base = builtin_trainer()
     clocks = {"text": Clock(text, goal), "builtin": Clock(base, goal)}
@@ -103,7 +106,8 @@ def race(path: Path, block: int, budget: float, goal: float, overrides: dict | N
             break
     med = {k: statistics.median(c.block_ms[:both]) if both else math.nan for k, c in clocks.items()}
     cpu = {k: statistics.median(c.block_cpu_ms[:both]) if both else math.nan for k, c in clocks.items()}
-    out = {"file": str(path), "pairs": len(text.corpus), "vocab": text.tokenizer.vocab_size,
+    out = {"file": str(path), "logits_path": logits_path, "overrides": overrides or {}, "pairs": len(text.corpus), "vocab": text.tokenizer.vocab_size,
+           "max_seq_len": text.config.max_seq_len, "batch_size": text.config.batch_size,
            "defaults": chosen.to_dict(), "setup_s": round(setup, 1), "step_ms": med,
            "step_ratio": med["text"] / med["builtin"], "step_cpu_ms": cpu, "cpu_ratio": cpu["text"] / cpu["builtin"],
            "blocks": both}
@@ -128,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=240.0, help="most training seconds per text")
     ap.add_argument("--goal", type=float, default=2.0, help="held-out MLM accuracy / unigram baseline")
     ap.add_argument("--json", help="write every result here")
+    ap.add_argument("--logits-path", action="store_true", help="the text's step through the (N, V) logits, as before "
+                    "the fused MLM loss (with --set for the old defaults: the bench before the change)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="change a TrainConfig field of the text's run (exploration only)")
     args = ap.parse_args(argv)
@@ -143,12 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for path in paths:
         load0 = os.getloadavg()[0]
-        r = race(path, args.block, args.budget, args.goal, overrides)
+        r = race(path, args.block, args.budget, args.goal, overrides, args.logits_path)
         r["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
         rows.append(r)
         t, b = r["text"], r["builtin"]
         fmt = (lambda s, n: f"{s:.1f} s (step {n})" if s else "not reached")
-        print(f"{path.name}: {r['pairs']} pairs, vocab {r['vocab']}, max_seq_len {r['defaults']['max_seq_len']}; "
+        print(f"{path.name}: {r['pairs']} pairs, vocab {r['vocab']}, max_seq_len {r['max_seq_len']}, batch "
+              f"{r['batch_size']}{', logits path' if r['logits_path'] else ''}; "
               f"step {r['step_ms']['text']:.1f} / {r['step_ms']['builtin']:.1f} ms = {r['step_ratio']:.2f}x "
               f"(CPU time {r['cpu_ratio']:.2f}x); "
               f"to {args.goal:g}x unigram {fmt(t['reached_s'], t['reached_step'])} / "

@@ -50,6 +50,11 @@ def test_no_bias_no_grad_and_empty():
     empty, none = linear_cross_entropy_and_hits(torch.randn(0, 8, requires_grad=True), w, None,
                                                 torch.zeros(0, dtype=torch.long))
     assert empty.item() == 0.0 and int(none) == 0
+    hg = h.clone().requires_grad_()
+    loss, _ = linear_cross_entropy_and_hits(hg, w, None, t)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward once"):  # its kept gradients were scaled in place
+        loss.backward()
 
 
 @pytest.mark.parametrize("head", ["transform", "linear", "mlp"])

@@ -122,7 +122,8 @@ CHUNK_ELEMENTS = 1 << 19
 class _LinearCrossEntropyAndHits(torch.autograd.Function):
     """Mean cross-entropy of z = h W^T + b against t, and the hit count, with the gradients of h, W and b made in
     the same pass over each chunk of rows; the (N, V) logits never exist as a whole. The forward keeps the three
-    gradients (N x D, V x D, V: no larger than the inputs) and the backward scales them by the loss's gradient."""
+    gradients (N x D, V x D, V: no larger than the inputs) and the backward scales them, in place, by the loss's
+    gradient."""
 
     @staticmethod
     def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, t: Tensor, chunk: int, grads: bool):
@@ -135,8 +136,7 @@ class _LinearCrossEntropyAndHits(torch.autograd.Function):
             loss = torch.zeros((), dtype=w.dtype, device=x.device)
             hits = torch.zeros((), dtype=torch.long, device=x.device)
             dx = torch.empty_like(x) if grads else None
-            dw = torch.zeros_like(w) if grads else None
-            db = torch.zeros_like(b) if grads and b is not None else None
+            dw = db = None
             for s in range(0, n, chunk):
                 xc, tc = x[s:s + chunk], t[s:s + chunk, None]
                 z = torch.addmm(b, xc, w.t()) if b is not None else xc @ w.t()  # (c, V)
@@ -149,11 +149,11 @@ class _LinearCrossEntropyAndHits(torch.autograd.Function):
                 if grads:  # d loss / d z = (softmax(z) - onehot(t)) / N
                     z.mul_(inv / total).scatter_add_(1, tc, torch.full_like(zt, -inv))
                     torch.mm(z, w, out=dx[s:s + chunk])
-                    dw.addmm_(z.t(), xc)
-                    if db is not None:
-                        db += z.sum(0)
+                    dw = z.t() @ xc if dw is None else dw.addmm_(z.t(), xc)
+                    if b is not None:
+                        db = z.sum(0) if db is None else db.add_(z.sum(0))
         ctx.mark_non_differentiable(hits)
-        ctx.dtypes = (h.dtype, weight.dtype, None if bias is None else bias.dtype)
+        ctx.dtypes, ctx.spent = (h.dtype, weight.dtype, None if bias is None else bias.dtype), False
         ctx.save_for_backward(dx, dw, db)
         return loss * inv, hits
 
@@ -162,9 +162,13 @@ class _LinearCrossEntropyAndHits(torch.autograd.Function):
         dx, dw, db = ctx.saved_tensors
         if dx is None:
             raise RuntimeError("linear_cross_entropy_and_hits made no gradients: call it with grad enabled")
+        if ctx.spent:  # the gradients it kept were scaled in place
+            raise RuntimeError("linear_cross_entropy_and_hits runs backward once; for a second (retain_graph) use "
+                               "F.cross_entropy on F.linear")
+        ctx.spent = True
         dh_t, dw_t, db_t = ctx.dtypes
-        return ((dx * grad_loss).to(dh_t), (dw * grad_loss).to(dw_t),
-                None if db is None else (db * grad_loss).to(db_t), None, None, None)
+        return (dx.mul_(grad_loss).to(dh_t), dw.mul_(grad_loss).to(dw_t),
+                None if db is None else db.mul_(grad_loss).to(db_t), None, None, None)
 
 
 def linear_cross_entropy_and_hits(h: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor,
