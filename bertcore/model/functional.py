@@ -159,13 +159,13 @@ class _LinearCrossEntropyAndHits(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_loss: Tensor, _grad_hits):
-        dx, dw, db = ctx.saved_tensors
-        if dx is None:
-            raise RuntimeError("linear_cross_entropy_and_hits made no gradients: call it with grad enabled")
         if ctx.spent:  # the gradients it kept were scaled in place
             raise RuntimeError("linear_cross_entropy_and_hits runs backward once; for a second (retain_graph) use "
                                "F.cross_entropy on F.linear")
         ctx.spent = True
+        dx, dw, db = ctx.saved_tensors
+        if dx is None:
+            raise RuntimeError("linear_cross_entropy_and_hits made no gradients: call it with grad enabled")
         dh_t, dw_t, db_t = ctx.dtypes
         return (dx.mul_(grad_loss).to(dh_t), dw.mul_(grad_loss).to(dw_t),
                 None if db is None else db.mul_(grad_loss).to(db_t), None, None, None)
