@@ -1,8 +1,12 @@
 """``python -m bench.vocab_profile``: where a training step goes, the built-in corpus against a large-vocabulary text.
 
-Both trainers (``bench.vocab``: the text with its upload defaults, the built-in corpus with its own) run in one
-process at 1 thread, taking turns of ``--steps`` steps under ``torch.profiler``, ``--rounds`` times. Every operator's
-self time goes to one part of the step:
+The built-in corpus's trainer and the text's (``bench.vocab``: the upload defaults) in ``--variants`` run in one
+process at 1 thread, taking turns of ``--steps`` steps under ``torch.profiler``, ``--rounds`` times. A variant is
+``PATH[@LEN]``: PATH ``fused`` (the decoder fused with the loss, what a step does now) or ``logits`` (the (N, V)
+logits, then the loss: the step before), at max_seq_len LEN (default: the upload default). The default variants,
+``logits@28,fused@28,fused``, are the text's step before this change, with the fused loss alone, and after it.
+
+Every operator's self time goes to one part of the step:
 
 * data: drawing the batch (pairs, NSP negatives, masking; the trainer's ``_next_batches``, marked here);
 * vocabulary (MLM decoder, softmax, loss): every operator with an input of the vocabulary's size V (the decoder
@@ -11,9 +15,8 @@ self time goes to one part of the step:
 * optimizer: AdamW, the gradient norm and clipping, zeroing the gradients;
 * encoder and the rest: everything else (attention, feed-forward, LayerNorms, the NSP head, autograd's own work).
 
-The text runs twice, with the MLM decoder fused with its loss (what a training step does) and through the (N, V)
-logits first (``--logits-path``: the step before the fused loss), so the table holds the profile before and after.
-Reported in ms per step, with the wall time per step under the profiler.
+A part's ms per step is its share of the operators' time times the step's CPU time (``time.thread_time``), so that
+a neighbour's load, which stretches the profiler's wall-clock spans, cancels; medians over the rounds.
 """
 from __future__ import annotations
 
@@ -42,7 +45,8 @@ def _part(name: str, shapes, vocab: int, in_data: bool) -> str:
 
 
 def profile_steps(trainer, steps: int) -> tuple[dict, float]:
-    """ms per step per part over ``steps`` profiled steps, and the wall ms per step."""
+    """ms per step per part over ``steps`` profiled steps (shares of the operators' time x CPU time), and the CPU
+    ms per step."""
     from torch.autograd.profiler import record_function
     from torch.profiler import ProfilerActivity, profile
 
@@ -55,10 +59,10 @@ def profile_steps(trainer, steps: int) -> tuple[dict, float]:
     trainer._next_batches = marked
     try:
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             for _ in range(steps):
                 trainer.step()
-            wall = (time.perf_counter() - t0) / steps * 1000
+            cpu = (time.thread_time() - t0) / steps * 1000
     finally:
         del trainer._next_batches
     vocab = trainer.tokenizer.vocab_size
@@ -71,7 +75,8 @@ def profile_steps(trainer, steps: int) -> tuple[dict, float]:
         ms[_part(e.name, e.input_shapes, vocab, in_data)] += e.self_cpu_time_total / 1000 / steps
     # the data pipeline is mostly Python, which no operator holds: its part is the whole span
     ms[PARTS[0]] = sum(b - a for a, b in data_spans) / 1000 / steps
-    return dict(ms), wall
+    total = sum(ms.values())
+    return {k: v / total * cpu for k, v in ms.items()}, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--no-logits-path", action="store_true", help="skip the text's run through the (N, V) logits")
+    ap.add_argument("--variants", default="logits@28,fused@28,fused", help="the text's runs: PATH[@LEN], PATH fused|logits")
     args = ap.parse_args(argv)
     import torch
 
@@ -91,22 +96,23 @@ def main(argv: list[str] | None = None) -> int:
     from bench.vocab import builtin_trainer, text_trainer
 
     path = Path(args.text) if args.text else text_file(args.lang, Path(args.cache))[0]
-    text, _ = text_trainer(path)
-    trainers = {"built-in": builtin_trainer(), f"{path.name}, fused": text}
-    if not args.no_logits_path:
-        logits, _ = text_trainer(path)
-        logits._loss_only = {}  # the MLM logits, then the loss (the step before the fused loss)
-        trainers[f"{path.name}, logits"] = logits
+    trainers = {"built-in": builtin_trainer()}
+    for v in args.variants.split(","):
+        kind, _, length = v.partition("@")
+        tr, _ = text_trainer(path, {"max_seq_len": int(length)} if length else None)
+        if kind == "logits":
+            tr._loss_only = {}  # the MLM logits, then the loss (the step before the fused loss)
+        trainers[f"{path.stem}, {kind}, T={tr.config.max_seq_len}"] = tr
     for tr in trainers.values():
         for _ in range(5):
             tr.step()
     acc = {k: defaultdict(list) for k in trainers}
     for _ in range(args.rounds):
         for k, tr in trainers.items():
-            parts, wall = profile_steps(tr, args.steps)
+            parts, cpu = profile_steps(tr, args.steps)
             for p in PARTS:
                 acc[k][p].append(parts.get(p, 0.0))
-            acc[k]["wall"].append(wall)
+            acc[k]["cpu"].append(cpu)
     res = {k: {p: sorted(v)[len(v) // 2] for p, v in d.items()} for k, d in acc.items()}
     res = {k: {**d, "vocab": trainers[k].tokenizer.vocab_size} for k, d in res.items()}
     if args.json:
@@ -118,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|" + "---|" * len(names))
     for p in PARTS:
         print(f"| {p} | " + " | ".join(f"{res[n][p]:.1f}" for n in names) + " |")
-    print("| sum of the parts | " + " | ".join(f"{sum(res[n][p] for p in PARTS):.1f}" for n in names) + " |")
-    print("| wall time per step, profiled | " + " | ".join(f"{res[n]['wall']:.1f}" for n in names) + " |")
+    print("| CPU time per step (profiled) | " + " | ".join(f"{res[n]['cpu']:.1f}" for n in names) + " |")
     return 0
 
 
