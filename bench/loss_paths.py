@@ -5,8 +5,8 @@
    does), the same step through the (N, V) logits (the step before), and transformers' ``BertForPreTraining``.
    Reported: steps/s of each and the two ratios bertcore / transformers (median of the per-round ratios).
 2. **The built-in corpus's time to skill**: for each seed, two trainers at the app defaults (``BertConfig()``,
-   ``TrainConfig(seed=s)``, 1 thread), one per path, take turns of ``--block`` steps with a held-out evaluation
-   after each (not timed); the training seconds until held-out MLM >= 3x unigram and NSP >= 0.9 (the bar of
+   ``TrainConfig(seed=s)``, 1 thread), one per path, take turns of ``--block`` steps (who goes first alternates)
+   with a held-out evaluation after each (not timed); the training seconds until held-out MLM >= 3x unigram and NSP >= 0.9 (the bar of
    ``bench.skill_seeds``), and until MLM >= 2x unigram.
 """
 from __future__ import annotations
@@ -89,8 +89,10 @@ def skill_race(seed: int, block: int, cap_steps: int = 600) -> dict:
     runs["logits"]._loss_only = {}
     secs = {k: 0.0 for k in runs}
     hit: dict[str, dict] = {k: {} for k in runs}
+    turn = 0
     while any(len(hit[k]) < 2 for k in runs) and all(tr.step_count < cap_steps for tr in runs.values()):
-        for k, tr in runs.items():
+        turn += 1
+        for k, tr in (list(runs.items()) if turn % 2 else list(runs.items())[::-1]):  # who goes first alternates
             t0 = time.perf_counter()
             for _ in range(block):
                 tr.step()
