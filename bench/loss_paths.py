@@ -7,8 +7,8 @@
    per-round ratios).
 2. **The built-in corpus's time to skill**: for each seed, two trainers at the app defaults (``BertConfig()``,
    ``TrainConfig(seed=s)``, 1 thread), one per path, take turns of ``--block`` steps (who goes first alternates)
-   with a held-out evaluation after each (not timed); the training seconds until held-out MLM >= 3x unigram and NSP >= 0.9 (the bar of
-   ``bench.skill_seeds``), and until MLM >= 2x unigram.
+   with a held-out evaluation after each (not timed); the training seconds until held-out MLM >= 3x unigram and
+   NSP >= 0.9 (the bar of ``bench.skill_seeds``), and until MLM >= 2x unigram.
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def skill_race(seed: int, block: int, cap_steps: int = 600) -> dict:
 
     corpus = builtin_corpus()
     tc = TrainConfig(seed=seed, eval_every=0, snapshot_every=0)
-    runs = {"fused": Trainer(BertConfig(), tc, corpus, probe=None), "logits": Trainer(BertConfig(), tc, corpus, probe=None)}
+    runs = {k: Trainer(BertConfig(), tc, corpus, probe=None) for k in ("fused", "logits")}
     runs["logits"]._loss_only = {}
     secs = {k: 0.0 for k in runs}
     hit: dict[str, dict] = {k: {} for k in runs}
@@ -106,6 +106,10 @@ def skill_race(seed: int, block: int, cap_steps: int = 600) -> dict:
             if x >= 3 and ev["eval_nsp_acc"] >= 0.9 and "skill" not in hit[k]:
                 hit[k]["skill"] = (round(secs[k], 2), tr.step_count)
     return {"seed": seed, **{k: hit[k] for k in runs}}
+
+
+def _fmt(hit) -> str:
+    return f"{hit[0]:.1f} s (step {hit[1]})" if hit else "not reached"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,18 +134,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(res))
         return 0
-    print("| config (V) | bertcore fused steps/s | bertcore logits steps/s | transformers steps/s | fused / transformers "
-          "| logits / transformers | fused / logits |\n|---|---|---|---|---|---|---|")
+    print("| config (V) | bertcore fused steps/s | bertcore logits steps/s | transformers steps/s | "
+          "fused / transformers | logits / transformers | fused / logits |\n|---|---|---|---|---|---|---|")
     for r in res["training"]:
         s = r["steps_s"]
         print(f"| {r['config']} ({r['vocab']}) | {s['fused']:.2f} | {s['logits']:.2f} | {s['transformers']:.2f} | "
-              f"{r['fused_over_transformers']:.2f} | {r['logits_over_transformers']:.2f} | {r['fused_over_logits']:.2f} |")
+              f"{r['fused_over_transformers']:.2f} | {r['logits_over_transformers']:.2f} | "
+              f"{r['fused_over_logits']:.2f} |")
     print("\n| seed | fused: to 2x unigram | fused: to skill | logits: to 2x unigram | logits: to skill |\n"
           "|---|---|---|---|---|")
-    fmt = (lambda h: f"{h[0]:.1f} s (step {h[1]})" if h else "not reached")
     for r in res["skill"]:
-        print(f"| {r['seed']} | {fmt(r['fused'].get('2x'))} | {fmt(r['fused'].get('skill'))} | "
-              f"{fmt(r['logits'].get('2x'))} | {fmt(r['logits'].get('skill'))} |")
+        print(f"| {r['seed']} | {_fmt(r['fused'].get('2x'))} | {_fmt(r['fused'].get('skill'))} | "
+              f"{_fmt(r['logits'].get('2x'))} | {_fmt(r['logits'].get('skill'))} |")
     return 0
 
 

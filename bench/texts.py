@@ -153,7 +153,8 @@ def text_file(lang: str, cache: Path) -> tuple[Path, dict]:
 
     path = cache / f"bertx-{lang}.txt"
     builders = {"en": lambda: build_prose(path), "zh": lambda: build_zh_prose(path, cache),
-                "zh-poetry": lambda: build_zh_poetry(path, cache), "zh-classical": lambda: build_zh_classical(path, cache),
+                "zh-poetry": lambda: build_zh_poetry(path, cache),
+                "zh-classical": lambda: build_zh_classical(path, cache),
                 "ja": lambda: build_ja(path, cache), "ru": lambda: build_ru(path, cache)}
     if lang not in builders:
         raise SystemExit(f"error: unknown text {lang!r}; choose from {', '.join(LANGS)}")

@@ -48,8 +48,8 @@ def builtin_trainer():
     from bertcore.training.trainer import Trainer
 
     b = builtin_corpus()
-    return Trainer(BertConfig(), TrainConfig(eval_every=0, snapshot_every=0), b, tokenizer=WordTokenizer.build(b.texts()),
-                   probe=None)
+    tc = TrainConfig(eval_every=0, snapshot_every=0)
+    return Trainer(BertConfig(), tc, b, tokenizer=WordTokenizer.build(b.texts()), probe=None)
 
 
 class Clock:
@@ -58,7 +58,8 @@ class Clock:
 
     def __init__(self, trainer, goal: float):
         self.tr, self.goal = trainer, goal
-        self.seconds, self.cpu_seconds, self.block_ms, self.block_cpu_ms, self.eval_ms, self.evals = 0.0, 0.0, [], [], [], []
+        self.seconds, self.cpu_seconds = 0.0, 0.0
+        self.block_ms, self.block_cpu_ms, self.eval_ms, self.evals = [], [], [], []
         self.reached: tuple[float, int, float] | None = None
 
     def block(self, n: int) -> None:
@@ -106,7 +107,8 @@ def race(path: Path, block: int, budget: float, goal: float, overrides: dict | N
             break
     med = {k: statistics.median(c.block_ms[:both]) if both else math.nan for k, c in clocks.items()}
     cpu = {k: statistics.median(c.block_cpu_ms[:both]) if both else math.nan for k, c in clocks.items()}
-    out = {"file": str(path), "logits_path": logits_path, "overrides": overrides or {}, "pairs": len(text.corpus), "vocab": text.tokenizer.vocab_size,
+    out = {"file": str(path), "logits_path": logits_path, "overrides": overrides or {}, "pairs": len(text.corpus),
+           "vocab": text.tokenizer.vocab_size,
            "max_seq_len": text.config.max_seq_len, "batch_size": text.config.batch_size,
            "defaults": chosen.to_dict(), "setup_s": round(setup, 1), "step_ms": med,
            "step_ratio": med["text"] / med["builtin"], "step_cpu_ms": cpu, "cpu_ratio": cpu["text"] / cpu["builtin"],
@@ -121,6 +123,10 @@ def race(path: Path, block: int, budget: float, goal: float, overrides: dict | N
     c_t, c_b = out["text"]["reached_cpu_s"], out["builtin"]["reached_cpu_s"]
     out["skill_cpu_ratio"] = c_t / c_b if c_t and c_b else None
     return out
+
+
+def _fmt(seconds, step) -> str:
+    return f"{seconds:.1f} s (step {step})" if seconds else "not reached"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     from bench.texts import text_file
 
-    paths = [text_file(lang, Path(args.cache))[0] for lang in args.texts.split(",") if lang] + [Path(p) for p in args.text]
+    paths = [text_file(lang, Path(args.cache))[0] for lang in args.texts.split(",") if lang]
+    paths += [Path(p) for p in args.text]
     from bertcore.config import split_overrides
 
     overrides = split_overrides(dict(kv.split("=", 1) for kv in args.set))[1] if args.set else None
@@ -153,13 +160,12 @@ def main(argv: list[str] | None = None) -> int:
         r["load"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
         rows.append(r)
         t, b = r["text"], r["builtin"]
-        fmt = (lambda s, n: f"{s:.1f} s (step {n})" if s else "not reached")
         print(f"{path.name}: {r['pairs']} pairs, vocab {r['vocab']}, max_seq_len {r['max_seq_len']}, batch "
               f"{r['batch_size']}{', logits path' if r['logits_path'] else ''}; "
               f"step {r['step_ms']['text']:.1f} / {r['step_ms']['builtin']:.1f} ms = {r['step_ratio']:.2f}x "
               f"(CPU time {r['cpu_ratio']:.2f}x); "
-              f"to {args.goal:g}x unigram {fmt(t['reached_s'], t['reached_step'])} / "
-              f"{fmt(b['reached_s'], b['reached_step'])} = "
+              f"to {args.goal:g}x unigram {_fmt(t['reached_s'], t['reached_step'])} / "
+              f"{_fmt(b['reached_s'], b['reached_step'])} = "
               f"{'%.2fx' % r['skill_ratio'] if r['skill_ratio'] else '-'} (CPU time "
               f"{'%.2fx' % r['skill_cpu_ratio'] if r['skill_cpu_ratio'] else '-'}); load {r['load']}", flush=True)
     if args.json:

@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--variants", default="logits@28,fused@28,fused", help="the text's runs: PATH[@LEN], PATH fused|logits")
+    ap.add_argument("--variants", default="logits@28,fused@28,fused",
+                    help="the text's runs: PATH[@LEN], PATH fused|logits")
     args = ap.parse_args(argv)
     import torch
 
