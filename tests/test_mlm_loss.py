@@ -57,6 +57,17 @@ def test_no_bias_no_grad_and_empty():
         loss.backward()
 
 
+def test_under_autocast_it_is_the_logits_path():
+    """A bf16 run keeps autocast's decoder: the same numbers as F.linear + cross_entropy_and_hits under autocast."""
+    from bertcore.model.functional import cross_entropy_and_hits
+
+    h, w, b, t = _case(12, 90, 16, torch.float32, seed=2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, hits = linear_cross_entropy_and_hits(h, w, b, t)
+        ref, ref_hits = cross_entropy_and_hits(F.linear(h, w, b), t)
+    assert loss.item() == ref.item() and int(hits) == int(ref_hits)
+
+
 @pytest.mark.parametrize("head", ["transform", "linear", "mlp"])
 def test_model_loss_only_equals_the_logits_path(head):
     """BertForPreTraining(return_mlm_logits=False): the same MLM loss, hits and gradient of every parameter."""

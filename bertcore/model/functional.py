@@ -177,8 +177,11 @@ def linear_cross_entropy_and_hits(h: Tensor, weight: Tensor, bias: Tensor | None
     (BERT §3.1) and its loss over the whole vocabulary, fused. Same value and gradients (to float rounding); the
     work is the same three matrix products, but each chunk of rows goes through the softmax and both gradient
     products while it is in cache, instead of eight passes over an (N, V) matrix in memory. ``chunk``: rows at
-    once (default: CHUNK_ELEMENTS / V rows, at least 64, on a CPU; all rows elsewhere)."""
+    once (default: CHUNK_ELEMENTS / V rows, at least 64, on a CPU; all rows elsewhere). Under autocast (a bf16 run)
+    the logits path runs instead, so the decoder keeps autocast's precision."""
     n, v = targets.numel(), weight.shape[0]
+    if torch.is_autocast_enabled(h.device.type):
+        return cross_entropy_and_hits(F.linear(h, weight, bias), targets)
     if n == 0:
         return (h.sum() + weight.sum()) * 0.0, torch.zeros((), dtype=torch.long, device=h.device)
     if chunk is None:
