@@ -85,9 +85,11 @@ def _widgets(preset: str, size: str, disabled: bool, vocab_size: int, max_len: i
         tk["max_seq_len"] = st.slider(tr("max sequence length"), 8, 256, t_max, 4, key=k + f"T{t_max}",
                                       disabled=disabled,
                                       help=None if max_len is None else tr(
-                                          "Picked for this corpus by `bertcore.data.corpus.suggested_max_seq_len`: "
-                                          "its median pair is longer, so a shorter cut keeps a step about as fast "
-                                          "as on the built-in corpus. Raise it for more context per pair."))
+                                          "Picked for this corpus by `bertcore.data.corpus_defaults`: its median "
+                                          "pair is longer, so a shorter cut keeps a step about as fast as on the "
+                                          "built-in corpus (shorter still for a large vocabulary: every masked "
+                                          "token's softmax runs over all of it). Raise it for more context per "
+                                          "pair."))
         tk["mlm_probability"] = st.slider(tr("mask rate (share of tokens selected)"), 0.05, 0.5,
                                           float(t["mlm_probability"]), 0.01, key=k + "mr", disabled=disabled)
         c1, c2 = st.columns(2)

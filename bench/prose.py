@@ -7,7 +7,7 @@ nothing imported), in sorted file order. Paragraphs that look like code or table
 an upload (``load_corpus_file``, prose mode: paragraphs are documents, consecutive sentences are pairs) and
 trained headless, 1 thread, with the defaults a user gets on upload: WordPiece at ``suggested_vocab_size``,
 ``BertConfig()`` / ``TrainConfig()`` with the max sequence length the Train page offers for it
-(``suggested_max_seq_len``: 28 for long prose pairs). Reported: held-out MLM accuracy vs its unigram baseline within
+(``bertcore.data.corpus_defaults``: for long pairs 28 tokens, shorter for a large vocabulary). Reported: held-out MLM accuracy vs its unigram baseline within
 ``--budget`` seconds, and steps/s against the built-in corpus measured right after in the same process.
 
 ``--lang zh``: ~1.5 MB of real Chinese news prose instead, the People's Daily of January 1998 (the segmented,

@@ -156,7 +156,7 @@ def _train_spec(args):
     from bertcore.training.service import RunSpec
 
     from bertcore.data.corpora import get_corpus, is_builtin_spec
-    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
+    from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer, train_config_for
 
     bert, train, vocab_given = train_configs(args)
     kind = args.tokenizer or preset_tokenizer(args.preset, args.size)
@@ -176,8 +176,8 @@ def _train_spec(args):
         kind, vocab = default_tokenizer(corpus, d.tokenizer, vocab or d.vocab_size), vocab or d.vocab_size
         d = corpus_defaults(corpus, user_file=True, preset_tokenizer=d.tokenizer, size=args.size,
                             preset_max_seq_len=train.max_seq_len, tokenizer=kind)
-        if d.max_seq_len is not None and "max_seq_len" not in overrides_dict(args.overrides):
-            train = train.replace(max_seq_len=d.max_seq_len)
+        if "max_seq_len" not in overrides_dict(args.overrides):
+            train = train_config_for(train, d)
         defaults = d.to_dict()
     return RunSpec(bert, train, corpus=corpus, corpus_spec=None if corpus is args.corpus else args.corpus,
                    tokenizer=kind, tokenizer_vocab_size=vocab, preset=args.preset, defaults=defaults,

@@ -524,14 +524,16 @@ def suggested_vocab_size(corpus: Corpus) -> int:
 SHORT_MAX_SEQ_LEN = 28  # the upload default when pairs are long: a built-in batch pads to ~28 tokens
 
 
-def suggested_max_seq_len(corpus: Corpus, tokenizer, default: int = 48, sample: int = 2000) -> int:
+def suggested_max_seq_len(corpus: Corpus, tokenizer, default: int = 48, sample: int = 2000,
+                          short: int = SHORT_MAX_SEQ_LEN) -> int:
     """The longest [CLS] A [SEP] B [SEP] offered for a user corpus: ``default`` when its median pair fits in
-    ``SHORT_MAX_SEQ_LEN`` tokens, else ``SHORT_MAX_SEQ_LEN``. Long pairs are cut longest-sentence-first, so a
+    ``short`` tokens, else ``short``. Long pairs are cut longest-sentence-first, so a
     step on real prose costs about what a built-in step costs (a built-in batch of 256 pads to ~28 tokens: its
-    pairs are ~21 tokens long, the longest ~28); BERT itself trained
+    pairs are ~21 tokens long, the longest ~28; ``bertcore.data.corpus_defaults.short_max_seq_len`` makes ``short``
+    shorter for a large vocabulary); BERT itself trained
     90% of its steps at length 128 instead of 512 for the same reason (§A.2). Raise it for more context."""
     pairs = corpus.pairs[::max(1, len(corpus.pairs) // sample)]  # spread over the whole corpus
     if not pairs:
         return default
     lengths = sorted(len(tokenizer.tokenize(a)) + len(tokenizer.tokenize(b)) + 3 for a, b in pairs)
-    return default if lengths[len(lengths) // 2] <= SHORT_MAX_SEQ_LEN else min(default, SHORT_MAX_SEQ_LEN)
+    return default if lengths[len(lengths) // 2] <= short else min(default, short)

@@ -23,6 +23,7 @@ from bertcore.config import BertConfig
 from bertcore.model.functional import activation, cross_entropy_and_hits
 from bertcore.model.attention import Dropout, Rows
 from bertcore.model.layers import BertEmbeddings, BertEncoder, UnbiasedStdLayerNorm, layer_norm
+from bertcore.model.mlm_loss import mlm_loss_and_hits
 from bertcore.model.tap import Tap, tap_or_none
 
 
@@ -239,6 +240,7 @@ class BertForPreTraining(nn.Module):
         output_embeddings: bool = False,
         head_mask: Tensor | None = None,
         tap: Tap | None = None,
+        return_mlm_logits: bool = True,
     ) -> PreTrainingOutput:
         """input_ids, token_type_ids (0/1), attention_mask: (B, T). With ``mlm_labels`` (B, T; -100 = not
         selected) ``mlm_logits`` holds only the selected rows (N, V), and unless something is read, the last layer
@@ -246,7 +248,9 @@ class BertForPreTraining(nn.Module):
         ``head_mask``: float (L, H) or (H,) for every layer; each head's attention probabilities are multiplied
         by its entry, so 0 removes that head's context vector (head ablation, Michel et al. 2019; HF semantics).
         ``tap``: named tensors to read or replace (``bertcore.model.tap``); ``output_attentions``,
-        ``output_hidden_states`` and ``output_embeddings`` read the usual ones through it."""
+        ``output_hidden_states`` and ``output_embeddings`` read the usual ones through it.
+        ``return_mlm_logits=False`` with ``mlm_labels``: the loss and hits only, the decoder fused with the loss
+        (``bertcore.model.mlm_loss``; a training step), ``mlm_logits`` None."""
         tap = _with_outputs(tap, output_attentions, output_hidden_states, output_embeddings)
         selected = mlm_labels != -100 if mlm_labels is not None else None  # (B, T)
         rows = None
@@ -266,12 +270,14 @@ class BertForPreTraining(nn.Module):
             seq_out = h[is_mlm]
         # Without MLM weights (e.g. all-MiniLM-L6-v2) logits would be random, and for a 30522-word vocabulary
         # most of an inspect call, so they are not computed.
-        mlm_logits, nsp_logits = self.cls(seq_out, pooled, tap)  # (B, T, V) or (N, V); (B, 2)
+        fused = selected is not None and not return_mlm_logits and tap is None
+        mlm_logits, nsp_logits = self.cls(None if fused else seq_out, pooled, tap)  # (B, T, V) or (N, V); (B, 2)
 
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits)
         if selected is not None:
             targets = mlm_labels[positions]
-            out.mlm_loss, out.mlm_hits = cross_entropy_and_hits(mlm_logits, targets)
+            out.mlm_loss, out.mlm_hits = (mlm_loss_and_hits(self.cls.predictions, seq_out, targets) if fused
+                                          else cross_entropy_and_hits(mlm_logits, targets))
             out.mlm_positions = positions
         if nsp_labels is not None:  # cross-entropy over both labels: -log p(y | x), y in {IsNext, NotNext}
             out.nsp_loss = F.cross_entropy(nsp_logits, nsp_labels)

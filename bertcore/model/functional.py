@@ -112,3 +112,79 @@ def cross_entropy_and_hits(logits: Tensor, targets: Tensor) -> tuple[Tensor, Ten
     if targets.numel() == 0:
         return logits.sum() * 0.0, torch.zeros((), dtype=torch.long, device=logits.device)
     return _CrossEntropyAndHits.apply(logits, targets)
+
+
+# Rows of logits handled at once by linear_cross_entropy_and_hits on a CPU: a chunk of CHUNK_ELEMENTS floats
+# (rows x V) stays in a core's cache through the softmax and both gradient products.
+CHUNK_ELEMENTS = 1 << 19
+
+
+class _LinearCrossEntropyAndHits(torch.autograd.Function):
+    """Mean cross-entropy of z = h W^T + b against t, and the hit count, with the gradients of h, W and b made in
+    the same pass over each chunk of rows; the (N, V) logits never exist as a whole. The forward keeps the three
+    gradients (N x D, V x D, V: no larger than the inputs) and the backward scales them, in place, by the loss's
+    gradient."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, t: Tensor, chunk: int, grads: bool):
+        with torch.autocast(device_type=h.device.type, enabled=False):
+            w = weight if weight.dtype in (torch.float32, torch.float64) else weight.float()
+            x = h.to(w.dtype)
+            b = None if bias is None else bias.to(w.dtype)
+            n = x.shape[0]
+            inv = 1.0 / n
+            loss = torch.zeros((), dtype=w.dtype, device=x.device)
+            hits = torch.zeros((), dtype=torch.long, device=x.device)
+            dx = torch.empty_like(x) if grads else None
+            dw = db = None
+            for s in range(0, n, chunk):
+                xc, tc = x[s:s + chunk], t[s:s + chunk, None]
+                z = torch.addmm(b, xc, w.t()) if b is not None else xc @ w.t()  # (c, V)
+                top = z.amax(-1, keepdim=True)
+                zt = z.gather(1, tc)
+                hits += (zt >= top).sum()
+                z.sub_(top).exp_()  # exp(z - max): the softmax's numerator, in place
+                total = z.sum(-1, keepdim=True)
+                loss += (top + total.log() - zt).sum()  # logsumexp(z) - z_t per row
+                if grads:  # d loss / d z = (softmax(z) - onehot(t)) / N
+                    z.mul_(inv / total).scatter_add_(1, tc, torch.full_like(zt, -inv))
+                    torch.mm(z, w, out=dx[s:s + chunk])
+                    dw = z.t() @ xc if dw is None else dw.addmm_(z.t(), xc)
+                    if b is not None:
+                        db = z.sum(0) if db is None else db.add_(z.sum(0))
+        ctx.mark_non_differentiable(hits)
+        ctx.dtypes, ctx.spent = (h.dtype, weight.dtype, None if bias is None else bias.dtype), False
+        ctx.save_for_backward(dx, dw, db)
+        return loss * inv, hits
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, _grad_hits):
+        if ctx.spent:  # the gradients it kept were scaled in place
+            raise RuntimeError("linear_cross_entropy_and_hits runs backward once; for a second (retain_graph) use "
+                               "F.cross_entropy on F.linear")
+        ctx.spent = True
+        dx, dw, db = ctx.saved_tensors
+        if dx is None:
+            raise RuntimeError("linear_cross_entropy_and_hits made no gradients: call it with grad enabled")
+        dh_t, dw_t, db_t = ctx.dtypes
+        return (dx.mul_(grad_loss).to(dh_t), dw.mul_(grad_loss).to(dw_t),
+                None if db is None else db.mul_(grad_loss).to(db_t), None, None, None)
+
+
+def linear_cross_entropy_and_hits(h: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor,
+                                  chunk: int | None = None) -> tuple[Tensor, Tensor]:
+    """``cross_entropy_and_hits(F.linear(h, weight, bias), targets)`` without the (N, V) logits: the MLM decoder
+    (BERT §3.1) and its loss over the whole vocabulary, fused. Same value and gradients (to float rounding); the
+    work is the same three matrix products, but each chunk of rows goes through the softmax and both gradient
+    products while it is in cache, instead of eight passes over an (N, V) matrix in memory. ``chunk``: rows at
+    once (default: CHUNK_ELEMENTS / V rows, at least 64, on a CPU; all rows elsewhere). Under autocast (a bf16 run)
+    the logits path runs instead, so the decoder keeps autocast's precision."""
+    n, v = targets.numel(), weight.shape[0]
+    if torch.is_autocast_enabled(h.device.type):
+        return cross_entropy_and_hits(F.linear(h, weight, bias), targets)
+    if n == 0:
+        return (h.sum() + weight.sum()) * 0.0, torch.zeros((), dtype=torch.long, device=h.device)
+    if chunk is None:
+        chunk = max(64, CHUNK_ELEMENTS // v) if h.device.type == "cpu" else n
+    grads = torch.is_grad_enabled() and any(x is not None and x.requires_grad for x in (h, weight, bias))
+    return _LinearCrossEntropyAndHits.apply(h, weight, bias, targets, int(chunk), grads)
