@@ -17,6 +17,11 @@ BROWSER = [
 ]
 MAIN = '[data-testid="stMain"]'
 SIDEBAR = '[data-testid="stSidebar"]'
+# The browser tests' app servers: a training whose open tab polls late is not taken for one whose tab was closed. The
+# page polls every second, but on a busy machine a poll can come more than the app's default 10 s late (seen with
+# the suite on one shared core: a run "abandoned" at step 49 while its tab was open), so a server waits UPDATE for a
+# heartbeat. test_browser_runs.py checks that a closed tab's run still stops.
+SERVER_ENV = {"BERTCORE_ABANDON_SECONDS": f"{UPDATE / 1000:g}"}
 
 
 def until(cond, timeout: float = UPDATE, page=None, every: float = 250):

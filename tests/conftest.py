@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.harness import CHROMIUM, CHROMIUM_ARGS, UPDATE, AppServer, apply_budgets
+from browser_marks import SERVER_ENV
 
 # How long a browser test waits (bench/harness.py sets the budgets, for every machine; docs/TESTING.md): an
 # ``expect`` with no timeout of its own waits UPDATE, never Playwright's 5 s; every page's actions and navigations
@@ -22,7 +23,7 @@ expect.set_options(timeout=UPDATE)
 @pytest.fixture(scope="session")
 def app_server(tmp_path_factory):
     """A fresh app server for the whole browser session; the first page a test opens is a deep link."""
-    server = AppServer(tmp_path_factory.mktemp("streamlit") / "server.log").start()
+    server = AppServer(tmp_path_factory.mktemp("streamlit") / "server.log", env=SERVER_ENV).start()
     yield server
     server.stop()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browser_marks import BROWSER, LOAD, MAIN, SIDEBAR, TRAIN, apply_budgets, until, wait_idle
+from browser_marks import BROWSER, LOAD, MAIN, SERVER_ENV, SIDEBAR, TRAIN, apply_budgets, until, wait_idle
 from playwright.sync_api import Page, expect
 
 pytestmark = BROWSER
@@ -31,7 +31,7 @@ def server(tmp_path_factory):
     from bench.harness import AppServer
 
     d = tmp_path_factory.mktemp("runs-server")
-    s = AppServer(d / "server.log", runs_dir=d / "runs", env={"BERTCORE_ABANDON_SECONDS": "10"}).start()
+    s = AppServer(d / "server.log", runs_dir=d / "runs", env=SERVER_ENV).start()
     yield s
     s.stop()
 
@@ -155,7 +155,7 @@ def test_closed_tab_run_is_back_after_reload(page: Page, server):
     # the page has seen the run train (a heartbeat after the start) before it goes
     expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text(STEPPING, timeout=TRAIN)
     context = page.context
-    page.close()  # nobody polls the run now: it stops itself after BERTCORE_ABANDON_SECONDS (10 s)
+    page.close()  # nobody polls the run now: it stops itself after BERTCORE_ABANDON_SECONDS (SERVER_ENV)
     (run,) = wait_for(lambda: [r for r in ws_runs(server, ws) if r["status"] == "stopped"],
                       what="the abandoned run to stop")
     assert "abandoned" in run["reason"]
@@ -169,7 +169,7 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
     from bench.harness import AppServer
 
     runs_dir = tmp_path / "runs"
-    first = AppServer(tmp_path / "first.log", runs_dir=runs_dir).start()
+    first = AppServer(tmp_path / "first.log", runs_dir=runs_dir, env=SERVER_ENV).start()
     try:
         open_train(page, f"{first.url}/train", "Home", right=STEPS // 10 - 2)  # a checkpoint every 20 steps
         ws, link = ws_of(page), page.url.replace(first.url, "{url}")
@@ -180,7 +180,7 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
         first.kill()  # SIGKILL mid-training: no clean-up runs
     (run,) = ws_runs(first, ws)
     assert run["status"] == "running" and 10 <= run["steps_done"] < STEPS  # as the killed process left it
-    second = AppServer(tmp_path / "second.log", runs_dir=runs_dir).start()
+    second = AppServer(tmp_path / "second.log", runs_dir=runs_dir, env=SERVER_ENV).start()
     try:
         page.goto(link.format(url=second.url))
         sidebar = page.locator(SIDEBAR)
