@@ -179,10 +179,11 @@ def test_stop_takes_effect_at_the_next_step(small):
 def test_abandoned_run_stops_itself(small):
     """An unpolled run stops itself once its heartbeat is ``abandon_after`` seconds old, never before; and at the step
     after the heartbeat went stale (counted in steps, not seconds: machines differ)."""
-    r = _run(small, steps=100000, abandon_after=1.0)
+    r = _run(small, steps=100000, abandon_after=3600.0)  # not abandoned while the test polls, however slowly
     r.start()
     _wait_steps(r, 2)
-    polled = r.last_poll  # the tab's last heartbeat: nobody polls from here on
+    r.last_poll = polled = time.monotonic()  # the tab's last heartbeat: nobody polls from here on
+    r.abandon_after = 1.0
     assert r.join(120), "an unpolled run must stop itself"
     assert r.status == "abandoned"
     assert r._finished - polled >= r.abandon_after  # it trained on until the heartbeat was abandon_after old

@@ -460,13 +460,11 @@ def test_abandoned_run_stops_and_threads_return_to_baseline(small, monkeypatch):
     for r in runs:
         r.start()
     t0 = time.time()
-    while any(r.snapshot().total_done < 1 for r in runs) and time.time() - t0 < 120:
+    while any([r.snapshot().total_done < 1 for r in runs]) and time.time() - t0 < 120:  # a list: poll both
         time.sleep(0.02)  # polled until both trained a step; then the "tab is closed"
-    polled = [r.last_poll for r in runs]  # the "tab is closed": no heartbeat from here on
     for r in runs:
         assert r.join(120), "an unpolled run must stop itself"
-    assert [r.status for r in runs] == ["abandoned", "abandoned"]
-    assert all(r._finished - p >= 0.5 for r, p in zip(runs, polled))  # not before the heartbeat was 0.5 s old
+    assert [r.status for r in runs] == ["abandoned", "abandoned"]  # (never before abandon_after: test_app_core.py)
     assert all(r.results[0] is not None for r in runs)  # the partly trained model is kept
     deadline = time.time() + 120  # threads end on their own; a wait, not a speed limit
     while threading.active_count() > baseline and time.time() < deadline:
