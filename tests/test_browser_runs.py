@@ -66,7 +66,7 @@ def wait_for(cond, timeout: float = TRAIN, what: str = "condition"):
     return v
 
 
-def open_train(page: Page, url: str, steps_key: str, right: int = 0) -> None:
+def open_train(page: Page, url: str, steps_key: str, right: int = 0, batch_key: str = "Home") -> None:
     page.goto(url)
     expect(page.locator(".st-key-train_start button")).to_be_visible(timeout=LOAD)
     steps = page.locator(f'{MAIN} input[type="range"][aria-label="steps"]')
@@ -76,10 +76,10 @@ def open_train(page: Page, url: str, steps_key: str, right: int = 0) -> None:
         steps.press("ArrowRight")
     want = {"Home": 20 + 10 * right, "End": 5000}[steps_key]
     expect(steps).to_have_attribute("aria-valuetext", str(want))
-    batch = page.locator(f'{MAIN} input[type="range"][aria-label="batch size"]')  # smallest batch: quick steps
+    batch = page.locator(f'{MAIN} input[type="range"][aria-label="batch size"]')  # Home: the smallest, quick steps
     batch.focus()
-    batch.press("Home")
-    expect(batch).to_have_attribute("aria-valuetext", "4")
+    batch.press(batch_key)
+    expect(batch).to_have_attribute("aria-valuetext", {"Home": "4", "End": "512"}[batch_key])
     # a key press commits a slider's value at once and Start's click sends every widget's value: no need to wait for
     # the sliders' reruns, but the click should not land on a page being redrawn
     wait_idle(page)
@@ -148,7 +148,9 @@ def test_stopped_run_is_back_after_reload(page: Page, server):
 
 
 def test_closed_tab_run_is_back_after_reload(page: Page, server):
-    open_train(page, f"{server.url}/train", "End")
+    # 5000 steps of 512 pairs: the run must still be training when its abandonment is due (SERVER_ENV). With 4 pairs
+    # a quiet machine trained all 5000 steps within that minute after the tab closed, and the run ended "finished".
+    open_train(page, f"{server.url}/train", "End", batch_key="End")
     ws, link = ws_of(page), page.url
     start(page)
     wait_for(lambda: any(r["status"] == "running" for r in ws_runs(server, ws)), what="a running run")
