@@ -1,6 +1,8 @@
 """The browser harness shared by the browser tests, the bench and scripts/screenshots.py: a headless
-`streamlit run app.py` on a free 127.0.0.1 port, and the launch settings for Debian's chromium
-(Playwright cannot download its own browser on this kind of machine). Imports no streamlit."""
+`streamlit run app.py` on a free 127.0.0.1 port, the launch settings for Debian's chromium
+(Playwright cannot download its own browser on this kind of machine), and how long a browser test waits for the
+app (``LOAD``, ``UPDATE``, ``TRAIN``; tests/conftest.py applies them to every page and every ``expect``).
+Imports no streamlit."""
 from __future__ import annotations
 
 import os
@@ -16,6 +18,51 @@ REPO = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("BERTCORE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
+
+
+def _slowdown() -> float:
+    raw = os.environ.get("BERTCORE_TEST_SLOWDOWN", "1")
+    try:
+        f = float(raw)
+    except ValueError:
+        f = float("nan")
+    if not f >= 1:  # also rejects nan
+        raise ValueError(f"BERTCORE_TEST_SLOWDOWN must be a number >= 1 (how many times slower this machine is), "
+                         f"got {raw!r}")
+    return f
+
+
+# How long a browser test waits for the app, in ms (Playwright's unit). Only a failing test ever waits this long; a
+# passing one goes on as soon as the page shows what it waits for. Sized for a machine 2.5x slower than a quiet
+# 2-core one with the suite sharing it (docs/TESTING.md, "A slowed run"); BERTCORE_TEST_SLOWDOWN=N multiplies all
+# three for an even slower machine. tests/conftest.py applies them: UPDATE to every ``expect`` and LOAD to every
+# page action and navigation, unless a call names its own budget.
+SLOWDOWN = _slowdown()
+LOAD = round(180_000 * SLOWDOWN)  # a page's first draw in a new session (on a fresh server it imports torch)
+UPDATE = round(60_000 * SLOWDOWN)  # a rerun after a click, a key or a slider; the next tick of a live chart
+TRAIN = round(480_000 * SLOWDOWN)  # a training started in the browser reaching an evaluation or its end (tens of steps)
+
+
+# For ``page.wait_for_function``: the page shows all of its last script run. Streamlit's last run has ended (script
+# state "notRunning", which also rules out the "initial" state before the first run), no "Running…" status shows, no
+# element is still a skeleton (Streamlit draws one while an element's code loads: a chart, a slider, KaTeX), and
+# every plotly chart is drawn. A page with a fragment timer flips the state every tick; the wait still sees a moment
+# between two ticks. After a click, wait first for something the click changes: until its rerun starts, the page
+# before it is settled too.
+SETTLED = """() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  if (document.querySelector('[data-testid="stStatusWidget"], [data-testid="stSkeleton"]')) return false;
+  return Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]'))
+    .every(c => { const el = c.querySelector('.js-plotly-plot'); return !!(el && el._fullLayout); });
+}"""
+
+
+def apply_budgets(target) -> None:
+    """Playwright's defaults for a BrowserContext or a Page: ``LOAD`` for every action and navigation (a click waits
+    for its element, which may belong to a page still drawing for the first time)."""
+    target.set_default_timeout(LOAD)
+    target.set_default_navigation_timeout(LOAD)
 
 
 def free_port() -> int:
@@ -42,7 +89,7 @@ class AppServer:
         self.healthy_after: float | None = None
         self._log = None
 
-    def start(self, timeout: float = 90.0, poll: float = 0.3) -> "AppServer":
+    def start(self, timeout: float = LOAD / 1000, poll: float = 0.3) -> "AppServer":
         env = dict(os.environ, PYTHONUNBUFFERED="1", BERTCORE_RUNS_DIR=str(self.runs_dir), **self.extra_env)
         cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
                "--server.address=127.0.0.1", f"--server.port={self.port}", "--browser.gatherUsageStats=false",

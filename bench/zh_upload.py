@@ -21,35 +21,46 @@ import time
 from pathlib import Path
 
 import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
+from bench.harness import LOAD, SETTLED, TRAIN, UPDATE
 
 MAIN = '[data-testid="stMain"]'
 SIDEBAR = '[data-testid="stSidebar"]'
-LOAD = 180_000
+FULL_RUN = 30 * 60_000  # ms: the full-size run (600 steps on 1.4 MB) reaching its end; a test's short run waits TRAIN
+STEPPED = re.compile(r"step [1-9]\d*/|第 [1-9]\d*/|finished|已完成")  # the progress once a step is done
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 # the fill-mask chart's candidates: each plotly chart of the Predict page's results, its bar labels
 CANDIDATES = """() => Array.from(document.querySelectorAll('[class*="st-key-pred_fm_"]'))
   .map(box => { const el = box.querySelector('.js-plotly-plot'); const t = ((el && el.data) || [])[0] || {};
                 const key = Array.from(box.classList).find(c => c.startsWith('st-key-pred_fm_'));
                 return [key, (t.orientation === 'h' ? t.y : t.x) || []]; })"""
+# The Predict page's captions with code in them, its "Model input: ..." (each token a code span) among them: they
+# change when a typed text's rerun arrives
+MODEL_INPUT = """() => Array.from(document.querySelectorAll('[data-testid="stMain"] [data-testid="stCaptionContainer"]'))
+  .filter(c => c.querySelector('code')).map(c => c.innerText).join('\\n')"""
 
 
-def _idle(page, timeout: int = LOAD) -> None:
-    page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout)
+def _settled(page, timeout: int = LOAD) -> None:
+    page.wait_for_function(SETTLED, timeout=timeout)
 
 
-def _nav(page, slug: str) -> None:
-    """Go to a page through the sidebar (a new URL would start a new session without the upload)."""
+def _nav(page, slug: str, mark: str) -> None:
+    """Go to a page through the sidebar (a new URL would start a new session without the upload); ``mark``: a
+    selector only that page has."""
     page.locator(f'{SIDEBAR} [data-testid="stSidebarNav"] a[href$="/{slug}"]').first.click()
     page.wait_for_url(re.compile(rf"/{slug}(\?|$)"), timeout=LOAD)
-    page.locator(MAIN).wait_for(timeout=LOAD)
-    page.wait_for_timeout(1500)
-    _idle(page)
+    page.locator(mark).first.wait_for(timeout=LOAD)
+    _settled(page)
 
 
 def _radio(page, key: str, index: int) -> None:
-    page.locator(f'.st-key-{key} [role="radiogroup"] label').nth(index).click()
-    page.wait_for_timeout(800)
-    _idle(page)
+    """Pick a radio option. Once it shows checked, the browser holds the value and sends it with every later rerun
+    (a click on Start included), whether or not the radio's own rerun has begun."""
+    from playwright.sync_api import expect
+
+    option = page.locator(f'.st-key-{key} [role="radiogroup"] label').nth(index)
+    option.click()
+    expect(option.locator("input")).to_be_checked(timeout=UPDATE)
+    _settled(page, UPDATE)
 
 
 def _shot(page, shots: Path | None, name: str) -> None:
@@ -67,7 +78,7 @@ def run_config(run: Path) -> dict:
 
 
 def upload_train_predict(url: str, page, path: Path, masked: str, runs_dir: Path, shots: Path | None = None,
-                         steps_key: str | None = None, lang: str = "zh") -> dict:
+                         steps_key: str | None = None, lang: str = "zh", full_run_ms: int = 0) -> dict:
     """The click-through; returns what the pages showed and the app run's configuration (its run.json)."""
     from playwright.sync_api import expect
 
@@ -75,12 +86,12 @@ def upload_train_predict(url: str, page, path: Path, masked: str, runs_dir: Path
     t0 = time.perf_counter()
     page.goto(f"{url}/data_tokens?lang={lang}")
     expect(page.locator(".st-key-dt_source")).to_be_visible(timeout=LOAD)
-    _idle(page)
+    _settled(page)
     _radio(page, "dt_source", 2)  # upload a .txt file
-    page.locator(".st-key-dt_upload input[type=file]").set_input_files(str(path))
+    page.locator(".st-key-dt_upload input[type=file]").set_input_files(str(path), timeout=UPDATE)
     caption = page.locator(MAIN).get_by_text(re.compile(r"个句子对|pairs from")).first
     expect(caption).to_be_visible(timeout=LOAD)
-    _idle(page)
+    _settled(page)
     text = caption.inner_text()
     m = re.search(r"(\d[\d,]*) (个句子对|pairs from)", text)
     out["data_tokens_caption"] = text
@@ -90,39 +101,36 @@ def upload_train_predict(url: str, page, path: Path, masked: str, runs_dir: Path
     out["data_tokens_errors"] = [errors.nth(i).inner_text() for i in range(errors.count())]
     _shot(page, shots, "1-data-tokens")
 
-    _nav(page, "train")
-    expect(page.locator(".st-key-train_corpus")).to_be_visible(timeout=LOAD)
+    _nav(page, "train", ".st-key-train_corpus")
     _radio(page, "train_corpus", 3)  # uploaded: <name>
-    expect(page.locator(".st-key-train_start button")).to_be_enabled(timeout=LOAD)
+    expect(page.locator(".st-key-train_start button")).to_be_enabled(timeout=UPDATE)
     if steps_key is not None:  # a shorter run for the test: the steps slider to its first notch
         s = page.locator(f'{MAIN} [class*="_steps"] input[type="range"]').first  # key train_<preset>_<size>_steps
         s.focus()
-        s.press(steps_key)
-        page.wait_for_timeout(800)
-        _idle(page)
+        s.press(steps_key)  # the key commits the value at once: Start's click sends it
+        _settled(page, UPDATE)
     _shot(page, shots, "2-train-config")
     t1 = time.perf_counter()
     page.locator(".st-key-train_start button").click()
     progress = page.locator(f'{MAIN} [data-testid="stProgress"]').first
-    expect(progress).to_contain_text(re.compile(r"running|运行中"), timeout=LOAD)
-    page.wait_for_timeout(3000)
+    expect(progress).to_contain_text(re.compile(r"running|运行中|finished|已完成"), timeout=LOAD)
+    expect(progress).to_contain_text(STEPPED, timeout=TRAIN)
     _shot(page, shots, "3-train-running")
-    expect(progress).to_contain_text(re.compile(r"finished|已完成"), timeout=30 * 60_000)
+    expect(progress).to_contain_text(re.compile(r"finished|已完成"), timeout=max(TRAIN, full_run_ms))
     out["train_wall_s"] = round(time.perf_counter() - t1, 1)
     out["progress"] = progress.inner_text()
-    _idle(page)
+    _settled(page)
     _shot(page, shots, "4-train-finished")
 
-    _nav(page, "predict")
+    _nav(page, "predict", ".st-key-pred_text textarea")
     box = page.locator(".st-key-pred_text textarea")
-    expect(box).to_be_visible(timeout=LOAD)
+    before = page.evaluate(MODEL_INPUT)
     box.fill(masked)
     box.press("Control+Enter")
-    page.wait_for_timeout(1500)
-    _idle(page)
-    page.wait_for_function(f"() => ({CANDIDATES})().some(c => c[1].length)", timeout=LOAD)
-    page.wait_for_timeout(2000)
-    _idle(page)
+    # the typed text's run: its model input caption replaces the default sentence's, then its charts are drawn
+    page.wait_for_function(f"b => ({MODEL_INPUT})() !== b", arg=before, timeout=UPDATE)
+    _settled(page, UPDATE)
+    page.wait_for_function(f"() => ({CANDIDATES})().some(c => c[1].length)", timeout=UPDATE)
     out["masked"] = masked
     out["candidates"] = {key: list(c) for key, c in page.evaluate(CANDIDATES)}  # chart key -> its candidates
     _shot(page, shots, "5-predict")
@@ -156,7 +164,7 @@ def first_masked(path: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
-    from bench.harness import CHROMIUM, CHROMIUM_ARGS, AppServer
+    from bench.harness import CHROMIUM, CHROMIUM_ARGS, AppServer, apply_budgets
     from bench.prose import build_zh_poetry
 
     ap = argparse.ArgumentParser(prog="python -m bench.zh_upload", description=__doc__.split("\n")[0])
@@ -180,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
-            r = upload_train_predict(server.url, page, path, masked, server.runs_dir, shots)
+            apply_budgets(page)
+            r = upload_train_predict(server.url, page, path, masked, server.runs_dir, shots, full_run_ms=FULL_RUN)
             browser.close()
     finally:
         server.stop()

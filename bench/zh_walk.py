@@ -60,15 +60,14 @@ def english_runs(texts: list[str]) -> list[str]:
     return found
 
 
-def walk(url: str, page, shots: Path | None = None, wait_ms: int = 4000) -> dict[str, list[str]]:
-    from playwright.sync_api import expect
+def walk(url: str, page, shots: Path | None = None) -> dict[str, list[str]]:
+    """Every page in ``PAGES``, read once it shows all of its first run (``bench.harness.SETTLED``)."""
+    from bench.harness import LOAD, SETTLED
 
     result = {}
     for p in PAGES:
         page.goto(f"{url}/{p}?lang=zh")
-        expect(page.locator('[data-testid="stMain"]')).to_be_visible(timeout=120_000)
-        page.wait_for_timeout(wait_ms)
-        page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+        page.wait_for_function(SETTLED, timeout=LOAD)
         if shots is not None:
             page.screenshot(path=str(shots / f"zh-{p or 'overview'}.png"), full_page=True)
         errors = page.locator('[data-testid="stException"]').count()
@@ -80,7 +79,7 @@ def walk(url: str, page, shots: Path | None = None, wait_ms: int = 4000) -> dict
 def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
-    from bench.harness import CHROMIUM, CHROMIUM_ARGS, AppServer
+    from bench.harness import CHROMIUM, CHROMIUM_ARGS, AppServer, apply_budgets
 
     ap = argparse.ArgumentParser(prog="python -m bench.zh_walk", description=__doc__.split("\n")[0])
     ap.add_argument("--shots", help="a folder for full-page screenshots")
@@ -94,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
+            apply_budgets(page)
             result = walk(server.url, page, shots)
             browser.close()
     finally:

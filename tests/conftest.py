@@ -1,4 +1,4 @@
-"""Shared fixtures: the browser tests' app server and chromium launch settings (tests/test_browser.py),
+"""Shared fixtures: the browser tests' app server, chromium launch settings and wait budgets (tests/test_browser.py),
 the clean-up of background training runs that any test started (append them to TRAINING_RUNS), and a
 per-test BERTCORE_RUNS_DIR in tmp so no test writes runs outside tmp.
 """
@@ -9,13 +9,21 @@ import base64
 import numpy as np
 import pytest
 
-from bench.harness import CHROMIUM, CHROMIUM_ARGS, AppServer
+from playwright.sync_api import expect
+
+from bench.harness import CHROMIUM, CHROMIUM_ARGS, UPDATE, AppServer, apply_budgets
+from browser_marks import SERVER_ENV
+
+# How long a browser test waits (bench/harness.py sets the budgets, for every machine; docs/TESTING.md): an
+# ``expect`` with no timeout of its own waits UPDATE, never Playwright's 5 s; every page's actions and navigations
+# wait LOAD (the ``context`` fixture below). tests/test_browser_budgets.py checks that no test sets its own.
+expect.set_options(timeout=UPDATE)
 
 
 @pytest.fixture(scope="session")
 def app_server(tmp_path_factory):
     """A fresh app server for the whole browser session; the first page a test opens is a deep link."""
-    server = AppServer(tmp_path_factory.mktemp("streamlit") / "server.log").start()
+    server = AppServer(tmp_path_factory.mktemp("streamlit") / "server.log", env=SERVER_ENV).start()
     yield server
     server.stop()
 
@@ -29,6 +37,13 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 900}}
+
+
+@pytest.fixture
+def context(context):
+    """pytest-playwright's context (and so ``page`` and every page opened in it) with the budgets' defaults."""
+    apply_budgets(context)
+    return context
 
 
 # TrainingRun objects a test started (``from conftest import TRAINING_RUNS``); stopped after every test so

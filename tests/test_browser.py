@@ -12,23 +12,13 @@ pytest-playwright in Debian's headless chromium (fixtures in conftest.py).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from browser_marks import BROWSER, LOAD, MAIN, SIDEBAR, until, wait_idle
+from playwright.sync_api import Page, expect
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                                                     "(bash scripts/install-test-tools.sh installs it)"),
-]
-
-from playwright.sync_api import Page, expect  # noqa: E402
-
-LOAD = 120_000  # ms: first render includes the torch import; other tests may share the 2 cores
-MAIN = '[data-testid="stMain"]'
-SIDEBAR = '[data-testid="stSidebar"]'
+pytestmark = BROWSER
 
 
 def plot(key: str) -> str:
@@ -71,20 +61,11 @@ def offline_page(page: Page) -> Page:
         route.abort()
 
     page.context.route(_is_outside, abort)
-    page.set_default_timeout(LOAD)
     return page
 
 
 def assert_offline(page: Page) -> None:
     assert page.outside == [], f"requests left 127.0.0.1 (aborted): {page.outside}"
-
-
-def wait_idle(page: Page, timeout: float = 60_000) -> None:
-    """Best effort: wait until Streamlit's 'Running…' status widget is gone (a fragment may flip it)."""
-    try:
-        expect(page.locator('[data-testid="stStatusWidget"]')).to_have_count(0, timeout=timeout)
-    except AssertionError:
-        pass
 
 
 def assert_page_ok(page: Page, title: str, key: str, model_label: str | None = None) -> None:
@@ -93,9 +74,9 @@ def assert_page_ok(page: Page, title: str, key: str, model_label: str | None = N
     expect(page.locator(key).first).to_be_visible(timeout=LOAD)
     wait_idle(page)
     sidebar = page.locator(SIDEBAR)
-    expect(sidebar).to_contain_text("Active model:", timeout=30_000)
+    expect(sidebar).to_contain_text("Active model:")
     if model_label:
-        expect(sidebar).to_contain_text(model_label, timeout=30_000)
+        expect(sidebar).to_contain_text(model_label)
     expect(sidebar.locator('[data-testid="stSidebarNav"]')).to_be_visible()
     exc = page.locator('[data-testid="stException"]')
     assert exc.count() == 0, f"{title}: exception shown: {exc.first.inner_text()[:2000]}"
@@ -156,7 +137,7 @@ def test_bertviz_draws_token_labels_offline(offline_page: Page, app_server, tmp_
     page.get_by_role("tab", name="bertviz").click()
     frame = page.frame_locator(f"{MAIN} iframe").first
     # bertviz's head view writes each token as an SVG <text>: it ran, with d3/jQuery from this server.
-    expect(frame.locator("text", has_text="[CLS]").first).to_be_visible(timeout=60_000)
+    expect(frame.locator("text", has_text="[CLS]").first).to_be_visible(timeout=LOAD)
     expect(frame.locator("text", has_text="library").first).to_be_visible()
     page.screenshot(path=str(tmp_path / "bertviz.png"))
     assert_offline(page)
@@ -171,7 +152,7 @@ def test_train_live_and_stop(offline_page: Page, app_server, tmp_path):
     steps = page.locator(f'{MAIN} input[type="range"][aria-label="steps"]')
     steps.focus()
     steps.press("End")
-    expect(steps).to_have_attribute("aria-valuetext", "5000", timeout=30_000)
+    expect(steps).to_have_attribute("aria-valuetext", "5000")
     wait_idle(page)
     start = page.locator(".st-key-train_start button")
     expect(start).to_be_enabled()
@@ -185,25 +166,30 @@ def test_train_live_and_stop(offline_page: Page, app_server, tmp_path):
     points = "el => (el.data || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0)"
     s1, total = step_counter(page)
     n1 = loss.evaluate(points)
-    for _ in range(60):  # 3 s is plenty on a quiet machine; a busy shared one may need more
-        page.wait_for_timeout(1_000)
-        s2, _ = step_counter(page)
-        n2 = loss.evaluate(points)
-        if s2 > s1 and n2 > n1:
-            break
+    s2 = n2 = None
+
+    def advanced() -> bool:
+        nonlocal s2, n2
+        s2, n2 = step_counter(page)[0], loss.evaluate(points)
+        return s2 > s1 and n2 > n1
+
+    until(advanced, page=page)
     # the unigram baseline is drawn on the accuracy chart even when it arrived after the chart was created
     acc_plot = panel.locator("#acc .js-plotly-plot, #acc.js-plotly-plot").first
-    for _ in range(60):
-        if acc_plot.evaluate("el => (el.layout && el.layout.shapes || []).length") >= 1:
-            break
-        page.wait_for_timeout(500)
+    until(lambda: acc_plot.evaluate("el => (el.layout && el.layout.shapes || []).length") >= 1, page=page)
     assert "MLM unigram baseline" in acc_plot.inner_text()
-    # in view without scrolling at 1400x900: progress, both charts, the probe table and Stop
+    # in view without scrolling at 1400x900: progress, both charts, the probe table and Stop (once the page has
+    # laid itself out again for the new width)
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.wait_for_timeout(500)
-    for what in (page.locator(f'{MAIN} [data-testid="stProgress"]').first, page.locator(".st-key-train_stop button"),
-                 loss, panel.locator("#acc"), panel.locator("#probe table")):
-        box = what.bounding_box()
+    in_view = (page.locator(f'{MAIN} [data-testid="stProgress"]').first, page.locator(".st-key-train_stop button"),
+               loss, panel.locator("#acc"), panel.locator("#probe table"))
+
+    def boxes_in_view() -> list:
+        boxes = [what.bounding_box() for what in in_view]
+        return boxes if all(b and 0 <= b["y"] and b["y"] + b["height"] <= 900 for b in boxes) else []
+
+    boxes = until(boxes_in_view, page=page) or [what.bounding_box() for what in in_view]
+    for box in boxes:
         assert box and 0 <= box["y"] and box["y"] + box["height"] <= 900, f"not in view at 1400x900: {box}"
     assert total == 5000
     assert s2 > s1, f"the step counter did not advance: {s1} then {s2}"
@@ -212,10 +198,10 @@ def test_train_live_and_stop(offline_page: Page, app_server, tmp_path):
     page.screenshot(path=str(tmp_path / "train-running.png"))
 
     page.locator(".st-key-train_stop button").click()
-    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("stopped", timeout=10_000)
+    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("stopped")
     s3, _ = step_counter(page)
     assert s3 < 5000
-    expect(start).to_be_enabled(timeout=10_000)
+    expect(start).to_be_enabled()
     page.screenshot(path=str(tmp_path / "train-stopped.png"))
     exc = page.locator('[data-testid="stException"]')
     assert exc.count() == 0, exc.first.inner_text()[:2000]
@@ -242,7 +228,7 @@ def test_pretrained_minilm_attention_and_positional(offline_page: Page, app_serv
     page.locator(f'{SIDEBAR} [data-testid="stSidebarNav"] a').filter(has_text="Positional encoding").click()
     assert_page_ok(page, "Positional encoding", plot("pe_learned_chart"), model_label="all-MiniLM-L6-v2")
     # The learned table of MiniLM: 512 positions × 384 dimensions, next to sinusoidal.
-    expect(page.locator(MAIN)).to_contain_text("512 × 384", timeout=30_000)
+    expect(page.locator(MAIN)).to_contain_text("512 × 384")
     expect(page.locator(MAIN)).to_contain_text("learned")
     page.screenshot(path=str(tmp_path / "minilm-positional.png"))
     assert_offline(page)

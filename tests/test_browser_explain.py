@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-
 from browser_marks import BROWSER, LOAD, MAIN
 from playwright.sync_api import Page, expect
 
@@ -17,7 +16,6 @@ HEAD = ".st-key-attn_head_fig .js-plotly-plot"
 
 
 def _open_attention(page: Page, url: str) -> None:
-    page.set_default_timeout(LOAD)
     page.goto(url)
     page.wait_for_selector('[data-testid="stApp"]')
     expect(page.locator(f"{MAIN} h1").filter(has_text="Attention").first).to_be_visible(timeout=LOAD)

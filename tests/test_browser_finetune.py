@@ -6,14 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-
-from browser_marks import BROWSER
+from browser_marks import BROWSER, LOAD, MAIN, SIDEBAR, TRAIN, until, wait_idle
 from playwright.sync_api import Page, expect
+from test_browser import assert_offline, assert_page_ok, offline_page, plot  # noqa: F401 (offline_page: a fixture)
 
 pytestmark = BROWSER
-
-from test_browser import LOAD, MAIN, SIDEBAR, assert_offline, assert_page_ok, offline_page, plot, \
-    wait_idle  # noqa: E402,F401 (offline_page is a fixture)
 
 
 def _small_checkpoint_zip(tmp_path) -> Path:
@@ -29,8 +26,7 @@ def _small_checkpoint_zip(tmp_path) -> Path:
 def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noqa: F811 (the fixture)
     page = offline_page
     page.goto(f"{app_server.url}/train")
-    # the Train page's first render (torch import, run list) can take minutes on a busy 2-core machine
-    expect(page.locator(".st-key-train_upload input[type=file]")).to_be_attached(timeout=3 * LOAD)
+    expect(page.locator(".st-key-train_upload input[type=file]")).to_be_attached(timeout=LOAD)
     page.locator(".st-key-train_upload input[type=file]").set_input_files(str(_small_checkpoint_zip(tmp_path)))
     page.locator(".st-key-train_load_upload button").click()
     expect(page.locator(SIDEBAR)).to_contain_text("uploaded: small-bert.zip", timeout=LOAD)
@@ -42,7 +38,7 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
         s = page.locator(f'{MAIN} input[type="range"][aria-label="{name}"]')
         s.focus()
         s.press(key)
-        expect(s).to_have_attribute("aria-valuetext", value, timeout=30_000)
+        expect(s).to_have_attribute("aria-valuetext", value)
         wait_idle(page)
     page.locator(".st-key-finetune_start button").click()
     panel = page.frame_locator(".st-key-finetune_curves iframe").first
@@ -52,21 +48,19 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
     points = "el => (el.data || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0)"
     progress = page.locator(f'{MAIN} [data-testid="stProgress"]').first
     seen = []
-    for _ in range(1200):  # sample the loss chart while it trains (a few seconds on a quiet machine): it must grow
+
+    def sample_until_finished() -> bool:  # the loss chart, sampled while it trains: it must grow
         text = progress.inner_text() if progress.count() else ""
         seen.append(loss.evaluate(points))
-        if "finished" in text:
-            break
-        page.wait_for_timeout(100)
+        return "finished" in text
+
+    until(sample_until_finished, timeout=TRAIN, page=page, every=100)
     grew = [b for a, b in zip(seen, seen[1:]) if b > a]
     assert len(grew) >= 2 and 0 < min(seen) < 1000, f"the loss chart did not grow while training: {seen}"
     expect(page.locator(MAIN)).to_contain_text(re.compile(r"Pretraining \(.*\) (bought|cost) \d+\.\d points"),
                                                timeout=LOAD)
-    expect(progress).to_contain_text("finished", timeout=LOAD)
-    for _ in range(60):  # the last rows arrive with the rerun that follows the end
-        if loss.evaluate(points) == 1000:
-            break
-        page.wait_for_timeout(500)
+    expect(progress).to_contain_text("finished", timeout=TRAIN)
+    until(lambda: loss.evaluate(points) == 1000, page=page)  # the last rows arrive with the rerun after the end
     assert loss.evaluate(points) == 1000  # 500 steps of each model
     n_acc = acc.evaluate(points)
     assert n_acc >= 2 * 15, n_acc  # both models, evaluated every steps // 15 steps
@@ -80,12 +74,9 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
     box.press("Enter")
     wait_idle(page)
     # the rerun redraws the chart: plotly may be between purge and draw (no _fullData yet), so poll for it
-    probs, bars = page.locator(plot("finetune_probs")).first, None
-    for _ in range(240):
-        bars = probs.evaluate("el => el._fullData && el._fullData.length ? el._fullData.map(t => t.x) : null")
-        if bars:
-            break
-        page.wait_for_timeout(250)
+    probs = page.locator(plot("finetune_probs")).first
+    bars = until(lambda: probs.evaluate("el => el._fullData && el._fullData.length ? el._fullData.map(t => t.x) "
+                                        ": null"), page=page)
     assert bars and len(bars) == 2 and all(abs(sum(x) - 1) < 1e-4 for x in bars), bars
     page.screenshot(path=str(tmp_path / "finetune.png"), full_page=True)
     summary = page.locator(MAIN).get_by_text(re.compile(r"Pretraining \(.*\) (bought|cost)")).first.inner_text()
@@ -99,10 +90,7 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
     acc = panel.locator("#ft_acc.js-plotly-plot, #ft_acc .js-plotly-plot").first
     loss = panel.locator("#ft_loss.js-plotly-plot, #ft_loss .js-plotly-plot").first
     expect(loss).to_be_visible(timeout=LOAD)
-    for _ in range(60):
-        if loss.evaluate(points) == 1000:
-            break
-        page.wait_for_timeout(500)
+    until(lambda: loss.evaluate(points) == 1000, page=page)
     assert loss.evaluate(points) == 1000 and acc.evaluate(points) == n_acc  # the whole curves again
     expect(page.locator(plot("finetune_probs")).first).to_be_visible(timeout=LOAD)
     page.screenshot(path=str(tmp_path / "finetune-after-reload.png"), full_page=True)
@@ -112,12 +100,14 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
     sweep = page.locator(plot("finetune_sweep")).first
     expect(sweep).to_be_visible(timeout=LOAD)
     got = None
-    for _ in range(240):
+
+    def swept() -> bool:
+        nonlocal got
         got = sweep.evaluate("el => el._fullData && el.layout.xaxis.type === 'log' ? el._fullData.map(t => t.x) "
                              ": null")
-        if got and len(got) == 2 and len(got[0]) == 4:
-            break
-        page.wait_for_timeout(500)
+        return bool(got and len(got) == 2 and len(got[0]) == 4)
+
+    until(swept, timeout=TRAIN, page=page, every=500)
     assert got and [len(x) for x in got] == [4, 4] and got[0][:3] == [16, 64, 256], got
     exc = page.locator('[data-testid="stException"]')
     assert exc.count() == 0, exc.first.inner_text()[:2000]

@@ -27,7 +27,6 @@ def run_on_server(app_server, monkeypatch):
 
 def _open(page: Page, url: str) -> None:
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.set_default_timeout(LOAD)
     page.goto(url)
     page.wait_for_selector('[data-testid="stApp"]')
     expect(page.locator(f"{MAIN} h1").filter(has_text="Attention").first).to_be_visible(timeout=LOAD)

@@ -57,7 +57,6 @@ def test_page_opens_and_answers_new_texts(page: Page, server):
     srv, pairs = server
     assert len(pairs) >= 3
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.set_default_timeout(LOAD)
     (a, b, right, wrong) = pairs[0]
     q = urlencode(dict(ws=WS, lp_view="patch", lp_a=a, lp_b=b, lp_right=right, lp_wrong=wrong))
     page.goto(f"{srv.url}/lens_patching?{q}")

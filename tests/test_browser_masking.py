@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from browser_marks import BROWSER, LOAD, MAIN
+from browser_marks import BROWSER, LOAD, MAIN, until
 from playwright.sync_api import Page, expect
 
 pytestmark = BROWSER
@@ -22,11 +22,10 @@ def _slide(page: Page, label: str, key: str, presses: int, want: str) -> None:
     s.focus()
     for _ in range(abs(presses)):
         s.press("ArrowRight" if presses > 0 else "ArrowLeft")
-    expect(s).to_have_attribute("aria-valuetext", re.compile(rf"^{re.escape(want)}0*$"), timeout=30_000)
+    expect(s).to_have_attribute("aria-valuetext", re.compile(rf"^{re.escape(want)}0*$"))
 
 
 def test_masking_legend_states_the_sliders_shares(page: Page, app_server, tmp_path):
-    page.set_default_timeout(LOAD)
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(f"{app_server.url}/masking_nsp")
     page.wait_for_selector('[data-testid="stApp"]')
@@ -39,10 +38,7 @@ def test_masking_legend_states_the_sliders_shares(page: Page, app_server, tmp_pa
     _slide(page, "[MASK] share of selected", "mn_mask", -4, "0.6")
     _slide(page, "random-token share of selected", "mn_random", 4, "0.3")
     want = {"selected → [MASK] (60%)", "selected → random token (30%)", "selected → kept as is (10%)"}
-    for _ in range(120):  # each key press reruns the page; wait for the last draw
-        if want <= set(_legend(page)):
-            break
-        page.wait_for_timeout(500)
+    until(lambda: want <= set(_legend(page)), page=page)  # each key press reruns the page; wait for the last draw
     legend = _legend(page)
     page.locator(CHART).first.scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "masking-legend.png"))

@@ -20,7 +20,6 @@ def test_probes_page_with_a_trained_run(page: Page, app_server, monkeypatch, tmp
     r = service.train(service.RunSpec(BertConfig(), tc, name="probes"), parent=runs.workspace_dir(WS))
     runs.write_workspace(WS, active=f"run:{r.run_dir.name}")
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.set_default_timeout(LOAD)
     page.goto(f"{app_server.url}/probes?ws={WS}&property=number&step=50")
     expect(page.locator(f"{MAIN} h1").filter(has_text="Probes").first).to_be_visible(timeout=LOAD)
     expect(page.locator(HEAT).first).to_be_visible(timeout=LOAD)

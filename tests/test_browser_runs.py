@@ -8,27 +8,20 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from browser_marks import BROWSER, LOAD, MAIN, SERVER_ENV, SIDEBAR, TRAIN, apply_budgets, until, wait_idle
+from playwright.sync_api import Page, expect
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
-
-from playwright.sync_api import Page, expect  # noqa: E402
+pytestmark = BROWSER
 
 ROOT = Path(__file__).resolve().parents[1]
 # long enough that a quiet machine does not finish before the test sees the first checkpoint (a 60-step run
 # took 2 s there and finished before the kill)
 STEPS = 400
-LOAD = 420_000  # ms: training in the browser shares 2 cores with chromium, the server and other work
-MAIN = '[data-testid="stMain"]'
-SIDEBAR = '[data-testid="stSidebar"]'
+STEPPING = re.compile(r"step [1-9]\d*/")  # the Train page's progress once the run has made a step
 NAME = "original BERT, seed 0"  # the Train page's run name for the default preset
 LIVE = ".st-key-train_live iframe"  # the live panel (explorer.livechart): plotly.js in a component iframe
 
@@ -38,7 +31,7 @@ def server(tmp_path_factory):
     from bench.harness import AppServer
 
     d = tmp_path_factory.mktemp("runs-server")
-    s = AppServer(d / "server.log", runs_dir=d / "runs", env={"BERTCORE_ABANDON_SECONDS": "10"}).start()
+    s = AppServer(d / "server.log", runs_dir=d / "runs", env=SERVER_ENV).start()
     yield s
     s.stop()
 
@@ -65,18 +58,15 @@ def active_key(server, ws: str) -> str | None:
         return None
 
 
-def wait_for(cond, timeout=420.0, what="condition"):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(cond, timeout: float = TRAIN, what: str = "condition"):
+    """``cond()``'s first truthy value within ``timeout`` ms (files the server writes: no page to ``expect`` on)."""
+    v = until(cond, timeout)
+    if not v:
+        raise AssertionError(f"timed out waiting for {what}")
+    return v
 
 
-def open_train(page: Page, url: str, steps_key: str, right: int = 0) -> None:
-    page.set_default_timeout(LOAD)
+def open_train(page: Page, url: str, steps_key: str, right: int = 0, batch_key: str = "Home") -> None:
     page.goto(url)
     expect(page.locator(".st-key-train_start button")).to_be_visible(timeout=LOAD)
     steps = page.locator(f'{MAIN} input[type="range"][aria-label="steps"]')
@@ -85,17 +75,19 @@ def open_train(page: Page, url: str, steps_key: str, right: int = 0) -> None:
     for _ in range(right):
         steps.press("ArrowRight")
     want = {"Home": 20 + 10 * right, "End": 5000}[steps_key]
-    expect(steps).to_have_attribute("aria-valuetext", str(want), timeout=30_000)
-    batch = page.locator(f'{MAIN} input[type="range"][aria-label="batch size"]')  # smallest batch: quick steps
+    expect(steps).to_have_attribute("aria-valuetext", str(want))
+    batch = page.locator(f'{MAIN} input[type="range"][aria-label="batch size"]')  # Home: the smallest, quick steps
     batch.focus()
-    batch.press("Home")
-    expect(batch).to_have_attribute("aria-valuetext", "4", timeout=30_000)
-    page.wait_for_timeout(1500)  # let the slider's rerun land before Start
+    batch.press(batch_key)
+    expect(batch).to_have_attribute("aria-valuetext", {"Home": "4", "End": "512"}[batch_key])
+    # a key press commits a slider's value at once and Start's click sends every widget's value: no need to wait for
+    # the sliders' reruns, but the click should not land on a page being redrawn
+    wait_idle(page)
 
 
 def start(page: Page) -> None:
     btn = page.locator(".st-key-train_start button")
-    expect(btn).to_be_enabled(timeout=60_000)
+    expect(btn).to_be_enabled()
     btn.click()
     expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text(
         re.compile("running|finished"), timeout=LOAD)
@@ -110,7 +102,7 @@ def assert_back_after_reload(page: Page, server, ws: str, run: dict) -> None:
     expect(loss).to_be_visible(timeout=LOAD)
     # the saved history is drawn: at least the run's last step is a point on the loss chart
     points = "el => (el.data || []).reduce((n, t) => n + (t.x ? t.x.length : 0), 0)"
-    wait_for(lambda: loss.evaluate(points) > 0, timeout=60, what="points on the reloaded loss chart")
+    assert until(lambda: loss.evaluate(points) > 0, page=page), "no points on the reloaded loss chart"
     assert ws_of(page) == ws
     assert page.locator('[data-testid="stException"]').count() == 0
 
@@ -119,15 +111,15 @@ def test_finished_run_is_back_after_reload_and_private(page: Page, server, brows
     open_train(page, f"{server.url}/train", "Home")
     ws = ws_of(page)
     start(page)
-    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("finished", timeout=LOAD)
+    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("finished", timeout=TRAIN)
     (run,) = wait_for(lambda: [r for r in ws_runs(server, ws) if r["status"] == "finished"], what="finished run")
     assert run["steps_done"] == 20 and run["metrics"]["eval_mlm_acc"] is not None
     assert_back_after_reload(page, server, ws, run)
 
     other = browser.new_context(viewport={"width": 1400, "height": 900})
     try:
+        apply_budgets(other)  # a context made by hand: the fixture's budgets, as in conftest.py
         p2 = other.new_page()
-        p2.set_default_timeout(LOAD)
         p2.goto(server.url)
         sidebar = p2.locator(SIDEBAR)
         expect(sidebar).to_contain_text("Active model: fresh untrained", timeout=LOAD)
@@ -144,29 +136,32 @@ def test_stopped_run_is_back_after_reload(page: Page, server):
     start(page)
     wait_for(lambda: any(r["steps_done"] >= 0 and r["status"] == "running" for r in ws_runs(server, ws)),
              what="a running run")
-    page.wait_for_timeout(2000)
+    progress = page.locator(f'{MAIN} [data-testid="stProgress"]').first
+    expect(progress).to_contain_text(STEPPING, timeout=TRAIN)  # a few steps, so Stop leaves a partly trained run
     page.locator(".st-key-train_stop button").click()
-    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text("stopped", timeout=60_000)
+    expect(progress).to_contain_text("stopped", timeout=TRAIN)
     (run,) = wait_for(lambda: [r for r in ws_runs(server, ws) if r["status"] == "stopped"], what="stopped run")
     assert 0 < run["steps_done"] < 5000 and "stopped by the user" in run["reason"]
     assert_back_after_reload(page, server, ws, run)
     page.locator(SIDEBAR).get_by_text(re.compile(r"Runs in this workspace \(1\)")).click()
-    expect(page.locator(SIDEBAR)).to_contain_text(f"stopped at step {run['steps_done']}/5000", timeout=30_000)
+    expect(page.locator(SIDEBAR)).to_contain_text(f"stopped at step {run['steps_done']}/5000")
 
 
 def test_closed_tab_run_is_back_after_reload(page: Page, server):
-    open_train(page, f"{server.url}/train", "End")
+    # 5000 steps of 512 pairs: the run must still be training when its abandonment is due (SERVER_ENV). With 4 pairs
+    # a quiet machine trained all 5000 steps within that minute after the tab closed, and the run ended "finished".
+    open_train(page, f"{server.url}/train", "End", batch_key="End")
     ws, link = ws_of(page), page.url
     start(page)
     wait_for(lambda: any(r["status"] == "running" for r in ws_runs(server, ws)), what="a running run")
-    page.wait_for_timeout(1500)
+    # the page has seen the run train (a heartbeat after the start) before it goes
+    expect(page.locator(f'{MAIN} [data-testid="stProgress"]').first).to_contain_text(STEPPING, timeout=TRAIN)
     context = page.context
-    page.close()  # nobody polls the run now: it stops itself after BERTCORE_ABANDON_SECONDS (10 s)
-    (run,) = wait_for(lambda: [r for r in ws_runs(server, ws) if r["status"] == "stopped"], timeout=60,
+    page.close()  # nobody polls the run now: it stops itself after BERTCORE_ABANDON_SECONDS (SERVER_ENV)
+    (run,) = wait_for(lambda: [r for r in ws_runs(server, ws) if r["status"] == "stopped"],
                       what="the abandoned run to stop")
     assert "abandoned" in run["reason"]
     p2 = context.new_page()
-    p2.set_default_timeout(LOAD)
     p2.goto(link)
     assert_back_after_reload(p2, server, ws, run)
 
@@ -176,7 +171,7 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
     from bench.harness import AppServer
 
     runs_dir = tmp_path / "runs"
-    first = AppServer(tmp_path / "first.log", runs_dir=runs_dir).start()
+    first = AppServer(tmp_path / "first.log", runs_dir=runs_dir, env=SERVER_ENV).start()
     try:
         open_train(page, f"{first.url}/train", "Home", right=STEPS // 10 - 2)  # a checkpoint every 20 steps
         ws, link = ws_of(page), page.url.replace(first.url, "{url}")
@@ -187,7 +182,7 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
         first.kill()  # SIGKILL mid-training: no clean-up runs
     (run,) = ws_runs(first, ws)
     assert run["status"] == "running" and 10 <= run["steps_done"] < STEPS  # as the killed process left it
-    second = AppServer(tmp_path / "second.log", runs_dir=runs_dir).start()
+    second = AppServer(tmp_path / "second.log", runs_dir=runs_dir, env=SERVER_ENV).start()
     try:
         page.goto(link.format(url=second.url))
         sidebar = page.locator(SIDEBAR)
@@ -198,14 +193,14 @@ def test_server_sigkill_restart_then_load_fill_mask_and_resume(page: Page, tmp_p
         expect(sidebar).to_contain_text(f"Active model: {NAME}", timeout=LOAD)
         assert page.locator('[data-testid="stException"]').count() == 0
         p = subprocess.run([sys.executable, "-m", "bertcore", "fill-mask", str(run["dir"]), "the [MASK] eats .",
-                            "--json"], capture_output=True, text=True, timeout=240, cwd=ROOT,
+                            "--json"], capture_output=True, text=True, timeout=LOAD / 1000, cwd=ROOT,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
         assert p.returncode == 0, p.stderr
         assert json.loads(p.stdout)["masks"][0]["candidates"]
         if not sidebar.locator(".st-key-sb_run_resume button").first.is_visible():
             sidebar.get_by_text(re.compile(r"Runs in this workspace \(1\)")).click()
         sidebar.locator(".st-key-sb_run_resume button").first.click()
-        wait_for(lambda: ws_runs(second, ws)[0]["status"] == "finished", timeout=600, what="the resumed run")
+        wait_for(lambda: ws_runs(second, ws)[0]["status"] == "finished", what="the resumed run")
         done = ws_runs(second, ws)[0]
         assert done["steps_done"] == STEPS and done["id"] == run["id"]
         hist = (run["dir"] / "history.csv").read_text().splitlines()

@@ -3,7 +3,7 @@ line, while the loss and accuracy charts, the probe table and Stop stay in view 
 sentences appear under it."""
 from __future__ import annotations
 
-from browser_marks import BROWSER, LOAD, MAIN
+from browser_marks import BROWSER, LOAD, MAIN, TRAIN, until
 from playwright.sync_api import Page, expect
 
 pytestmark = BROWSER
@@ -24,11 +24,12 @@ def test_skills_chart_fills_in_live_and_everything_stays_in_view(page: Page, app
     assert skills.evaluate("el => el.data.length") == 8  # one line per built-in skill
     assert "chance" in skills.inner_text()
     counts = []
-    for _ in range(120):
+
+    def grew_twice() -> bool:  # two evaluations arrived while the page watched
         counts.append(skills.evaluate(POINTS))
-        if len(set(counts)) >= 3:  # grew twice: two evaluations arrived while the page watched
-            break
-        page.wait_for_timeout(1_000)
+        return len(set(counts)) >= 3
+
+    until(grew_twice, timeout=TRAIN, page=page, every=1000)
     assert len(set(counts)) >= 3, f"the Skills chart did not fill in: {counts[:3]}...{counts[-3:]}"
     loss = panel.locator("#loss")
     for what in (page.locator(".st-key-train_stop button"), loss, panel.locator("#acc"), panel.locator("#skills"),

@@ -24,7 +24,7 @@ def _allowed(run: str) -> bool:
 
 def test_every_page_in_chinese_has_no_english_sentence(page: Page, app_server):
     page.set_viewport_size({"width": 1400, "height": 900})
-    found = walk(app_server.url, page, wait_ms=2500)
+    found = walk(app_server.url, page)
     assert set(found) == {p or "overview" for p in PAGES}
     left = {p: [r for r in runs if not _allowed(r)] for p, runs in found.items()}
     assert not any(left.values()), left

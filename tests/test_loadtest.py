@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from bench.harness import REPO, AppServer, free_port
+from bench.harness import LOAD, REPO, AppServer, free_port
 
 SCRIPT = REPO / "scripts" / "loadtest.py"
 
@@ -122,8 +122,9 @@ def test_browser_check_times_chromium_on_the_wire(server):
     """One round of the chromium validation: every step is timed by the generator, on the wire (through the
     relay), by devtools and drawn. The wire time lies inside the drawn time: the relay sees the request after
     the click and the finish before chromium draws it."""
+    # chromium, eight steps and the generator's own tab: 257 s with the suite on one shared core (docs/TESTING.md)
     r = subprocess.run([sys.executable, "-m", "loadgen.browser_check", "--port", str(server.port), "--rounds", "1",
-                        "--json"], cwd=REPO, capture_output=True, text=True, timeout=300)
+                        "--json"], cwd=REPO, capture_output=True, text=True, timeout=3 * LOAD / 1000)
     assert r.returncode == 0, f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     res = json.loads(r.stdout)
     assert res["pinned"] is (len(os.sched_getaffinity(0)) >= 2) and len(res["steps"]) == 8
