@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from loadgen.protocol import http_get
 from loadgen.report import ServerMonitor, find_server_pid, page_stats
-from loadgen.student import INSPECT_PAGES, LEARN_PAGES, VISIT, Outcome, Student, new_marker
+from loadgen.student import TRAIN_LABELS, VISIT, Outcome, Page, Student, new_marker, step_labels
 
 TRAIN_STEPS_BASE = 4000  # trainers get 4000, 4010, ...: long enough not to finish, unique per session
 SOLO_TRAIN_STEPS = 4990
@@ -54,14 +54,18 @@ async def server_ready(port: int) -> bool:
 
 
 async def warm_up(port: int, timeout: float) -> Outcome:
-    """One untimed pass over the visited pages (and the Train page)."""
+    """One untimed pass over the visit, its actions included (and the Train page)."""
     st = Student("warm-up", port, "zqxwarmupwarm", rng=random.Random(0), think=(0.0, 0.0),
                  deadline=time.monotonic() + 10 * timeout, timeout=timeout, record=False)
     try:
-        if st.note("Overview", await st.tab.open(""), "open /"):
-            for label, path, _ in VISIT[1:] + [("Train", "train", "visit")]:
-                if not st.note(label, await st.tab.goto(path), f"open /{path}"):
-                    break
+        ok = st.note(VISIT[0].label, await st.tab.open(VISIT[0].path), f"open /{VISIT[0].path}")
+        for i, page in enumerate(VISIT + [Page("Train", "train")]):
+            if not ok:
+                break
+            if i > 0:
+                ok = st.note(page.label, await st.tab.goto(page.path), f"open /{page.path}")
+            for action in page.actions:
+                ok = ok and await st.act(page, action)
     finally:
         await st.tab.close()
     return st.out
@@ -86,8 +90,7 @@ async def solo_training(port: int, seconds: float, timeout: float) -> tuple[floa
 
 def _merge(outs: list[Outcome]) -> dict:
     times: dict[str, list[float]] = {}
-    for label in [v[0] for v in VISIT] + ["Attention: typed", "Predict: typed", "Train", "Train: start",
-                                           "Train: stop"]:
+    for label in step_labels() + list(TRAIN_LABELS):
         for o in outs:
             if o.times.get(label):
                 times.setdefault(label, []).extend(o.times[label])
@@ -172,9 +175,9 @@ def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor:
 
 
 def _targets(rep: dict) -> dict[str, bool]:
-    """The issue's targets that this run can judge (p95 only over the pages it measured)."""
-    p95 = [v["p95"] for k, v in rep["pages"].items() if k in LEARN_PAGES + INSPECT_PAGES]
-    out = {f"p95 <= {TARGET_P95} s (Learn, Inspect)": bool(p95) and max(p95) <= TARGET_P95,
+    """The issue's targets that this run can judge (p95 over every step it measured but the Train page's)."""
+    p95 = [v["p95"] for k, v in rep["pages"].items() if k not in TRAIN_LABELS]
+    out = {f"p95 <= {TARGET_P95} s (every page but Train)": bool(p95) and max(p95) <= TARGET_P95,
            "0 exceptions": rep["exceptions"] == 0,
            "0 errors": rep["errors"] == 0,
            f"RSS <= {TARGET_RSS_MB} MB": rep["server_rss_mb"] is not None and rep["server_rss_mb"] <= TARGET_RSS_MB,

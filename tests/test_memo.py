@@ -26,13 +26,18 @@ def test_computes_once_per_owner_and_key_and_forgets_with_the_owner():
     # a's results went with it: the memo kept no strong reference (other tests' owners may go at the same
     # gc.collect, so count nothing but these two)
     assert gone() is None
-    assert b in m._memo and m._memo[b][("k", 1)] == [3]
+    assert b in m._memo and m.held(b)[("k", 1)] == [3]
 
 
-def test_keeps_at_most_per_owner_results_dropping_the_least_recent():
+def test_keeps_at_most_per_owner_results_of_a_kind_dropping_the_least_recent():
     o, calls = Owner(), []
+    m.memo(o, ("default view", 0), lambda: calls.append("view") or "view")
     for i in range(m.PER_OWNER + 1):
-        m.memo(o, (i,), lambda i=i: calls.append(i) or i)
-    assert len(m._memo[o]) == m.PER_OWNER and (0,) not in m._memo[o]
-    m.memo(o, (0,), lambda: calls.append("recomputed") or 0)
+        m.memo(o, ("typed", i), lambda i=i: calls.append(i) or i)
+    typed = [k for k in m.held(o) if k[0] == "typed"]
+    assert len(typed) == m.PER_OWNER and ("typed", 0) not in typed
+    m.memo(o, ("typed", 0), lambda: calls.append("recomputed") or 0)
     assert calls[-1] == "recomputed"
+    # another kind of the same owner kept its result: many typed texts do not push a page's default view out
+    assert m.memo(o, ("default view", 0), lambda: calls.append("view again") or "x") == "view"
+    assert "view again" not in calls
