@@ -3,9 +3,9 @@
 A class of 30 opens the same pages with the same shared model (the untrained default, MiniLM, a run folder
 several students opened), and each new session would otherwise recompute the same held-out batches, baseline
 metrics, attributions, hidden states and figures (the load test found them to be most of the pages' work).
-``memo(owner, key, compute)`` keeps ``compute()``'s result with ``owner`` (a model or a tokenizer) in a weak map:
-when the owner is garbage-collected its results go too, so an id reused by a later object can never return a
-stale result.
+``memo(owner, key, compute)`` keeps ``compute()``'s result with ``owner`` (a model, a tokenizer, a trace), by
+the owner's identity and weakly: when the owner is garbage-collected its results go too, so an id reused by a
+later object can never return a stale result.
 
 The first item of a key names its *kind* ("predict", "emb_fig", ...). Each kind of each owner keeps its own
 ``PER_OWNER`` most recent results, so that a hundred students' typed sentences (each new) cannot push the pages'
@@ -25,8 +25,21 @@ from typing import Any, Callable
 
 PER_OWNER = 16  # results kept per owner and kind (least recently used dropped first)
 
-_lock = threading.Lock()
-_memo: "weakref.WeakKeyDictionary[Any, dict[Any, OrderedDict]]" = weakref.WeakKeyDictionary()
+# re-entrant: the garbage collector may drop an owner (and call _forget) while this thread holds the lock
+_lock = threading.RLock()
+_memo: dict[int, tuple[weakref.ref, dict[Any, OrderedDict]]] = {}  # id(owner) -> (its weak ref, kind -> results)
+
+
+def _forget(owner_id: int, ref: weakref.ref) -> None:
+    """The owner is being collected (its id is not free yet): drop its results."""
+    with _lock:
+        if owner_id in _memo and _memo[owner_id][0] is ref:
+            del _memo[owner_id]
+
+
+def _caches(owner: Any) -> dict[Any, OrderedDict] | None:
+    entry = _memo.get(id(owner))
+    return entry[1] if entry is not None and entry[0]() is owner else None
 
 
 def memo(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
@@ -36,13 +49,18 @@ def memo(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
     """
     kind = key[0] if key else None
     with _lock:
-        cache = _memo.get(owner, {}).get(kind)
+        cache = (_caches(owner) or {}).get(kind)
         if cache is not None and key in cache:
             cache.move_to_end(key)
             return cache[key]
     value = compute()
     with _lock:
-        cache = _memo.setdefault(owner, {}).setdefault(kind, OrderedDict())
+        caches = _caches(owner)
+        if caches is None:
+            oid = id(owner)
+            caches = {}
+            _memo[oid] = (weakref.ref(owner, lambda ref, oid=oid: _forget(oid, ref)), caches)
+        cache = caches.setdefault(kind, OrderedDict())
         if key in cache:
             return cache[key]
         cache[key] = value
@@ -54,4 +72,4 @@ def memo(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
 def held(owner: Any) -> dict:
     """(For tests and inspection) every key -> result held for ``owner`` now."""
     with _lock:
-        return {k: v for cache in _memo.get(owner, {}).values() for k, v in cache.items()}
+        return {k: v for cache in (_caches(owner) or {}).values() for k, v in cache.items()}
