@@ -73,3 +73,11 @@ def held(owner: Any) -> dict:
     """(For tests and inspection) every key -> result held for ``owner`` now."""
     with _lock:
         return {k: v for cache in (_caches(owner) or {}).values() for k, v in cache.items()}
+
+
+def memo_shown(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
+    """``memo`` for a result that holds text the session reads (a figure's titles, a table's headers): kept per
+    language too."""
+    from explorer.i18n import language  # noqa: PLC0415 - i18n imports streamlit; memo stays importable without
+
+    return memo(owner, key + (language(),), compute)

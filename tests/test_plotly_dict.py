@@ -53,3 +53,21 @@ def test_forward_figures(shape):
     for cur in (0, None):
         assert_validated_equal(FF.norms_figure(rows, list(np.abs(m[:, 0])), cur))
         assert_validated_equal(FF.strip_figure(rows, list(m), cur))
+
+
+@pytest.mark.parametrize("title", ["", "[MASK] 1 (position 3)"])
+def test_prediction_figures(title):
+    from explorer.figures_explain import token_strip_figure
+    from explorer.figures_inspect import fill_mask_figure, nsp_figure
+
+    for cands in ([("a", 0.5), ("b", 0.25), ("[UNK]", 1e-5)], [("x", 1.0)]):
+        assert_validated_equal(fill_mask_figure(cands, title))
+    for p in (0.0, 0.3, 1.0):
+        assert_validated_equal(nsp_figure(p, title))
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 80):
+        toks = ["[CLS]"] + [f"w{i}" for i in range(n)] + ["[SEP]"]
+        scores = {k: rng.standard_normal(len(toks)) for k in ("rollout", "grad_x_input", "integrated_gradients")}
+        for pos in (None, 1, 999):
+            assert_validated_equal(token_strip_figure(toks, scores, pos, title))
+        assert_validated_equal(token_strip_figure(toks, {"rollout": np.zeros(len(toks))}, 1, title))
