@@ -112,6 +112,7 @@ async def run_load_test(s: Settings) -> dict:
 
     monitor = ServerMonitor(pids)
     rss_start = monitor.now()
+    own_cpu, own_t = time.process_time(), time.monotonic()  # the generator's own CPU (it shares the machine)
     deadline = time.monotonic() + s.seconds
     taken: set[str] = set()
     students = [Student(f"s{i:02d}", s.port, new_marker(rng, taken), rng=random.Random(rng.random()),
@@ -127,9 +128,12 @@ async def run_load_test(s: Settings) -> dict:
     await asyncio.gather(*pending, return_exceptions=True)
     monitor.stop()
     await mon_task
+    own = 100.0 * (time.process_time() - own_cpu) / max(1e-9, time.monotonic() - own_t)
     crashed = [f"{st.out.name}: {t.exception()!r}" for st, t in zip(students, tasks)
                if t in done and t.exception() is not None]
-    return _report(s, students, extra, monitor, rss_start, solo, pids, load_before, crashed, len(pending))
+    rep = _report(s, students, extra, monitor, rss_start, solo, pids, load_before, crashed, len(pending))
+    rep["generator_cpu_pct_mean"] = round(own, 1)
+    return rep
 
 
 def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor: ServerMonitor,
