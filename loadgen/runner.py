@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from loadgen.protocol import http_get
 from loadgen.report import ServerMonitor, find_server_pid, page_stats
-from loadgen.student import TRAIN_LABELS, VISIT, Outcome, Page, Student, new_marker, step_labels
+from loadgen.student import (SOLO_MARKER, TRAIN_LABELS, VISIT, WARMUP_MARKER, Outcome, Page, Student, new_marker,
+                             step_labels)
 
 TRAIN_STEPS_BASE = 4000  # trainers get 4000, 4010, ...: long enough not to finish, unique per session
 SOLO_TRAIN_STEPS = 4990
@@ -55,7 +56,7 @@ async def server_ready(port: int) -> bool:
 
 async def warm_up(port: int, timeout: float) -> Outcome:
     """One untimed pass over the visit, its actions included (and the Train page)."""
-    st = Student("warm-up", port, "zqxwarmupwarm", rng=random.Random(0), think=(0.0, 0.0),
+    st = Student("warm-up", port, WARMUP_MARKER, rng=random.Random(0), think=(0.0, 0.0),
                  deadline=time.monotonic() + 10 * timeout, timeout=timeout, record=False)
     try:
         ok = st.note(VISIT[0].label, await st.tab.open(VISIT[0].path), f"open /{VISIT[0].path}")
@@ -73,7 +74,7 @@ async def warm_up(port: int, timeout: float) -> Outcome:
 
 async def solo_training(port: int, seconds: float, timeout: float) -> tuple[float | None, Outcome]:
     """Steps/s of one training alone: start it, move to the Overview, let the sidebar poll, press Stop."""
-    st = Student("solo", port, "zqxsolosolosx", rng=random.Random(0), think=(0.0, 0.0),
+    st = Student("solo", port, SOLO_MARKER, rng=random.Random(0), think=(0.0, 0.0),
                  deadline=time.monotonic() + seconds + 2 * timeout, train_steps=SOLO_TRAIN_STEPS,
                  timeout=timeout, record=False)
     speed = None
@@ -114,7 +115,7 @@ async def run_load_test(s: Settings) -> dict:
     rss_start = monitor.now()
     own_cpu, own_t = time.process_time(), time.monotonic()  # the generator's own CPU (it shares the machine)
     deadline = time.monotonic() + s.seconds
-    taken: set[str] = set()
+    taken: set[str] = {WARMUP_MARKER, SOLO_MARKER}
     students = [Student(f"s{i:02d}", s.port, new_marker(rng, taken), rng=random.Random(rng.random()),
                         think=s.think, deadline=deadline, timeout=s.timeout, rounds=s.rounds,
                         train_steps=TRAIN_STEPS_BASE + 10 * i if i < s.trainings else None)

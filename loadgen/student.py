@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from loadgen.protocol import RunResult, StreamlitTab
 
 MARKER_RE = re.compile(rb"zqx[a-z]{9}")
+WARMUP_MARKER, SOLO_MARKER = "zqxwarmupaaa", "zqxsoloaaaaa"  # the untimed warm-up's and solo training's words
 _STEP_RE = re.compile(r"step (\d+)/(\d+)")
 
 

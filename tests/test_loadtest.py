@@ -148,3 +148,13 @@ def test_without_a_port_it_starts_and_stops_its_own_server():
     pid = rep["server_pids"][0]
     assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
     assert rep["generator_cpu_pct_mean"] > 0
+
+
+def test_the_untimed_sessions_words_are_whole_marker_words():
+    """The scan finds zqx + 9 letters; a longer word would be read as another session's (a false leak)."""
+    from loadgen.student import MARKER_RE, SOLO_MARKER, VISIT, WARMUP_MARKER, Type
+
+    for word in (WARMUP_MARKER, SOLO_MARKER):
+        assert MARKER_RE.fullmatch(word.encode()) and MARKER_RE.findall(word.encode()) == [word.encode()]
+    typed = [a for p in VISIT for a in p.actions if isinstance(a, Type)]
+    assert typed and all("{marker}" in a.text for a in typed)
