@@ -324,6 +324,17 @@ def render():
                       n=len(t.tokens)))
     shown = " ".join(f"`{x}`" for x in t.tokens[:60]) + (" …" if len(t.tokens) > 60 else "")
     st.caption(tr("{n} tokens: {tokens}", n=len(t.tokens), tokens=shown))
+    _explore(active, a, b, limit)
+
+
+@st.fragment  # Back / Next, the stage, layer, head and token change only what is below them: only that reruns
+def _explore(active, a, b, limit):
+    model, tok = active.model, active.tokenizer
+    layer = _kept(K_LAYER, list(range(model.config.num_hidden_layers)), 0)
+    with user_action(tr("Trace the forward pass")) as act:
+        t = _trace(model, tok, a, b, layer, limit)  # the tokens are those of every layer's trace
+    if act.failed:
+        return
     layer, head, token, stage_id = _controls(model, t.tokens)
     stage = FS.STAGE[stage_id]
     with user_action(tr("Show the stage")):
