@@ -59,7 +59,8 @@ _DRAWN_JS = """() => {
 
 
 class _Frames:
-    """Decodes chromium's websocket frames: when the last rerun_script left and its full run finished."""
+    """Decodes chromium's websocket frames: when the last rerun_script the user caused left and its run (full or a
+    fragment's) finished."""
 
     def __init__(self):
         self.sent_at = None
@@ -74,7 +75,7 @@ class _Frames:
             return
         msg = BackMsg()
         msg.ParseFromString(payload)
-        if msg.WhichOneof("type") == "rerun_script" and not msg.rerun_script.fragment_id:
+        if msg.WhichOneof("type") == "rerun_script" and not msg.rerun_script.is_auto_rerun:
             self.sent_at, self.finished_at = time.perf_counter(), None
 
     def _received(self, payload) -> None:
@@ -82,7 +83,8 @@ class _Frames:
             return
         msg = ForwardMsg()
         msg.ParseFromString(payload)
-        if msg.WhichOneof("type") == "script_finished" and msg.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+        if msg.WhichOneof("type") == "script_finished" and msg.script_finished in (
+                ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY):
             self.finished_at = time.perf_counter()
 
     def protocol_seconds(self) -> float | None:

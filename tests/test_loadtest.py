@@ -83,7 +83,8 @@ def test_no_server_on_the_port_exits_2():
 
 def test_wire_relay_times_the_requests_that_pass_through_it(server):
     """A tab through the relay draws the same page as a tab straight to the server, and the relay records one
-    full rerun sent and its run finished per request (permessage-deflate frames decoded, fragments not counted)."""
+    rerun sent and its run finished per request, a fragment's (Next on Inside the model) included
+    (permessage-deflate frames decoded)."""
     import asyncio
     import concurrent.futures
 
@@ -93,7 +94,8 @@ def test_wire_relay_times_the_requests_that_pass_through_it(server):
     async def visit(port):
         tab = StreamlitTab(port, timeout=60)
         try:
-            results = [await tab.open(""), await tab.goto("data_tokens"), await tab.goto("masking_nsp")]
+            results = [await tab.open(""), await tab.goto("data_tokens"), await tab.goto("forward"),
+                       await tab.interact(click="Next ▶")]  # a fragment run
             return results, len(tab.elements), sorted(tab.pages)
         finally:
             await tab.close()
@@ -109,12 +111,12 @@ def test_wire_relay_times_the_requests_that_pass_through_it(server):
         events = list(relay.events)
     assert all(r.ok and not r.exceptions for r in direct + relayed), [r.error for r in direct + relayed]
     assert (n_relayed, pages_relayed) == (n_direct, pages_direct) and n_direct > 5
-    assert [k for k, _ in events].count("sent") == 3
-    assert [k for k, _ in events].count("finished") == 3
+    assert [k for k, _ in events].count("sent") == 4
+    assert [k for k, _ in events].count("finished") == 4
     sent = [t for k, t in events if k == "sent"]
     done = [t for k, t in events if k == "finished"]
     for i, r in enumerate(relayed):
-        assert sent[i] < done[i] < (sent[i + 1] if i + 1 < 3 else float("inf"))
+        assert sent[i] < done[i] < (sent[i + 1] if i + 1 < 4 else float("inf"))
         wire = relay.request_seconds(sent[i], done[i])
         # the relay sees the request leave after the tab sent it and the finish before the tab gets it
         assert 0 < wire <= r.seconds + 1e-3, (wire, r.seconds)
