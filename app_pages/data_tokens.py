@@ -16,6 +16,7 @@ from explorer.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, ntr, tr
+from explorer.memo import memo_shown
 from explorer.page_errors import error_text, user_action
 
 INTRO = mark("""
@@ -188,7 +189,8 @@ def _try_text(tokenizer, default: str) -> None:
                       "(A model would also truncate it to its max length.)", shown=MAX_SHOW_TOKENS,
                       n=f"{len(tokens):,}"))
     shown = slice(0, MAX_SHOW_TOKENS)
-    st.plotly_chart(F.tokens_figure(tokens[shown], ids[shown]), key="dt_tokens_chart")
+    st.plotly_chart(memo_shown(tokenizer, ("dt_tokens_fig", text), lambda: F.tokens_figure(tokens[shown], ids[shown])),
+                    key="dt_tokens_chart")
     roles = {tokenizer.cls_id, tokenizer.sep_id, tokenizer.mask_id, tokenizer.pad_id}
     specials = sorted({t for t, i in zip(tokens, ids) if i in roles})
     if has_cjk(text):
@@ -248,8 +250,10 @@ def render() -> None:
         m[2].metric(tr("vocabulary size"), f"{tokenizer.vocab_size:,}")
         m[3].metric(tr("distinct words"), f"{len(stats['word_counts']):,}")
         g1, g2 = st.columns(2)
-        g1.plotly_chart(F.length_histogram(stats["lengths"]), key="dt_len_chart")
-        g2.plotly_chart(F.top_words_bar(stats["word_counts"], 20), key="dt_top_chart")
+        figs = memo_shown(tokenizer, ("dt_stats_figs", corpus.name, len(corpus.pairs)),  # one corpus per tokenizer
+                          lambda: (F.length_histogram(stats["lengths"]), F.top_words_bar(stats["word_counts"], 20)))
+        g1.plotly_chart(figs[0], key="dt_len_chart")
+        g2.plotly_chart(figs[1], key="dt_top_chart")
 
         if choice.key == cs.TUTORIAL:
             render_seed003("dt_seed003")

@@ -9,7 +9,8 @@ from explorer import replay, state
 from explorer.figures_inspect import embedding_scatter_figure, pca
 from explorer.figures_overview import embedding_parts
 from bertcore.data.user_text import is_blank
-from explorer.i18n import frozen, mark, tr
+from explorer.i18n import frozen, language, mark, tr
+from explorer.memo import memo
 from explorer.page_errors import error_text, user_action
 
 DEFAULT_SENTENCES = (
@@ -69,6 +70,7 @@ def _vocab_subset(tok, sentence_tokens: list[str], n: int) -> tuple[list[int], l
     return ids, groups
 
 
+@st.fragment  # the vocabulary slider changes this figure only: only it reruns
 @user_action("Plot the token embedding table")
 def _token_table(am, sentences, tokens_in_sentences):
     model, tok = am.model, am.tokenizer
@@ -85,25 +87,41 @@ def _token_table(am, sentences, tokens_in_sentences):
                               "digits or [unused] slots) plus every token of your sentences.", v=V))
     else:
         n = V
-    ids, groups = _vocab_subset(tok, tokens_in_sentences, n)
-    labels_all = tok.convert_ids_to_tokens(ids)
-    if len(ids) < 3:
+    # the same for every session that shows this model the same sentences (the default ones, mostly)
+    fig = memo(model, ("emb_table_fig", tuple(tokens_in_sentences), n, language()),
+               lambda: _table_figure(tok, W, tokens_in_sentences, n))
+    if fig is None:
         st.info(tr("Too few tokens to plot; type a few sentences below."))
         return
-    coords, ratio = pca(W[ids], 2)
-    many = len(ids) > 150
-    text = [lbl if (not many or g != tr("vocabulary")) else "" for lbl, g in zip(labels_all, groups)]
-    fig = embedding_scatter_figure(coords, text, groups, ratio, hover=labels_all,
-                                   group_colors={tr("vocabulary"): "#bbbbbb", tr("special"): "#e45756",
-                                                 tr("in your sentences"): "#1f77b4"},
-                                   title=tr("PCA of {n} rows of the token embedding table", n=len(ids)))
     st.plotly_chart(fig, key="emb_table_fig")
 
 
+def _table_figure(tok, W, tokens_in_sentences, n):
+    """The PCA figure of the table rows to plot, or None when there are fewer than 3."""
+    ids, groups = _vocab_subset(tok, tokens_in_sentences, n)
+    labels_all = tok.convert_ids_to_tokens(ids)
+    if len(ids) < 3:
+        return None
+    coords, ratio = pca(W[ids], 2)
+    many = len(ids) > 150
+    text = [lbl if (not many or g != tr("vocabulary")) else "" for lbl, g in zip(labels_all, groups)]
+    return embedding_scatter_figure(coords, text, groups, ratio, hover=labels_all,
+                                    group_colors={tr("vocabulary"): "#bbbbbb", tr("special"): "#e45756",
+                                                  tr("in your sentences"): "#1f77b4"},
+                                    title=tr("PCA of {n} rows of the token embedding table", n=len(ids)))
+
+
 def _collect_hidden(am, sentences):
+    """(rows, problems, truncated, limit) for the sentences: one forward pass per sentence, once per (model,
+    sentences, language) for every session of this server."""
+    limit = min(int(am.model.config.max_position_embeddings), SENTENCE_MAX_TOKENS)
+    return memo(am.model, ("emb_hidden", tuple(sentences), limit, language()),
+                lambda: _hidden_rows(am, sentences, limit)) + (limit,)
+
+
+def _hidden_rows(am, sentences, limit):
     rows = []  # (sentence index, position, token, hidden [L+1, D])
     problems, truncated = [], []
-    limit = min(int(am.model.config.max_position_embeddings), SENTENCE_MAX_TOKENS)
     for si, s in enumerate(sentences):
         try:
             insp = inspect_pair(am.model, am.tokenizer, s, None, max_len=limit)
@@ -114,7 +132,7 @@ def _collect_hidden(am, sentences):
             truncated.append(si + 1)
         for p, t in enumerate(insp.tokens):
             rows.append((si, p, str(t), insp.hidden_states[:, p, :]))
-    return rows, problems, truncated, limit
+    return rows, problems, truncated
 
 
 @user_action("Plot the hidden states")
@@ -132,6 +150,12 @@ def _hidden_states(am, sentences):
     if len(rows) < 3:
         st.info(tr("Type at least one sentence with a few words to plot hidden states."))
         return
+    _hidden_view(am, sentences, rows, limit)
+
+
+@st.fragment  # the layer, colour and [CLS]/[SEP] switches change this figure only: only it reruns
+@user_action("Plot the hidden states")
+def _hidden_view(am, sentences, rows, limit):
     L = rows[0][3].shape[0] - 1
     c1, c2, c3 = st.columns([2, 2, 1])
     layer = c1.slider(tr("Layer (0 = embeddings)"), 0, L, L, key=f"emb_layer_{L}")
@@ -140,10 +164,19 @@ def _hidden_states(am, sentences):
     specials = f"{am.tokenizer.cls_token}/{am.tokenizer.sep_token}"  # as the model's vocabulary spells them
     include_special = c3.toggle(specials, value=True, key="emb_special",
                                 help=tr("Special tokens often sit far from the rest and squash the plot."))
-    pts = [r for r in rows if include_special or canonical_special(r[2]) not in ("[CLS]", "[SEP]")]
-    if len(pts) < 3:
+    fig = memo(am.model, ("emb_hidden_fig", tuple(sentences), limit, layer, color_by, include_special, language()),
+               lambda: _hidden_figure(sentences, rows, layer, color_by, include_special))
+    if fig is None:
         st.info(tr("Too few tokens left to plot; include {specials} or add sentences.", specials=specials))
         return
+    st.plotly_chart(fig, key="emb_hidden_fig")
+
+
+def _hidden_figure(sentences, rows, layer, color_by, include_special):
+    """The PCA figure of the token vectors at ``layer``, or None when fewer than 3 are left."""
+    pts = [r for r in rows if include_special or canonical_special(r[2]) not in ("[CLS]", "[SEP]")]
+    if len(pts) < 3:
+        return None
     X = np.stack([r[3][layer] for r in pts])
     coords, ratio = pca(X, 2)
     if color_by == "word":
@@ -156,9 +189,8 @@ def _hidden_states(am, sentences):
         groups = [tr("special") if canonical_special(r[2]) in SPECIAL else tr("normal") for r in pts]
     labels = [r[2] for r in pts]
     hover = [tr("{token} (line {line}, position {pos})", token=r[2], line=r[0] + 1, pos=r[1]) for r in pts]
-    fig = embedding_scatter_figure(coords, labels, groups, ratio, hover=hover,
-                                   title=tr("PCA of {n} token vectors at layer {layer}", n=len(pts), layer=layer))
-    st.plotly_chart(fig, key="emb_hidden_fig")
+    return embedding_scatter_figure(coords, labels, groups, ratio, hover=hover,
+                                    title=tr("PCA of {n} token vectors at layer {layer}", n=len(pts), layer=layer))
 
 
 def render():

@@ -5,6 +5,7 @@ shared by every session through ``explorer.memo``), so they equal ``python -m be
 stage table, formulas and seed locations live in ``explorer.forward_stages``; the stage, layer, head, token and
 texts are in the address bar (``?fw_stage=qkv&fw_layer=0&fw_head=0&fw_token=2&fw_a=...``)."""
 import numpy as np
+import pyarrow as pa
 import streamlit as st
 
 from bertcore.analysis.trace import trace
@@ -17,7 +18,7 @@ from explorer.examples import Examples, session_examples
 from explorer.export import matrix_csv, plotly_config
 from explorer.figures_inspect import token_labels
 from explorer.forward_text import explanation, seed_line
-from explorer.i18n import frozen, tr
+from explorer.i18n import frozen, language, tr
 from explorer.memo import memo
 from explorer.page_errors import user_action
 
@@ -104,54 +105,74 @@ def _where(stage, model, layer):
     st.markdown(tr("**In the seed tutorials:**") + "\n" + "\n".join(f"- {s}" for s in lines))
 
 
+class _View:
+    """What ``_matrix`` draws for one (trace, stage, layer, head, token): built once per model and input for every
+    session (``explorer.memo``), drawn per session."""
+
+    def __init__(self, t, model, tok, stage, layer, head, token):
+        got = FS.stage_matrix(t, model.config, stage.id, layer, head)
+        self.m = None
+        if got is None:
+            return
+        m, cols = got
+        if stage.id == "mlm":  # one column per word of the vocabulary
+            cols = [f"{i} {w}" for i, w in enumerate(tok.convert_ids_to_tokens(list(range(m.shape[1]))))]
+        tokens = t.tokens if m.shape[0] == len(t.tokens) else t.tokens[:1]
+        self.wide = wide = m.shape[1] > MAX_DRAWN_COLS  # the MLM logits over a 30,522-word vocabulary
+        row = token if m.shape[0] > 1 else 0
+        r0, r1 = FF.window(m.shape[0], row)
+        c0, c1 = (FF.window(m.shape[1], token) if stage.id in FS.SQUARE else (0, m.shape[1]))
+        shown, rows = m[r0:r1, c0:c1], FF.stage_rows(tokens, r0, r1)
+        shown_cols = (token_labels(t.tokens)[c0:c1] if stage.id in FS.SQUARE else cols[c0:c1])
+        dk = model.config.head_dim
+        self.fig = None if wide else FF.stage_heatmap(
+            shown, rows, shown_cols, row - r0, prob=stage.id in ("softmax", "attn_dropout"),
+            blocks=3 if stage.id == "qkv" else 0,
+            head_cols=(head * dk, (head + 1) * dk) if stage.id == "concat" else None,
+            meta=f"{stage.id} {layer} {head} {token}")
+        what = tr("shape {shape}", shape=" × ".join(str(n) for n in m.shape))
+        if (c1 - c0) != m.shape[1]:
+            what += " · " + tr("showing rows {r0}–{r1} and columns {c0}–{c1} around the chosen token (a window: the "
+                               "CSV has every value)", r0=r0, r1=r1 - 1, c0=c0, c1=c1 - 1)
+        elif (r1 - r0) != m.shape[0]:
+            what += " · " + tr("showing rows {r0}–{r1} around the chosen token (a window: the CSV has every row)",
+                               r0=r0, r1=r1 - 1)
+        self.what = what
+        table = FF.stage_frame(shown[:, :TABLE_COLS], token_labels(tokens, escape=False)[r0:r1],
+                               [str(c) for c in (token_labels(t.tokens, escape=False)[c0:c1] if stage.id in FS.SQUARE
+                                                 else shown_cols)][:TABLE_COLS])
+        table.index = [("▶ " if i == row - r0 else "") + str(lab) for i, lab in enumerate(table.index)]
+        self.n_rows = len(table)
+        self.table_cfg = {str(c): st.column_config.NumberColumn(str(c), format="%.4f") for c in table.columns}
+        self.table = pa.Table.from_pandas(table)  # what st.dataframe would make of the frame, made once
+        self.m, self.tokens = m, tokens
+        self.csv_cols = token_labels(t.tokens, escape=False) if stage.id in FS.SQUARE else cols
+        self.rows_csv = slice(r0, r1) if wide else slice(0, m.shape[0])  # a big vocabulary: the shown rows only
+
+
 def _matrix(t, model, tok, stage, layer, head, token, left, right):
     """The stage's tensor: heat map of a window around the token (``right``), its shape, the table and the CSV
     (``left``)."""
-    got = FS.stage_matrix(t, model.config, stage.id, layer, head)
-    if got is None:
+    # the trace is one model's, for one input and layer: its views are kept with it
+    v = memo(t, ("fw_view", stage.id, head, token, language()), lambda: _View(t, model, tok, stage, layer, head, token))
+    if v.m is None:
         return None
-    m, cols = got
-    if stage.id == "mlm":  # one column per word of the vocabulary
-        cols = [f"{i} {w}" for i, w in enumerate(tok.convert_ids_to_tokens(list(range(m.shape[1]))))]
-    tokens = t.tokens if m.shape[0] == len(t.tokens) else t.tokens[:1]
-    wide = m.shape[1] > MAX_DRAWN_COLS  # the MLM logits over a 30,522-word vocabulary
-    row = token if m.shape[0] > 1 else 0
-    r0, r1 = FF.window(m.shape[0], row)
-    c0, c1 = (FF.window(m.shape[1], token) if stage.id in FS.SQUARE else (0, m.shape[1]))
-    shown, rows = m[r0:r1, c0:c1], FF.stage_rows(tokens, r0, r1)
-    shown_cols = (token_labels(t.tokens)[c0:c1] if stage.id in FS.SQUARE else cols[c0:c1])
-    dk = model.config.head_dim
-    fig = None if wide else FF.stage_heatmap(
-        shown, rows, shown_cols, row - r0, prob=stage.id in ("softmax", "attn_dropout"),
-        blocks=3 if stage.id == "qkv" else 0, head_cols=(head * dk, (head + 1) * dk) if stage.id == "concat" else None,
-        meta=f"{stage.id} {layer} {head} {token}")
-    what = tr("shape {shape}", shape=" × ".join(str(n) for n in m.shape))
-    if (c1 - c0) != m.shape[1]:
-        what += " · " + tr("showing rows {r0}–{r1} and columns {c0}–{c1} around the chosen token (a window: the "
-                           "CSV has every value)", r0=r0, r1=r1 - 1, c0=c0, c1=c1 - 1)
-    elif (r1 - r0) != m.shape[0]:
-        what += " · " + tr("showing rows {r0}–{r1} around the chosen token (a window: the CSV has every row)",
-                           r0=r0, r1=r1 - 1)
+    m = v.m
     with right:
-        if wide:
+        if v.wide:
             st.caption(tr("{n} columns are too many to draw; the top-k table below has the numbers that matter here.",
                           n=m.shape[1]))
         else:
-            st.plotly_chart(fig, key="fw_stage_fig", config=plotly_config(f"{stage.id}_layer{layer}_head{head}"))
-        st.caption(what)
-    table = FF.stage_frame(shown[:, :TABLE_COLS], token_labels(tokens, escape=False)[r0:r1],
-                           [str(c) for c in (token_labels(t.tokens, escape=False)[c0:c1] if stage.id in FS.SQUARE
-                                             else shown_cols)][:TABLE_COLS])
-    table.index = [("▶ " if i == row - r0 else "") + str(lab) for i, lab in enumerate(table.index)]
+            st.plotly_chart(v.fig, key="fw_stage_fig", config=plotly_config(f"{stage.id}_layer{layer}_head{head}"))
+        st.caption(v.what)
     if m.shape[1] > TABLE_COLS:
         st.caption(tr("The table shows the first {n} of {all} columns; the heat map and the CSV have all of them.",
                       n=TABLE_COLS, all=m.shape[1]))
-    _table(table, "fw_stage_table", height=min(420, 36 * (len(table) + 1)))
-    csv_cols = token_labels(t.tokens, escape=False) if stage.id in FS.SQUARE else cols
-    rows_csv = slice(r0, r1) if wide else slice(0, m.shape[0])  # a big vocabulary: the shown rows only
+    st.dataframe(v.table, key="fw_stage_table", column_config=v.table_cfg, height=min(420, 36 * (v.n_rows + 1)))
+    rows_csv = v.rows_csv
     with left:
         st.download_button(tr("{stage} as CSV", stage=tr(stage.title)),
-                           lambda: matrix_csv(m[rows_csv], tokens[rows_csv], csv_cols, first=rows_csv.start),
+                           lambda: matrix_csv(m[rows_csv], v.tokens[rows_csv], v.csv_cols, first=rows_csv.start),
                            file_name=f"{stage.id}_layer{layer}" + (f"_head{head}" if stage.id in FS.PER_HEAD else "")
                            + ".csv", mime="text/csv", key="fw_csv", on_click="ignore", icon=":material/download:",
                            help=tr("Every row and column; layer and head count from 0 in the file name, as in the "
@@ -250,20 +271,26 @@ def _stage(model, tok, t, stage, layer, head, token):
 
 def _follow(model, t, stage, layer, head, token):
     st.subheader(tr("Follow one token: {tok}", tok=token_labels(t.tokens, escape=False)[token]))
+    st.caption(tr("Its vector's length ‖v‖₂ after each stage (Q, K, V: the query of head {h}; the stages without "
+                  "a vector of its own, such as the attention weights, are left out), and below, every {D}-wide "
+                  "vector as one row.", h=head + 1, D=model.config.hidden_size))
+    norms, strip = memo(t, ("fw_follow", head, token, stage.id, language()),
+                        lambda: _follow_figures(model, t, stage, layer, head, token))
+    st.plotly_chart(norms, key="fw_norms", config=plotly_config("token_norms"))
+    st.plotly_chart(strip, key="fw_strip", config=plotly_config("token_strip"))
+
+
+def _follow_figures(model, t, stage, layer, head, token):
+    """(norms per stage, the vectors as a strip) of the chosen token, the current stage marked."""
     vecs = FS.token_vectors(t, model.config, layer, head, token)
     labels = [f"{FS.IDS.index(s) + 1}. {tr(FS.STAGE[s].title)}" for s, _ in vecs]
     ids = [s for s, _ in vecs]
     cur = ids.index(stage.id) if stage.id in ids else None
-    st.caption(tr("Its vector's length ‖v‖₂ after each stage (Q, K, V: the query of head {h}; the stages without "
-                  "a vector of its own, such as the attention weights, are left out), and below, every {D}-wide "
-                  "vector as one row.", h=head + 1, D=model.config.hidden_size))
     vecs_q = [(s, v if s != "qkv" else v[: model.config.head_dim]) for s, v in vecs]
-    st.plotly_chart(FF.norms_figure(labels, [float(np.linalg.norm(v)) for _, v in vecs_q], cur), key="fw_norms",
-                    config=plotly_config("token_norms"))
+    norms = FF.norms_figure(labels, [float(np.linalg.norm(v)) for _, v in vecs_q], cur)
     wide = [(lab, v) for lab, (s, v) in zip(labels, vecs) if len(v) == model.config.hidden_size]
     cur_w = next((i for i, (lab, _) in enumerate(wide) if cur is not None and lab == labels[cur]), None)
-    st.plotly_chart(FF.strip_figure([lab for lab, _ in wide], [v for _, v in wide], cur_w), key="fw_strip",
-                    config=plotly_config("token_strip"))
+    return norms, FF.strip_figure([lab for lab, _ in wide], [v for _, v in wide], cur_w)
 
 
 def render():
@@ -297,6 +324,17 @@ def render():
                       n=len(t.tokens)))
     shown = " ".join(f"`{x}`" for x in t.tokens[:60]) + (" …" if len(t.tokens) > 60 else "")
     st.caption(tr("{n} tokens: {tokens}", n=len(t.tokens), tokens=shown))
+    _explore(active, a, b, limit)
+
+
+@st.fragment  # Back / Next, the stage, layer, head and token change only what is below them: only that reruns
+def _explore(active, a, b, limit):
+    model, tok = active.model, active.tokenizer
+    layer = _kept(K_LAYER, list(range(model.config.num_hidden_layers)), 0)
+    with user_action(tr("Trace the forward pass")) as act:
+        t = _trace(model, tok, a, b, layer, limit)  # the tokens are those of every layer's trace
+    if act.failed:
+        return
     layer, head, token, stage_id = _controls(model, t.tokens)
     stage = FS.STAGE[stage_id]
     with user_action(tr("Show the stage")):

@@ -25,6 +25,7 @@ from explorer.examples import Examples, session_examples
 from explorer.figures_learn import percent
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, tr
+from explorer.memo import memo_shown
 from explorer.page_errors import user_action
 
 # The rates below are the sliders' (their defaults: TrainConfig's); the paper's own are named as BERT's.
@@ -146,10 +147,12 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
     tokens = tokenizer.convert_ids_to_tokens(ids)
     special = [i for i, t in enumerate(ids) if t in tokenizer.special_ids]
     layout = tokenizer.pair_template(b="B" if b_ids is not None else None)
-    fig = F.masking_figure(tokens, ids, shown_types, decisions, tokenizer.convert_ids_to_tokens(masked), masked,
-                           labels, special, rates=P.MaskingRates(rate, mask, rnd),
-                           title=tr("{layout} with the masking of seed {seed}", layout=layout, seed=seed),
-                           first_segment=1 if seed_format else 0, mask_token=tokenizer.mask_token)
+    # the same pair, rates and seed draw the same masks: the figure is built once for every session
+    fig = memo_shown(tokenizer, ("mn_mask_fig", a, b, rates, max_len, int(seed)), lambda: F.masking_figure(
+        tokens, ids, shown_types, decisions, tokenizer.convert_ids_to_tokens(masked), masked, labels, special,
+        rates=P.MaskingRates(rate, mask, rnd), title=tr("{layout} with the masking of seed {seed}", layout=layout,
+                                                        seed=seed),
+        first_segment=1 if seed_format else 0, mask_token=tokenizer.mask_token))
     st.plotly_chart(fig, key="mn_mask_chart")
     sel = [d for d in decisions if d.selected]
     counts = {k: sum(d.action == k for d in sel) for k in ("mask", "random", "keep")}
@@ -196,7 +199,9 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
     with st.spinner(tr("Drawing masked examples…")):
         stats = _convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed))
     configured = {"selected_rate": rate, "mask_share": mask, "random_share": rnd, "keep_share": keep}
-    st.plotly_chart(F.masking_convergence_figure(stats, configured, tokenizer.mask_token), key="mn_stats_chart")
+    fig = memo_shown(tokenizer, ("mn_stats_fig", key, max_len, (rate, mask, rnd, keep), int(seed)),
+                     lambda: F.masking_convergence_figure(stats, configured, tokenizer.mask_token))
+    st.plotly_chart(fig, key="mn_stats_chart")
     last = stats[-1]
     st.caption(tr("`masking_stats(data, draws=N)` for N = {draws} examples (first {pairs} pairs). At N = {n}: "
                   "{seen} tokens seen, selected {selected}, {mask_token} {mask}, random {random}, kept {keep}. "

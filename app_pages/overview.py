@@ -8,6 +8,7 @@ from bertcore.model.bert import count_parameters
 from bertcore.model.formulas import formulas
 from explorer import state, tour
 from explorer.i18n import mark, tr
+from explorer.memo import memo, memo_shown
 from explorer.figures_overview import pipeline_figure, segment_labels
 
 PAGES_DIR = Path(__file__).resolve().parent
@@ -79,8 +80,9 @@ def render() -> None:
     left, right = st.columns([3, 2])
     with left:
         st.subheader(tr("The pipeline"))
-        st.plotly_chart(pipeline_figure(active.model.config, tokenizer=active.tokenizer), key="overview_pipeline",
-                        config={"displayModeBar": False})
+        fig = memo_shown(active.model, ("ov_pipeline",),
+                         lambda: pipeline_figure(active.model.config, tokenizer=active.tokenizer))
+        st.plotly_chart(fig, key="overview_pipeline", config={"displayModeBar": False})
     with right:
         st.subheader(tr("Explore each step"))
         for step, links in STEP_LINKS:
@@ -89,7 +91,7 @@ def render() -> None:
                 _link(fname, label)
 
     st.subheader(tr("Model card: {label}", label=active.label))
-    cfg_df, parts_df = model_card(active.model)
+    cfg_df, parts_df = memo(active.model, ("ov_card",), lambda: model_card(active.model))
     c1, c2 = st.columns(2)
     with c1:
         st.caption(tr("Configuration (`bertcore.config.BertConfig`, HF field names)"))

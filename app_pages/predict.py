@@ -282,7 +282,7 @@ def _why_section(active, fill, pair):
                           **{tr(METHOD_LABELS[k]): v for k, v in r["scores"].items()}})
     with st.expander(tr("The numbers (text alternative)")):
         st.dataframe(table, hide_index=True, key="pred_why_table")
-    st.download_button(tr("Attributions as CSV"), attributions_csv(r["tokens"], r["scores"]),
+    st.download_button(tr("Attributions as CSV"), lambda: attributions_csv(r["tokens"], r["scores"]),  # on click
                        file_name=f"attributions_{target.replace(':', '')}.csv", mime="text/csv",
                        key="pred_dl_why", on_click="ignore")
 
@@ -366,7 +366,7 @@ def _ablation_section(state, active, fill, pair):
                                   format_func=frozen(lambda k: tr(METRIC_LABELS[k])), key="pred_abl_metric", required=True)
     st.plotly_chart(importance_figure(imp["heads"], L, H, metric or "d_mlm_loss", off=heads), key="pred_abl_map",
                     config=plotly_config("head_importance", "svg"))
-    st.download_button(tr("Importance map as CSV"), importance_csv(imp["heads"]), file_name="head_importance.csv",
+    st.download_button(tr("Importance map as CSV"), lambda: importance_csv(imp["heads"]), file_name="head_importance.csv",
                        mime="text/csv", key="pred_dl_importance", on_click="ignore")
 
 

@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer import plotly_dict
 from explorer.figures_inspect import thinned, token_labels
 from explorer.i18n import mark, tr
 
@@ -30,21 +31,20 @@ def token_strip_figure(tokens: Sequence[str], scores: dict, position: int | None
     scale[scale == 0] = 1.0
     z = (raw / scale).astype(np.float32)
     rows = [tr(METHOD_LABELS[n]) if n in METHOD_LABELS else n for n in names]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=labels, y=rows, zmin=-1.0, zmax=1.0, colorscale="RdBu", reversescale=True,
-        customdata=raw.astype(np.float32), text=[[f"{v:.2g}" for v in r] for r in raw], texttemplate="%{text}",
-        textfont=dict(size=9), colorbar=dict(title=tr("score / max|score|"), thickness=12),
-        hovertemplate="%{y}<br>" + tr("token") + " %{x}<br>" + tr("score") + " %{customdata:.4f}<extra></extra>",
-    ))
+    heat = dict(type="heatmap", z=z, x=labels, y=rows, zmin=-1.0, zmax=1.0, colorscale=plotly_dict.colorscale("RdBu"),
+                reversescale=True, customdata=raw.astype(np.float32), text=[[f"{v:.2g}" for v in r] for r in raw],
+                texttemplate="%{text}", textfont=dict(size=9),
+                colorbar=dict(title=plotly_dict.title(tr("score / max|score|")), thickness=12),
+                hovertemplate="%{y}<br>" + tr("token") + " %{x}<br>" + tr("score") + " %{customdata:.4f}<extra></extra>")
+    layout = dict(height=120 + 48 * len(rows), xaxis=dict(type="category", tickangle=-60, tickvals=thinned(labels, 60)),
+                  yaxis=dict(autorange="reversed", type="category"),
+                  margin=dict(l=10, r=10, t=40 if title else 10, b=10))
     if position is not None and 0 <= position < len(labels):
-        fig.add_shape(type="rect", x0=position - 0.5, x1=position + 0.5, y0=-0.5, y1=len(rows) - 0.5,
-                      line=dict(color="black", width=2))
-    fig.update_layout(
-        title=title or None, height=120 + 48 * len(rows),
-        xaxis=dict(type="category", tickangle=-60, tickvals=thinned(labels, 60)),
-        yaxis=dict(autorange="reversed", type="category"), margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-    )
-    return fig
+        layout["shapes"] = [dict(type="rect", x0=position - 0.5, x1=position + 0.5, y0=-0.5, y1=len(rows) - 0.5,
+                                 line=dict(color="black", width=2))]
+    if title:
+        layout["title"] = plotly_dict.title(title)
+    return plotly_dict.figure([heat], layout)
 
 
 def importance_figure(rows: Sequence[dict], n_layers: int, n_heads: int, metric: str = "d_mlm_loss",

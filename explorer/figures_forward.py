@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer import plotly_dict as pd_
 from explorer.figures_inspect import token_labels
 from explorer.i18n import tr
 
@@ -45,29 +46,37 @@ def stage_heatmap(m: np.ndarray, rows: Sequence[str], cols: Sequence[str], token
     z = display(m)
     finite = z[np.isfinite(z)]
     top = float(np.abs(finite).max()) if finite.size else 1.0
-    scale = dict(colorscale="Viridis", zmin=0.0, zmax=float(finite.max()) if finite.size else 1.0) if prob else \
-        dict(colorscale="RdBu", reversescale=True, zmid=0.0, zmin=-top or -1.0, zmax=top or 1.0)
+    scale = dict(colorscale=pd_.colorscale("Viridis"), zmin=0.0, zmax=float(finite.max()) if finite.size else 1.0) \
+        if prob else dict(colorscale=pd_.colorscale("RdBu"), reversescale=True, zmid=0.0, zmin=-top or -1.0,
+                          zmax=top or 1.0)
     small = z.size <= CELL_TEXT and z.shape[1] <= 24
-    fig = go.Figure(go.Heatmap(
-        z=z, x=list(cols), y=list(rows), colorbar=dict(thickness=12), **scale,
-        texttemplate="%{z:.2f}" if small else None, textfont=dict(size=10),
-        hovertemplate="%{y}<br>%{x}: %{z:.5f}<extra></extra>"))
+    trace = dict(type="heatmap", z=z, x=list(cols), y=list(rows), colorbar=dict(thickness=12), **scale,
+                 textfont=dict(size=10), hovertemplate="%{y}<br>%{x}: %{z:.5f}<extra></extra>")
+    if small:
+        trace["texttemplate"] = "%{z:.2f}"
     n_rows, n_cols = z.shape
+    shapes = []
     if token_row is not None:
-        fig.add_shape(type="rect", x0=-0.5, x1=n_cols - 0.5, y0=token_row - 0.5, y1=token_row + 0.5,
-                      line=dict(color="#ff6f00", width=3))
+        shapes.append(dict(type="rect", x0=-0.5, x1=n_cols - 0.5, y0=token_row - 0.5, y1=token_row + 0.5,
+                           line=dict(color="#ff6f00", width=3)))
     for b in range(1, blocks):
-        fig.add_shape(type="line", x0=b * n_cols / blocks - 0.5, x1=b * n_cols / blocks - 0.5, y0=-0.5,
-                      y1=n_rows - 0.5, line=dict(color="black", width=2))
+        shapes.append(dict(type="line", x0=b * n_cols / blocks - 0.5, x1=b * n_cols / blocks - 0.5, y0=-0.5,
+                           y1=n_rows - 0.5, line=dict(color="black", width=2)))
     if head_cols is not None:
-        fig.add_shape(type="rect", x0=head_cols[0] - 0.5, x1=head_cols[1] - 0.5, y0=-0.5, y1=n_rows - 0.5,
-                      line=dict(color="black", width=2, dash="dot"))
-    fig.update_xaxes(type="category", side="top", tickangle=-60 if n_cols <= 64 else 0,
-                     showticklabels=n_cols <= 64)
-    fig.update_yaxes(type="category", autorange="reversed", tickfont=dict(size=11))
-    fig.update_layout(height=int(min(760, max(260, 24 * n_rows + 130))), title=title or None, meta=meta or None,
-                      margin=dict(l=10, r=10, t=90 if n_cols <= 64 else 40, b=10))
-    return fig
+        shapes.append(dict(type="rect", x0=head_cols[0] - 0.5, x1=head_cols[1] - 0.5, y0=-0.5, y1=n_rows - 0.5,
+                           line=dict(color="black", width=2, dash="dot")))
+    layout = dict(xaxis=dict(type="category", side="top", tickangle=-60 if n_cols <= 64 else 0,
+                             showticklabels=n_cols <= 64),
+                  yaxis=dict(type="category", autorange="reversed", tickfont=dict(size=11)),
+                  height=int(min(760, max(260, 24 * n_rows + 130))),
+                  margin=dict(l=10, r=10, t=90 if n_cols <= 64 else 40, b=10))
+    if title:
+        layout["title"] = pd_.title(title)
+    if shapes:
+        layout["shapes"] = shapes
+    if meta:
+        layout["meta"] = meta
+    return pd_.figure([trace], layout)
 
 
 def stage_frame(m: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -> pd.DataFrame:
@@ -88,28 +97,26 @@ def stage_rows(tokens: Sequence[str], start: int, stop: int) -> list[str]:
 def norms_figure(labels: Sequence[str], norms: Sequence[float], current: int | None) -> go.Figure:
     """The chosen token's vector norm ‖v‖₂ at each stage; the current stage in orange."""
     colors = ["#ff6f00" if i == current else "#5c6bc0" for i in range(len(labels))]
-    fig = go.Figure(go.Bar(x=list(labels), y=np.asarray(norms, dtype=np.float32), marker_color=colors,
-                           text=[f"{v:.2f}" for v in norms], textposition="outside",
-                           hovertemplate="%{x}: ‖v‖ = %{y:.4f}<extra></extra>"))
-    fig.update_layout(height=330, yaxis_title=tr("norm ‖v‖₂"), margin=dict(l=10, r=10, t=20, b=10))
-    fig.update_xaxes(tickangle=-35, type="category")
-    return fig
+    bar = dict(type="bar", x=list(labels), y=np.asarray(norms, dtype=np.float32), marker=dict(color=colors),
+               text=[f"{v:.2f}" for v in norms], textposition="outside",
+               hovertemplate="%{x}: ‖v‖ = %{y:.4f}<extra></extra>")
+    return pd_.figure([bar], dict(height=330, yaxis=dict(title=pd_.title(tr("norm ‖v‖₂"))),
+                                  margin=dict(l=10, r=10, t=20, b=10), xaxis=dict(tickangle=-35, type="category")))
 
 
 def strip_figure(labels: Sequence[str], vectors: Sequence[np.ndarray], current: int | None) -> go.Figure:
     """The chosen token's D-wide vectors, one row per stage (the same colour scale for all)."""
     z = np.asarray(np.stack(vectors), dtype=np.float32)
     top = float(np.abs(z).max()) or 1.0
-    fig = go.Figure(go.Heatmap(z=z, y=list(labels), colorscale="RdBu", reversescale=True, zmid=0.0, zmin=-top,
-                               zmax=top, colorbar=dict(thickness=12),
-                               hovertemplate="%{y}<br>dim %{x}: %{z:.4f}<extra></extra>"))
+    heat = dict(type="heatmap", z=z, y=list(labels), colorscale=pd_.colorscale("RdBu"), reversescale=True, zmid=0.0,
+                zmin=-top, zmax=top, colorbar=dict(thickness=12),
+                hovertemplate="%{y}<br>dim %{x}: %{z:.4f}<extra></extra>")
+    layout = dict(yaxis=dict(type="category", autorange="reversed"), height=int(max(220, 26 * len(labels) + 80)),
+                  xaxis=dict(title=pd_.title(tr("dimension"))), margin=dict(l=10, r=10, t=20, b=40))
     if current is not None:
-        fig.add_shape(type="rect", x0=-0.5, x1=z.shape[1] - 0.5, y0=current - 0.5, y1=current + 0.5,
-                      line=dict(color="#ff6f00", width=3))
-    fig.update_yaxes(type="category", autorange="reversed")
-    fig.update_layout(height=int(max(220, 26 * len(labels) + 80)), xaxis_title=tr("dimension"),
-                      margin=dict(l=10, r=10, t=20, b=40))
-    return fig
+        layout["shapes"] = [dict(type="rect", x0=-0.5, x1=z.shape[1] - 0.5, y0=current - 0.5, y1=current + 0.5,
+                                 line=dict(color="#ff6f00", width=3))]
+    return pd_.figure([heat], layout)
 
 
 def norm_frame(d) -> pd.DataFrame:

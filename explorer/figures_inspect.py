@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer import plotly_dict
 from explorer.attention_stats import STAT_LABELS
 from explorer.i18n import tr
 
@@ -315,29 +316,25 @@ def fill_mask_figure(candidates: Sequence[tuple[str, float]], title: str = "") -
     """Horizontal bar chart of top-k (token, probability), best on top."""
     toks = [str(t) for t, _ in candidates]
     probs = np.array([float(p) for _, p in candidates], dtype=np.float32)
-    fig = go.Figure(go.Bar(
-        x=probs, y=toks, orientation="h", text=[f"{p:.1%}" for p in probs], textposition="auto",
-        hovertemplate="%{y}: %{x:.4f}<extra></extra>", marker_color="#4c78a8",
-    ))
-    fig.update_layout(
-        title=title or None, height=max(180, 34 * len(toks) + 70),
-        xaxis=dict(title=tr("probability"), range=[0, 1]),
-        yaxis=dict(autorange="reversed", type="category"),
-        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-    )
-    return fig
+    bar = dict(type="bar", x=probs, y=toks, orientation="h", text=[f"{p:.1%}" for p in probs], textposition="auto",
+               hovertemplate="%{y}: %{x:.4f}<extra></extra>", marker=dict(color="#4c78a8"))
+    layout = dict(height=max(180, 34 * len(toks) + 70),
+                  xaxis=dict(title=plotly_dict.title(tr("probability")), range=[0, 1]),
+                  yaxis=dict(autorange="reversed", type="category"),
+                  margin=dict(l=10, r=10, t=40 if title else 10, b=10))
+    if title:
+        layout["title"] = plotly_dict.title(title)
+    return plotly_dict.figure([bar], layout)
 
 
 def nsp_figure(p_is_next: float, title: str = "") -> go.Figure:
     """Two bars: P(IsNext) and P(NotNext) = 1 - P(IsNext)."""
     p = float(p_is_next)
-    fig = go.Figure(go.Bar(
-        x=["IsNext", "NotNext"], y=np.array([p, 1.0 - p], dtype=np.float32),
-        text=[f"{p:.1%}", f"{1 - p:.1%}"], textposition="auto",
-        marker_color=["#54a24b", "#e45756"], hovertemplate="%{x}: %{y:.4f}<extra></extra>",
-    ))
-    fig.update_layout(
-        title=title or None, height=260, yaxis=dict(title=tr("probability"), range=[0, 1]),
-        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-    )
-    return fig
+    bar = dict(type="bar", x=["IsNext", "NotNext"], y=np.array([p, 1.0 - p], dtype=np.float32),
+               text=[f"{p:.1%}", f"{1 - p:.1%}"], textposition="auto", marker=dict(color=["#54a24b", "#e45756"]),
+               hovertemplate="%{x}: %{y:.4f}<extra></extra>")
+    layout = dict(height=260, yaxis=dict(title=plotly_dict.title(tr("probability")), range=[0, 1]),
+                  margin=dict(l=10, r=10, t=40 if title else 10, b=10))
+    if title:
+        layout["title"] = plotly_dict.title(title)
+    return plotly_dict.figure([bar], layout)

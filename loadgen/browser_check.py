@@ -4,9 +4,9 @@
 
 Against a server already running on 127.0.0.1:P, alternately (``rounds`` times each):
 
-* **chromium** (Debian's, through playwright, headless) opens the app and follows the visit by clicking the
-  sidebar's page menu and typing into the Attention and Predict pages (Ctrl+Enter). It loads the app through
-  a ``loadgen.wire.WireRelay``, so three times are taken per step: *wire*, from its ``rerun_script`` passing
+* **chromium** (Debian's, through playwright, headless) opens the app and follows the visit
+  (``loadgen.student.VISIT``) by clicking the sidebar's page menu, typing into the text boxes and pressing the
+  buttons it names. It loads the app through a ``loadgen.wire.WireRelay``, so three times are taken per step: *wire*, from its ``rerun_script`` passing
   the relay to the ``script_finished`` passing it (the same two moments the generator times on its own
   socket); *devtools*, the same two frames as playwright reports them (their events come through the renderer
   and playwright's event stream, so they arrive late while chromium is busy drawing); and *drawn*, from the click or key press until the
@@ -42,14 +42,12 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from loadgen import HOST
 from loadgen.protocol import StreamlitTab
 from loadgen.report import find_server_pid, proc_sample
-from loadgen.student import ATTENTION_INPUT, PREDICT_INPUT, VISIT, new_marker
+from loadgen.student import VISIT, Type, new_marker
 from loadgen.wire import WireRelay
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-TITLES = {"": "Overview", "data_tokens": "Data & tokens", "masking_nsp": "Masking & NSP", "attention": "Attention",
-          "predict": "Predict", "embeddings": "Embeddings"}
 _DRAWN_JS = """() => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
@@ -61,7 +59,8 @@ _DRAWN_JS = """() => {
 
 
 class _Frames:
-    """Decodes chromium's websocket frames: when the last rerun_script left and its full run finished."""
+    """Decodes chromium's websocket frames: when the last rerun_script the user caused left and its run (full or a
+    fragment's) finished."""
 
     def __init__(self):
         self.sent_at = None
@@ -76,7 +75,7 @@ class _Frames:
             return
         msg = BackMsg()
         msg.ParseFromString(payload)
-        if msg.WhichOneof("type") == "rerun_script" and not msg.rerun_script.fragment_id:
+        if msg.WhichOneof("type") == "rerun_script" and not msg.rerun_script.is_auto_rerun:
             self.sent_at, self.finished_at = time.perf_counter(), None
 
     def _received(self, payload) -> None:
@@ -84,7 +83,8 @@ class _Frames:
             return
         msg = ForwardMsg()
         msg.ParseFromString(payload)
-        if msg.WhichOneof("type") == "script_finished" and msg.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+        if msg.WhichOneof("type") == "script_finished" and msg.script_finished in (
+                ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY):
             self.finished_at = time.perf_counter()
 
     def protocol_seconds(self) -> float | None:
@@ -119,21 +119,26 @@ def _visit(page, frames: _Frames, port: int, url_port: int, marker: str,
         page.wait_for_timeout(200)  # the server's last sends
         out[label] = (frames.protocol_seconds() or float("nan"), drawn, _cpu(pid) - c0, w0, time.time())
 
-    step("Overview", lambda: page.goto(f"http://{HOST}:{url_port}/"))
     nav = page.locator('[data-testid="stSidebarNav"] a')
-    for label, path, action in VISIT[1:]:
-        step(label, lambda path=path: nav.filter(has_text=TITLES[path]).first.click())
-        if action == "type":
-            if label == "Attention":
-                box, text = ATTENTION_INPUT, f"the cat {marker} sits on the mat ."
-            else:
-                box, text = PREDICT_INPUT, f"the cows [MASK] the hay near the {marker} ."
-            area = page.get_by_label(box)
+    for i, p in enumerate(VISIT):
+        if i == 0:
+            step(p.label, lambda p=p: page.goto(f"http://{HOST}:{url_port}/{p.path}"))
+        else:
+            link = nav.filter(has_text=p.label).first
+            if not link.is_visible():  # a long menu shows its first entries and a "View more" button
+                page.locator('[data-testid="stSidebarNavViewButton"]').first.click()
+                link.wait_for(state="visible")
+            step(p.label, lambda link=link: link.click())
+        for a in p.actions:
+            if isinstance(a, Type):
+                box = page.get_by_label(a.box)
 
-            def type_and_submit(area=area, text=text):
-                area.fill(text)
-                area.press("Control+Enter")
-            step(f"{label}: typed", type_and_submit)
+                def type_and_submit(box=box, text=a.text.format(marker=marker)):
+                    box.fill(text)  # a text area submits on Ctrl+Enter, a text input on Enter
+                    box.press("Control+Enter" if box.evaluate("e => e.tagName") == "TEXTAREA" else "Enter")
+                step(f"{p.label}: {a.name}", type_and_submit)
+            else:
+                step(f"{p.label}: {a.name}", lambda a=a: page.get_by_role("button", name=a.button).click())
     return out
 
 
@@ -175,13 +180,12 @@ async def _generator_round(port: int, marker: str) -> dict[str, tuple[float, flo
         out[label] = (r.seconds, _cpu(pid) - c0)
 
     try:
-        await step("Overview", tab.open(""))
-        for label, path, action in VISIT[1:]:
-            await step(label, tab.goto(path))
-            if action == "type":
-                texts = ({ATTENTION_INPUT: f"the cat {marker} sits on the mat ."} if label == "Attention"
-                         else {PREDICT_INPUT: f"the cows [MASK] the hay near the {marker} ."})
-                await step(f"{label}: typed", tab.interact(texts=texts))
+        for i, p in enumerate(VISIT):
+            await step(p.label, tab.open(p.path) if i == 0 else tab.goto(p.path))
+            for a in p.actions:
+                request = (tab.interact(texts={a.box: a.text.format(marker=marker)}) if isinstance(a, Type)
+                           else tab.interact(click=a.button))
+                await step(f"{p.label}: {a.name}", request)
     finally:
         await tab.close()
     return out
@@ -291,10 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         print(json.dumps(res))
         return 0
-    print(f"{'step':<18}{'generator s':>12}{'chromium wire s':>16}{'devtools s':>11}{'drawn s':>9}"
+    print(f"{'step':<26}{'generator s':>12}{'chromium wire s':>16}{'devtools s':>11}{'drawn s':>9}"
           f"{'server CPU s: generator':>25}{'/ chromium':>11}")
     for label, r in res["steps"].items():
-        print(f"{label:<18}{r['generator']:>12.3f}{r['browser_wire']:>16.3f}{r['browser_protocol']:>11.3f}"
+        print(f"{label:<26}{r['generator']:>12.3f}{r['browser_wire']:>16.3f}{r['browser_protocol']:>11.3f}"
               f"{r['browser_drawn']:>9.3f}{r['server_cpu_generator']:>25.3f}{r['server_cpu_browser']:>11.3f}")
     return 0
 

@@ -16,9 +16,13 @@ What the frontend does, and so what ``StreamlitTab`` does (learned from streamli
   ``script_finished``. ``FINISHED_EARLY_FOR_RERUN`` means another run follows.
 * A fragment with ``run_every`` is rerun by the client: a ``rerun_script`` with its ``fragment_id`` and
   ``is_auto_rerun`` every ``interval`` seconds until the next full run or a ``stop_auto_rerun``.
+* Every delta drawn inside a fragment carries its ``fragment_id``. A widget inside a fragment reruns only that
+  fragment: the frontend sends the ``rerun_script`` with the fragment's id, the run's ``new_session`` names it in
+  ``metadata.run.fragment_ids``, the fragment redraws its part of the page in place (elements it did not draw
+  again are dropped) and the run ends with ``FINISHED_FRAGMENT_RUN_SUCCESSFULLY``.
 
-A request's time is measured from sending its ``rerun_script`` to the ``script_finished`` of the full run
-it started: that is when a browser has received everything it draws.
+A request's time is measured from sending its ``rerun_script`` to the ``script_finished`` of the full run (or
+the fragment run) it started: that is when a browser has received everything it draws.
 """
 from __future__ import annotations
 
@@ -101,6 +105,10 @@ class StreamlitTab:
         self._full_started = False
         self._run_exceptions: list[str] = []
         self._run_bytes = 0
+        self._fragment_of: dict[tuple[int, ...], str] = {}  # delta path -> the fragment that drew it
+        self._want_fragment = ""  # the fragment the request in flight reruns ("" = a full run)
+        self._fragment_run = ""  # the run id of that fragment run, once its new_session came
+        self._fragment_drawn: set[tuple[int, ...]] = set()
 
     # ------------------------------------------------------------------ connection
     async def open(self, path: str = "") -> RunResult:
@@ -176,7 +184,12 @@ class StreamlitTab:
             page = next((p for p, h in self.pages.items() if h == self.page_hash), self.page_hash)
             return RunResult(0.0, False, f"widget(s) not on the page /{page} ({len(self.elements)} elements): "
                                          f"{', '.join(missing)}")
-        return await self._request(page_hash=self.page_hash, states=self._page_states() + trigger)
+        # widgets drawn inside one fragment rerun only that fragment, as the frontend does
+        touched = {self._widget_fragment(w.id) for w in trigger} | {
+            self._widget_fragment(self.widget_id(_INPUT_KINDS, lab)) for lab in (texts or {})} | {
+            self._widget_fragment(self.widget_id(("slider",), lab)) for lab in (sliders or {})}
+        fragment = touched.pop() if len(touched) == 1 else ""
+        return await self._request(page_hash=self.page_hash, states=self._page_states() + trigger, fragment=fragment)
 
     # ------------------------------------------------------------------ what the page shows
     def widget_id(self, kinds: tuple[str, ...], label: str) -> str | None:
@@ -214,6 +227,14 @@ class StreamlitTab:
                 return path[0] if path else None
         return None
 
+    def _widget_fragment(self, wid: str | None) -> str:
+        """The fragment a widget was drawn in ("" for none)."""
+        for path, el in self.elements.items():
+            kind = el.WhichOneof("type")
+            if getattr(getattr(el, kind), "id", None) == wid:
+                return self._fragment_of.get(path, "")
+        return ""
+
     def _page_states(self) -> list[WidgetState]:
         present = {getattr(getattr(el, el.WhichOneof("type")), "id", None) for el in self.elements.values()}
         return [s for wid, s in self.values.items() if wid in present]
@@ -230,7 +251,7 @@ class StreamlitTab:
         ctx.url, ctx.is_embedded, ctx.color_scheme = f"http://{HOST}:{self.port}/{path}", False, "light"
 
     async def _request(self, *, page_hash: str = "", page_name: str = "", states: list | None = None,
-                       t0: float | None = None) -> RunResult:
+                       t0: float | None = None, fragment: str = "") -> RunResult:
         if self._waiter is not None:
             raise RuntimeError("StreamlitTab handles one request at a time")
         t0 = time.perf_counter() if t0 is None else t0
@@ -238,8 +259,11 @@ class StreamlitTab:
             return RunResult(0.0, False, f"connection closed: {self.closed_reason or 'never opened'}")
         self._waiter = asyncio.get_running_loop().create_future()
         self._full_started, self._run_exceptions, self._run_bytes = False, [], 0
+        self._want_fragment, self._fragment_run = fragment, ""
         msg = BackMsg()
         self._client_state(msg, page_hash=page_hash, page_name=page_name, states=states or [])
+        if fragment:
+            msg.rerun_script.fragment_id = fragment
         wait = max(0.1, min(self.timeout, self.end_by - time.monotonic()))
         try:
             await self._ws.send(msg.SerializeToString())
@@ -250,6 +274,7 @@ class StreamlitTab:
             err = f"{type(e).__name__}: {e}"
         finally:
             self._waiter = None
+            self._want_fragment = ""
         return RunResult(time.perf_counter() - t0, not err, err, list(self._run_exceptions), self._run_bytes)
 
     def _resolve(self, error: str) -> None:
@@ -282,7 +307,10 @@ class StreamlitTab:
             self._run_id = msg.metadata.run.script_run_id
             self._building = {}  # the page stays as it was until this run finishes, as in a browser
             self._auto.clear()  # the frontend drops its timers on every full run; this run re-registers them
-            self._full_started = self._waiter is not None
+            self._full_started = self._waiter is not None and not self._want_fragment
+        elif kind == "new_session" and self._want_fragment in msg.metadata.run.fragment_ids and self._waiter:
+            self._fragment_run = msg.metadata.run.script_run_id
+            self._fragment_drawn = set()
         elif kind == "navigation":
             self.pages = {p.url_pathname: p.page_script_hash for p in msg.navigation.app_pages}
             self.page_hash = msg.navigation.page_script_hash
@@ -292,6 +320,9 @@ class StreamlitTab:
             self._building[path] = el
             if msg.delta.fragment_id:  # a fragment redraws its part of the page in place
                 self.elements[path] = el
+                self._fragment_of[path] = msg.delta.fragment_id
+                if msg.delta.fragment_id == self._want_fragment:
+                    self._fragment_drawn.add(path)
             ek = el.WhichOneof("type")
             if ek == "exception":
                 self._run_exceptions.append(f"{el.exception.type}: {el.exception.message}"[:300])
@@ -312,8 +343,16 @@ class StreamlitTab:
                 self._resolve("the script did not compile")
             elif status == ForwardMsg.FINISHED_SUCCESSFULLY and msg.metadata.run.script_run_id == self._run_id:
                 self.elements = self._building
+                self._fragment_of = {p: f for p, f in self._fragment_of.items() if p in self.elements}
                 if self._full_started:
                     self._resolve("")
+            elif (status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY and self._fragment_run
+                  and msg.metadata.run.script_run_id == self._fragment_run):
+                for p in [p for p, f in self._fragment_of.items()
+                          if f == self._want_fragment and p not in self._fragment_drawn]:
+                    self.elements.pop(p, None)  # what the fragment did not draw again is gone
+                    self._fragment_of.pop(p, None)
+                self._resolve("")
 
     async def _auto_reruns(self) -> None:
         """Rerun fragments with ``run_every`` like the frontend's timers, one in flight, none during a request."""

@@ -126,16 +126,17 @@ def format_table(rep: dict) -> str:
     lines = [f"load test: {rep['sessions']} sessions for {rep['seconds']:.0f} s, {rep['trainings']} training(s), "
              f"think {rep['think'][0]:g}-{rep['think'][1]:g} s; server pid(s) {rep.get('server_pids')}",
              f"load average before/after: {rep['load_average']['before']} / {rep['load_average']['after']}", "",
-             f"{'page':<22}{'n':>6}{'p50 s':>9}{'p95 s':>9}{'max s':>9}"]
+             f"{'page':<26}{'n':>6}{'p50 s':>9}{'p95 s':>9}{'max s':>9}"]
     for name, s in rep["pages"].items():
-        lines.append(f"{name:<22}{s['n']:>6}{s['p50']:>9.3f}{s['p95']:>9.3f}{s['max']:>9.3f}")
+        lines.append(f"{name:<26}{s['n']:>6}{s['p50']:>9.3f}{s['p95']:>9.3f}{s['max']:>9.3f}")
     tr = rep.get("training", {})
     speeds = ", ".join(f"{x:.1f}" for x in tr.get("steps_per_s", []) if x is not None) or "-"
     lines += ["",
               f"requests {rep['requests']}, errors {rep['errors']}, exceptions {rep['exceptions']}, "
               f"'server busy' answers {rep['busy']}",
               f"server RSS {rep['server_rss_mb_start']} MB at the start, max {rep['server_rss_mb']} MB; server CPU "
-              f"mean {rep['server_cpu_pct_mean']}%, max {rep['server_cpu_pct_max']}% (200% = both cores)",
+              f"mean {rep['server_cpu_pct_mean']}%, max {rep['server_cpu_pct_max']}% (200% = both cores); "
+              f"load generator {rep.get('generator_cpu_pct_mean')}%",
               f"training steps/s: solo {tr.get('solo_steps_per_s')}, under load {speeds}; "
               f"vs solo {rep['training_speed_vs_solo']}",
               f"isolation: {'ok' if rep['isolation_ok'] else 'FAILED'} ({rep['own_text_checks']} own-text checks)"]

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from loadgen.protocol import http_get
 from loadgen.report import ServerMonitor, find_server_pid, page_stats
-from loadgen.student import INSPECT_PAGES, LEARN_PAGES, VISIT, Outcome, Student, new_marker
+from loadgen.student import (SOLO_MARKER, TRAIN_LABELS, VISIT, WARMUP_MARKER, Outcome, Page, Student, new_marker,
+                             step_labels)
 
 TRAIN_STEPS_BASE = 4000  # trainers get 4000, 4010, ...: long enough not to finish, unique per session
 SOLO_TRAIN_STEPS = 4990
@@ -54,14 +55,18 @@ async def server_ready(port: int) -> bool:
 
 
 async def warm_up(port: int, timeout: float) -> Outcome:
-    """One untimed pass over the visited pages (and the Train page)."""
-    st = Student("warm-up", port, "zqxwarmupwarm", rng=random.Random(0), think=(0.0, 0.0),
+    """One untimed pass over the visit, its actions included (and the Train page)."""
+    st = Student("warm-up", port, WARMUP_MARKER, rng=random.Random(0), think=(0.0, 0.0),
                  deadline=time.monotonic() + 10 * timeout, timeout=timeout, record=False)
     try:
-        if st.note("Overview", await st.tab.open(""), "open /"):
-            for label, path, _ in VISIT[1:] + [("Train", "train", "visit")]:
-                if not st.note(label, await st.tab.goto(path), f"open /{path}"):
-                    break
+        ok = st.note(VISIT[0].label, await st.tab.open(VISIT[0].path), f"open /{VISIT[0].path}")
+        for i, page in enumerate(VISIT + [Page("Train", "train")]):
+            if not ok:
+                break
+            if i > 0:
+                ok = st.note(page.label, await st.tab.goto(page.path), f"open /{page.path}")
+            for action in page.actions:
+                ok = ok and await st.act(page, action)
     finally:
         await st.tab.close()
     return st.out
@@ -69,7 +74,7 @@ async def warm_up(port: int, timeout: float) -> Outcome:
 
 async def solo_training(port: int, seconds: float, timeout: float) -> tuple[float | None, Outcome]:
     """Steps/s of one training alone: start it, move to the Overview, let the sidebar poll, press Stop."""
-    st = Student("solo", port, "zqxsolosolosx", rng=random.Random(0), think=(0.0, 0.0),
+    st = Student("solo", port, SOLO_MARKER, rng=random.Random(0), think=(0.0, 0.0),
                  deadline=time.monotonic() + seconds + 2 * timeout, train_steps=SOLO_TRAIN_STEPS,
                  timeout=timeout, record=False)
     speed = None
@@ -86,8 +91,7 @@ async def solo_training(port: int, seconds: float, timeout: float) -> tuple[floa
 
 def _merge(outs: list[Outcome]) -> dict:
     times: dict[str, list[float]] = {}
-    for label in [v[0] for v in VISIT] + ["Attention: typed", "Predict: typed", "Train", "Train: start",
-                                           "Train: stop"]:
+    for label in step_labels() + list(TRAIN_LABELS):
         for o in outs:
             if o.times.get(label):
                 times.setdefault(label, []).extend(o.times[label])
@@ -109,8 +113,9 @@ async def run_load_test(s: Settings) -> dict:
 
     monitor = ServerMonitor(pids)
     rss_start = monitor.now()
+    own_cpu, own_t = time.process_time(), time.monotonic()  # the generator's own CPU (it shares the machine)
     deadline = time.monotonic() + s.seconds
-    taken: set[str] = set()
+    taken: set[str] = {WARMUP_MARKER, SOLO_MARKER}
     students = [Student(f"s{i:02d}", s.port, new_marker(rng, taken), rng=random.Random(rng.random()),
                         think=s.think, deadline=deadline, timeout=s.timeout, rounds=s.rounds,
                         train_steps=TRAIN_STEPS_BASE + 10 * i if i < s.trainings else None)
@@ -124,9 +129,12 @@ async def run_load_test(s: Settings) -> dict:
     await asyncio.gather(*pending, return_exceptions=True)
     monitor.stop()
     await mon_task
+    own = 100.0 * (time.process_time() - own_cpu) / max(1e-9, time.monotonic() - own_t)
     crashed = [f"{st.out.name}: {t.exception()!r}" for st, t in zip(students, tasks)
                if t in done and t.exception() is not None]
-    return _report(s, students, extra, monitor, rss_start, solo, pids, load_before, crashed, len(pending))
+    rep = _report(s, students, extra, monitor, rss_start, solo, pids, load_before, crashed, len(pending))
+    rep["generator_cpu_pct_mean"] = round(own, 1)
+    return rep
 
 
 def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor: ServerMonitor,
@@ -172,9 +180,9 @@ def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor:
 
 
 def _targets(rep: dict) -> dict[str, bool]:
-    """The issue's targets that this run can judge (p95 only over the pages it measured)."""
-    p95 = [v["p95"] for k, v in rep["pages"].items() if k in LEARN_PAGES + INSPECT_PAGES]
-    out = {f"p95 <= {TARGET_P95} s (Learn, Inspect)": bool(p95) and max(p95) <= TARGET_P95,
+    """The issue's targets that this run can judge (p95 over every step it measured but the Train page's)."""
+    p95 = [v["p95"] for k, v in rep["pages"].items() if k not in TRAIN_LABELS]
+    out = {f"p95 <= {TARGET_P95} s (every page but Train)": bool(p95) and max(p95) <= TARGET_P95,
            "0 exceptions": rep["exceptions"] == 0,
            "0 errors": rep["errors"] == 0,
            f"RSS <= {TARGET_RSS_MB} MB": rep["server_rss_mb"] is not None and rep["server_rss_mb"] <= TARGET_RSS_MB,

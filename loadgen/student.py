@@ -1,15 +1,19 @@
 """What one simulated student does, and the checks that each session sees only its own work.
 
-The visit: Overview → Data & tokens → Masking & NSP → Attention (types a sentence) → Predict (types a
-sentence with [MASK]) → Embeddings, then around again until the time is up, with a think time before
-every action. A *trainer* first opens the Train page, gives the run its own number of steps and presses
-Start; at the end it goes back to the Train page and presses Stop.
+The visit is ``VISIT``: a list of pages, each opened from the page menu and followed by its actions (``Type``
+a sentence into a text box, ``Click`` a button), with a think time before every step; a student goes round it
+until the time is up. Adding a page to the load test is one line in ``VISIT``, e.g.
 
-Isolation: every student has its own marker word (``zqx`` + 9 random letters). It types it into the
-Attention and Predict pages and must then find it in what the server drew (the "not in the vocabulary"
-notes), outside the text boxes it typed into. Every forward message any session receives is scanned for
-marker words; a marker of another session is a leak. A trainer's progress bars must all count to its own
-step total; a student who does not train must never see a training's progress bar.
+    Page("Features", "features", Type("Sentence", "the cat {marker} sits on the mat .")),
+
+A *trainer* first opens the Train page, gives the run its own number of steps and presses Start; at the end
+it goes back to the Train page and presses Stop.
+
+Isolation: every student has its own marker word (``zqx`` + 9 random letters). Every ``Type`` puts it into the
+sentence it types; with ``check=True`` the student must then find it in what the server drew (the "not in the
+vocabulary" notes), outside the text boxes it typed into. Every forward message any session receives is
+scanned for marker words; a marker of another session is a leak. A trainer's progress bars must all count to
+its own step total; a student who does not train must never see a training's progress bar.
 """
 from __future__ import annotations
 
@@ -23,23 +27,75 @@ from dataclasses import dataclass, field
 from loadgen.protocol import RunResult, StreamlitTab
 
 MARKER_RE = re.compile(rb"zqx[a-z]{9}")
+WARMUP_MARKER, SOLO_MARKER = "zqxwarmupaaa", "zqxsoloaaaaa"  # the untimed warm-up's and solo training's words
 _STEP_RE = re.compile(r"step (\d+)/(\d+)")
 
-# (label in the report, URL path, action). Actions: "visit" only, or "type" a sentence after the visit.
-VISIT = [
-    ("Overview", "", "visit"),
-    ("Data & tokens", "data_tokens", "visit"),
-    ("Masking & NSP", "masking_nsp", "visit"),
-    ("Attention", "attention", "type"),
-    ("Predict", "predict", "type"),
-    ("Embeddings", "embeddings", "visit"),
-]
-LEARN_PAGES = ("Overview", "Data & tokens", "Masking & NSP")
-INSPECT_PAGES = ("Attention", "Attention: typed", "Predict", "Predict: typed", "Embeddings")
+
+
+@dataclass(frozen=True)
+class Type:
+    """Type ``text`` (``{marker}`` becomes the student's marker word) into the text box labelled ``box`` and
+    submit it; with ``check`` the page must then show the marker outside the box (the "not in the vocabulary"
+    note). Reported as "<page>: typed"."""
+
+    box: str
+    text: str
+    check: bool = True
+    name: str = "typed"
+
+
+@dataclass(frozen=True)
+class Click:
+    """Press the button labelled ``button``. Reported as "<page>: <name>" (``name`` defaults to the label)."""
+
+    button: str
+    name: str = ""
+
+    def __post_init__(self):
+        if not self.name:
+            object.__setattr__(self, "name", self.button)
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of the visit: its label in the report, its URL path ("" = the default page) and the actions a
+    student takes there, in order, each after a think time."""
+
+    label: str
+    path: str
+    actions: tuple = ()
+
+    def __init__(self, label: str, path: str, *actions):
+        object.__setattr__(self, "label", label)
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "actions", tuple(actions))
+
+    def step_labels(self) -> list[str]:
+        return [self.label] + [f"{self.label}: {a.name}" for a in self.actions]
+
 
 ATTENTION_INPUT = "Sentence A"
 PREDICT_INPUT = "Text with one or more [MASK]"
+FORWARD_INPUT = "Sentence A"
 STEPS_SLIDER = "steps"
+
+# The class visit, in order. One line per page: add a new page here (its label, URL path and actions).
+VISIT = [
+    Page("Overview", ""),
+    Page("Data & tokens", "data_tokens"),
+    Page("Masking & NSP", "masking_nsp"),
+    Page("Inside the model", "forward", Type(FORWARD_INPUT, "the cat {marker} eats the cheese .", check=False),
+         Click("Next ▶", "Next"), Click("Next ▶", "Next")),
+    Page("Attention", "attention", Type(ATTENTION_INPUT, "the cat {marker} sits on the mat .")),
+    Page("Predict", "predict", Type(PREDICT_INPUT, "the cows [MASK] the hay near the {marker} .")),
+    Page("Embeddings", "embeddings"),
+]
+TRAIN_LABELS = ("Train", "Train: start", "Train: stop")  # timed, but not held to the page-time target
+
+
+def step_labels(visit: list[Page] = VISIT) -> list[str]:
+    """Every label the visit reports, in visit order."""
+    return [lab for p in visit for lab in dict.fromkeys(p.step_labels())]
 
 
 def new_marker(rng: random.Random, taken: set[str]) -> str:
@@ -143,42 +199,47 @@ class Student:
             await asyncio.sleep(max(0.0, start_delay))
             if time.monotonic() >= self.deadline:
                 return self.out
-            if not self.note("Overview", await self.tab.open(""), "open /"):
+            first = VISIT[0]
+            if not self.note(first.label, await self.tab.open(first.path), f"open /{first.path}"):
                 return self.out
             if self.train_steps is not None:
                 await self._think() and await self.start_training()
-            await self._visit_loop()
+            # a trainer is on the Train page now: it goes on with the second page, as it would from the menu
+            await self._visit_loop(on_first_page=self.train_steps is None)
             if self.train_steps is not None:
                 await self.stop_training()
         finally:
             await self.tab.close()
         return self.out
 
-    async def _visit_loop(self) -> None:
-        first = 1  # the tab opened on the Overview already
+    async def _visit_loop(self, on_first_page: bool) -> None:
+        opened = on_first_page  # the tab opened on the first page already: no menu click for it
+        skip = not on_first_page  # a trainer starts the first round at the second page
         for _ in range(self.rounds or 10_000):  # bounded; the deadline ends it long before 10,000
-            for label, path, action in VISIT[first:]:
-                if not await self._think():
-                    return
-                if not self.note(label, await self.tab.goto(path), f"open /{path}"):
-                    return
-                if action == "type":
+            for page in VISIT[int(skip):]:
+                if not opened:
                     if not await self._think():
                         return
-                    if not await self._type(label):
+                    if not self.note(page.label, await self.tab.goto(page.path), f"open /{page.path}"):
                         return
-            first = 0
+                opened = False
+                for action in page.actions:
+                    if not await self._think():
+                        return
+                    if not await self.act(page, action):
+                        return
+            skip = False
 
-    async def _type(self, label: str) -> bool:
-        word = self.marker.decode()
-        if label == "Attention":
-            texts = {ATTENTION_INPUT: f"the cat {word} sits on the mat ."}
-        else:
-            texts = {PREDICT_INPUT: f"the cows [MASK] the hay near the {word} ."}
-        ok = self.note(f"{label}: typed", await self.tab.interact(texts=texts), f"type on {label}")
-        if ok:
-            self._check_own_text(label)
-        return ok
+    async def act(self, page: Page, action) -> bool:
+        """One action on the page shown now, recorded under "<page>: <action name>"."""
+        label = f"{page.label}: {action.name}"
+        if isinstance(action, Type):
+            r = await self.tab.interact(texts={action.box: action.text.format(marker=self.marker.decode())})
+            ok = self.note(label, r, f"type on {page.label}")
+            if ok and action.check:
+                self._check_own_text(page.label)
+            return ok
+        return self.note(label, await self.tab.interact(click=action.button), f"press {action.button} on {page.label}")
 
     async def start_training(self) -> bool:
         """Open the Train page, set this run's own number of steps and press Start."""

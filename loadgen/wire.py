@@ -5,8 +5,10 @@ Streamlit server on 127.0.0.1:``server_port``. Plain HTTP connections are relaye
 that upgrades to ``/_stcore/stream`` it also reads the WebSocket frames (RFC 6455, with permessage-deflate,
 RFC 7692, as chromium and the server negotiate it), decodes the protobufs and records, with ``time.time()``:
 
-* ``("sent", t)`` when a full (not a fragment's) ``BackMsg.rerun_script`` has passed from the browser;
-* ``("finished", t)`` when a ``ForwardMsg.script_finished`` (finished successfully) has passed from the server.
+* ``("sent", t)`` when a ``BackMsg.rerun_script`` the user caused (a full run, or a fragment's run for a widget
+  inside it; not a fragment's timed auto-rerun) has passed from the browser;
+* ``("finished", t)`` when a ``ForwardMsg.script_finished`` (a full run or a fragment run finished successfully)
+  has passed from the server.
 
 These are exactly the two moments the load generator measures between on its own socket, so a browser
 session's request times can be compared with the generator's: both on the wire, neither delayed by a
@@ -28,6 +30,7 @@ from loadgen import HOST
 
 _CHUNK = 65536
 _HEAD_LIMIT = 65536
+_DONE = (ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY)  # a full run, a fragment run
 
 
 def _deflate_params(response_head: bytes) -> dict[str, str] | None:
@@ -234,11 +237,11 @@ class WireRelay:
     def _on_back(self, payload: bytes, now: float) -> None:
         msg = BackMsg()
         msg.ParseFromString(payload)
-        if msg.WhichOneof("type") == "rerun_script" and not msg.rerun_script.fragment_id:
+        if msg.WhichOneof("type") == "rerun_script" and not msg.rerun_script.is_auto_rerun:
             self.events.append(("sent", now))
 
     def _on_forward(self, payload: bytes, now: float) -> None:
         msg = ForwardMsg()
         msg.ParseFromString(payload)
-        if msg.WhichOneof("type") == "script_finished" and msg.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+        if msg.WhichOneof("type") == "script_finished" and msg.script_finished in _DONE:
             self.events.append(("finished", now))

@@ -1,14 +1,17 @@
 """Load test of a running BERT explorer server: N simulated students over Streamlit's websocket protocol.
 
-Start the server first (``streamlit run app.py --server.port P``), then:
+    python scripts/loadtest.py --sessions 100 --seconds 120 --trainings 2 [--json]
 
-    python scripts/loadtest.py --port P --sessions 30 --seconds 180 --trainings 2 [--json]
+starts one server process (``streamlit run app.py`` from this checkout, headless, on a free 127.0.0.1 port,
+with its own temporary runs folder), runs the load test against it and stops it. To test a server that is
+already running (another checkout, a proxy in front of several processes), give its ``--port P``.
 
 Only 127.0.0.1 is contacted. Prints a table (or one JSON object with --json) of the per-page times from
 request to the script's finish (p50, p95, max), errors, exceptions, the server's RSS and CPU, the
-trainings' speed against one training alone, and whether every session saw only its own text and run.
-Exit status: 0 when there were no errors, no exceptions and isolation held; 1 otherwise; 2 for bad
-arguments or when no server answers on the port. See docs/BENCH.md ("Classroom load test").
+trainings' speed against one training alone, whether every session saw only its own text and run, the
+load generator's own CPU and the load average before and after. Exit status: 0 when there were no errors,
+no exceptions and isolation held; 1 otherwise; 2 for bad arguments, when no server answers on the port or
+when the server it starts does not come up. See docs/BENCH.md ("Classroom load test").
 """
 from __future__ import annotations
 
@@ -44,7 +47,8 @@ def _think(text: str) -> tuple[float, float]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _Parser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--port", type=int, required=True, help="port of the server on 127.0.0.1")
+    p.add_argument("--port", type=int, default=0,
+                   help="port of a running server on 127.0.0.1 (default: start one from this checkout)")
     p.add_argument("--sessions", type=int, required=True, help="simulated students (browser tabs)")
     p.add_argument("--seconds", type=float, required=True, help="length of the load phase")
     p.add_argument("--trainings", type=int, required=True,
@@ -65,7 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="each student goes round the pages this many times, then leaves (default 0: until --seconds)")
     a = p.parse_args(argv)
     checks = [
-        (1 <= a.port <= 65535, f"--port must be 1..65535 (got {a.port})"),
+        (0 <= a.port <= 65535, f"--port must be 1..65535, or 0 to start a server (got {a.port})"),
         (1 <= a.sessions <= MAX_SESSIONS, f"--sessions must be 1..{MAX_SESSIONS} (got {a.sessions})"),
         (0 < a.seconds <= MAX_SECONDS, f"--seconds must be > 0 and <= {MAX_SECONDS:.0f} (got {a.seconds:g})"),
         (0 <= a.trainings <= a.sessions, f"--trainings must be 0..--sessions (got {a.trainings})"),
@@ -81,18 +85,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
+def _start_server():
+    """A headless server of this checkout on a free port (bench.harness.AppServer: its own runs folder)."""
+    import tempfile
+
+    from bench.harness import AppServer
+
+    log = Path(tempfile.mkdtemp(prefix="bertx-loadtest-")) / "server.log"
+    try:
+        return AppServer(log).start(timeout=120)
+    except RuntimeError as e:
+        sys.stderr.write(f"error: the server did not start ({e}); its log: {log}\n")
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     from loadgen.runner import Settings, run_load_test, server_ready
 
-    if not asyncio.run(server_ready(a.port)):
-        sys.stderr.write(f"error: no Streamlit server answers on 127.0.0.1:{a.port}/_stcore/health; start one with "
-                         f"`streamlit run app.py --server.port {a.port}` first\n")
-        return 2
-    s = Settings(port=a.port, sessions=a.sessions, seconds=a.seconds, trainings=a.trainings, think=a.think,
-                 ramp=a.ramp, solo_seconds=a.solo_seconds, warmup=not a.no_warmup, timeout=a.timeout, seed=a.seed,
-                 rounds=a.rounds, pids=tuple(a.pid))
-    rep = asyncio.run(run_load_test(s))
+    server = None
+    if a.port == 0:
+        server = _start_server()
+        if server is None:
+            return 2
+        a.port = server.port
+    try:
+        if not asyncio.run(server_ready(a.port)):
+            sys.stderr.write(f"error: no Streamlit server answers on 127.0.0.1:{a.port}/_stcore/health; start one "
+                             f"with `streamlit run app.py --server.port {a.port}` first, or leave --port out\n")
+            return 2
+        s = Settings(port=a.port, sessions=a.sessions, seconds=a.seconds, trainings=a.trainings, think=a.think,
+                     ramp=a.ramp, solo_seconds=a.solo_seconds, warmup=not a.no_warmup, timeout=a.timeout,
+                     seed=a.seed, rounds=a.rounds, pids=tuple(a.pid))
+        rep = asyncio.run(run_load_test(s))
+    finally:
+        if server is not None:
+            server.stop()
+    rep["server_started_by_the_test"] = server is not None
     print(json.dumps(rep) if a.json else format_table(rep))
     return 0 if rep["errors"] == 0 and rep["exceptions"] == 0 and rep["isolation_ok"] else 1
 

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from bench.harness import LOAD, REPO, AppServer, free_port
+from loadgen.student import step_labels
 
 SCRIPT = REPO / "scripts" / "loadtest.py"
 
@@ -42,12 +43,14 @@ def test_three_sessions_once_round_the_pages(server):
     assert rep["isolation_ok"] is True, rep["leak_samples"]
     # every session typed on Attention and Predict and found its own text there (3 sessions x 2 pages)
     assert rep["own_text_checks"] == 6
-    for page in ("Overview", "Data & tokens", "Masking & NSP", "Attention", "Attention: typed", "Predict",
-                 "Predict: typed", "Embeddings", "Train: start", "Train: stop"):
+    for page in ("Overview", "Data & tokens", "Masking & NSP", "Inside the model", "Inside the model: typed",
+                 "Inside the model: Next", "Attention", "Attention: typed", "Predict", "Predict: typed", "Embeddings",
+                 "Train: start", "Train: stop"):
         assert page in rep["pages"], sorted(rep["pages"])
         s = rep["pages"][page]
         assert 0 < s["p50"] <= s["p95"] <= s["max"]
     assert rep["pages"]["Overview"]["n"] == 3
+    assert rep["pages"]["Inside the model: Next"]["n"] == 6  # two Next clicks each
     assert rep["busy"] == 0
     # the one training ran (the trainer saw its own progress bars), and the report found the server process
     assert len(rep["training"]["progress_seen"]) == 1 and rep["training"]["progress_seen"][0] >= 1
@@ -56,8 +59,9 @@ def test_three_sessions_once_round_the_pages(server):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--sessions", "3", "--seconds", "5", "--trainings", "0"], "--port"),
-    (["--port", "0", "--sessions", "3", "--seconds", "5", "--trainings", "0"], "--port must be"),
+    (["--port", "70000", "--sessions", "3", "--seconds", "5", "--trainings", "0"], "--port must be"),
+    (["--port", "-1", "--sessions", "3", "--seconds", "5", "--trainings", "0"], "--port must be"),
+    (["--port", "8501", "--seconds", "5", "--trainings", "0"], "--sessions"),
     (["--port", "8501", "--sessions", "0", "--seconds", "5", "--trainings", "0"], "--sessions must be"),
     (["--port", "8501", "--sessions", "3", "--seconds", "-1", "--trainings", "0"], "--seconds must be"),
     (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "4"], "--trainings must be"),
@@ -79,7 +83,8 @@ def test_no_server_on_the_port_exits_2():
 
 def test_wire_relay_times_the_requests_that_pass_through_it(server):
     """A tab through the relay draws the same page as a tab straight to the server, and the relay records one
-    full rerun sent and its run finished per request (permessage-deflate frames decoded, fragments not counted)."""
+    rerun sent and its run finished per request, a fragment's (Next on Inside the model) included
+    (permessage-deflate frames decoded)."""
     import asyncio
     import concurrent.futures
 
@@ -89,7 +94,8 @@ def test_wire_relay_times_the_requests_that_pass_through_it(server):
     async def visit(port):
         tab = StreamlitTab(port, timeout=60)
         try:
-            results = [await tab.open(""), await tab.goto("data_tokens"), await tab.goto("masking_nsp")]
+            results = [await tab.open(""), await tab.goto("data_tokens"), await tab.goto("forward"),
+                       await tab.interact(click="Next ▶")]  # a fragment run
             return results, len(tab.elements), sorted(tab.pages)
         finally:
             await tab.close()
@@ -105,12 +111,12 @@ def test_wire_relay_times_the_requests_that_pass_through_it(server):
         events = list(relay.events)
     assert all(r.ok and not r.exceptions for r in direct + relayed), [r.error for r in direct + relayed]
     assert (n_relayed, pages_relayed) == (n_direct, pages_direct) and n_direct > 5
-    assert [k for k, _ in events].count("sent") == 3
-    assert [k for k, _ in events].count("finished") == 3
+    assert [k for k, _ in events].count("sent") == 4
+    assert [k for k, _ in events].count("finished") == 4
     sent = [t for k, t in events if k == "sent"]
     done = [t for k, t in events if k == "finished"]
     for i, r in enumerate(relayed):
-        assert sent[i] < done[i] < (sent[i + 1] if i + 1 < 3 else float("inf"))
+        assert sent[i] < done[i] < (sent[i + 1] if i + 1 < 4 else float("inf"))
         wire = relay.request_seconds(sent[i], done[i])
         # the relay sees the request leave after the tab sent it and the finish before the tab gets it
         assert 0 < wire <= r.seconds + 1e-3, (wire, r.seconds)
@@ -127,8 +133,31 @@ def test_browser_check_times_chromium_on_the_wire(server):
                         "--json"], cwd=REPO, capture_output=True, text=True, timeout=3 * LOAD / 1000)
     assert r.returncode == 0, f"{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     res = json.loads(r.stdout)
-    assert res["pinned"] is (len(os.sched_getaffinity(0)) >= 2) and len(res["steps"]) == 8
+    assert res["pinned"] is (len(os.sched_getaffinity(0)) >= 2) and list(res["steps"]) == step_labels()
     for label, s in res["steps"].items():
         assert 0 < s["generator"] and 0 < s["browser_protocol"], (label, s)
         assert 0 < s["browser_wire"] <= s["browser_drawn"] + 0.01, (label, s)
     assert os.sched_getaffinity(server.proc.pid) == os.sched_getaffinity(0)  # the server's CPUs are given back
+
+
+def test_without_a_port_it_starts_and_stops_its_own_server():
+    r = _loadtest("--sessions", "1", "--seconds", "60", "--trainings", "0", "--rounds", "1", "--think", "0.1,0.2",
+                  "--ramp", "0", "--no-warmup", "--json", timeout=240)
+    assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    rep = json.loads(r.stdout)
+    assert rep["server_started_by_the_test"] is True
+    assert rep["errors"] == 0 and rep["exceptions"] == 0 and rep["isolation_ok"] is True
+    assert rep["pages"]["Embeddings"]["n"] == 1 and rep["own_text_checks"] == 2
+    pid = rep["server_pids"][0]
+    assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
+    assert rep["generator_cpu_pct_mean"] > 0
+
+
+def test_the_untimed_sessions_words_are_whole_marker_words():
+    """The scan finds zqx + 9 letters; a longer word would be read as another session's (a false leak)."""
+    from loadgen.student import MARKER_RE, SOLO_MARKER, VISIT, WARMUP_MARKER, Type
+
+    for word in (WARMUP_MARKER, SOLO_MARKER):
+        assert MARKER_RE.fullmatch(word.encode()) and MARKER_RE.findall(word.encode()) == [word.encode()]
+    typed = [a for p in VISIT for a in p.actions if isinstance(a, Type)]
+    assert typed and all("{marker}" in a.text for a in typed)

@@ -1,0 +1,73 @@
+"""Figures built as plain dicts (explorer.plotly_dict) are exactly what plotly's validation makes of them.
+
+Each builder below skips plotly's per-property validation for speed (the load test of a class). If a dict held
+an invalid property, validating it raises; if it held a value in a form validation would change (a colour
+scale's name, a bare title string), the validated figure's JSON differs from the one sent. Both fail here.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+import pytest
+
+from explorer import figures_forward as FF
+from explorer import plotly_dict
+
+
+def _json(fig: go.Figure) -> dict:
+    return json.loads(pio.to_json(fig, validate=False))
+
+
+def assert_validated_equal(fig: go.Figure) -> None:
+    """The figure as sent equals the figure plotly validates from the same dict."""
+    assert _json(fig) == _json(go.Figure(fig.to_dict()))
+
+
+def test_colorscale_is_what_validation_writes():
+    for name in ("RdBu", "Viridis", "Blues"):
+        assert plotly_dict.colorscale(name) == [list(s) for s in go.Heatmap(colorscale=name).colorscale]
+    assert plotly_dict.title("x") == {"text": "x"}
+
+
+def test_a_wrong_property_is_caught():
+    bad = plotly_dict.figure([dict(type="heatmap", z=np.zeros((2, 2)), colorscale="RdBu")], {})
+    with pytest.raises(AssertionError):
+        assert_validated_equal(bad)  # a named scale: validation expands it, so the JSON differs
+    with pytest.raises(ValueError):
+        assert_validated_equal(plotly_dict.figure([dict(type="heatmap", zz=1)], {}))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 5), (12, 64), (40, 40), (3, 200)])
+def test_forward_figures(shape):
+    rng = np.random.default_rng(sum(shape))
+    m = rng.standard_normal(shape).astype(np.float32)
+    if shape[1] > 1:
+        m[0, 1] = -1e31  # a masked score: a gap
+    rows, cols = [f"r{i}" for i in range(shape[0])], [f"c{i}" for i in range(shape[1])]
+    for kw in (dict(), dict(prob=True), dict(blocks=3, title="t"), dict(head_cols=(0, 1), meta="concat 0 0 0")):
+        for token_row in (0, None):
+            assert_validated_equal(FF.stage_heatmap(m, rows, cols, token_row, **kw))
+    for cur in (0, None):
+        assert_validated_equal(FF.norms_figure(rows, list(np.abs(m[:, 0])), cur))
+        assert_validated_equal(FF.strip_figure(rows, list(m), cur))
+
+
+@pytest.mark.parametrize("title", ["", "[MASK] 1 (position 3)"])
+def test_prediction_figures(title):
+    from explorer.figures_explain import token_strip_figure
+    from explorer.figures_inspect import fill_mask_figure, nsp_figure
+
+    for cands in ([("a", 0.5), ("b", 0.25), ("[UNK]", 1e-5)], [("x", 1.0)]):
+        assert_validated_equal(fill_mask_figure(cands, title))
+    for p in (0.0, 0.3, 1.0):
+        assert_validated_equal(nsp_figure(p, title))
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 80):
+        toks = ["[CLS]"] + [f"w{i}" for i in range(n)] + ["[SEP]"]
+        scores = {k: rng.standard_normal(len(toks)) for k in ("rollout", "grad_x_input", "integrated_gradients")}
+        for pos in (None, 1, 999):
+            assert_validated_equal(token_strip_figure(toks, scores, pos, title))
+        assert_validated_equal(token_strip_figure(toks, {"rollout": np.zeros(len(toks))}, 1, title))
