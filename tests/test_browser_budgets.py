@@ -20,10 +20,10 @@ SLEEPS = ("wait_for_timeout", "sleep")
 
 def browser_sources() -> list[Path]:
     """The browser tests, their shared helpers and the bench modules they drive a page with (bench.harness, where the
-    budgets are set and the app server starts and stops, aside)."""
+    budgets are set and the app server starts and stops, and bench.nginx, the proxy in front of servers, aside)."""
     tests = sorted(TESTS.glob("test_browser*.py"))
     bench = {m for p in tests for m in re.findall(r"^from (bench\.\w+) import", p.read_text(encoding="utf-8"), re.M)}
-    bench.discard("bench.harness")
+    bench -= {"bench.harness", "bench.nginx"}
     return tests + [TESTS / "browser_marks.py"] + sorted(REPO / (m.replace(".", "/") + ".py") for m in bench)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from browser_marks import BROWSER, LOAD, MAIN
+from browser_marks import BROWSER, LOAD, MAIN, TRAIN
 from playwright.sync_api import Page, expect
 
 from bertcore.config import BertConfig, TrainConfig
@@ -14,7 +14,6 @@ from bertcore.training import runs, service
 
 pytestmark = BROWSER
 WS = "featuresBrowserWorkspace01"
-TRAIN = 300_000  # ms: an SAE (about 30 s on an idle core) on shared CPUs
 
 
 def _labelled(run_dir, name: str) -> tuple[int, str]:
@@ -54,7 +53,6 @@ def test_train_open_steer_reload_in_english_and_chinese(page: Page, app_server, 
     run = service.train(service.RunSpec(cfg, tc, name="features"), parent=runs.workspace_dir(WS)).run_dir
     runs.write_workspace(WS, active=f"run:{run.name}")
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.set_default_timeout(LOAD)
 
     page.goto(f"{app_server.url}/features?ws={WS}")
     expect(page.locator(f"{MAIN} h1").filter(has_text="Features").first).to_be_visible(timeout=LOAD)

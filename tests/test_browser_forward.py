@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pytest
-from browser_marks import BROWSER, LOAD, MAIN
+from browser_marks import BROWSER, LOAD, MAIN, until
 from conftest import plotly_array
 from forward_oracle import expected
 from playwright.sync_api import Page, expect
@@ -60,15 +60,19 @@ def _numbers(page: Page, want: np.ndarray, token_row: int, meta: str, what: str)
     """Wait until the heat map of this stage (layout.meta: "<stage> <layer> <head> <token>"; two stages can hold the
     same numbers) holds ``want`` exactly (float32); return the seconds it took."""
     t0 = time.perf_counter()
-    got = None
-    while time.perf_counter() - t0 < LOAD / 1000:
-        got = page.evaluate(CHART)
-        if got is not None and got["meta"] == meta:
-            z = plotly_array(got["z"])
-            if z.shape == want.shape and np.array_equal(z, want.astype(np.float32)):
-                assert [token_row - 0.5, token_row + 0.5] in got["shapes"], what  # the chosen token's row outlined
-                return time.perf_counter() - t0
-        page.wait_for_timeout(100)
+    last = {}
+
+    def shown():
+        got = last["got"] = page.evaluate(CHART)
+        if got is None or got["meta"] != meta:
+            return False
+        z = plotly_array(got["z"])
+        return z.shape == want.shape and np.array_equal(z, want.astype(np.float32))
+
+    if until(shown, LOAD, page=page, every=100):
+        assert [token_row - 0.5, token_row + 0.5] in last["got"]["shapes"], what  # the chosen token's row outlined
+        return time.perf_counter() - t0
+    got = last.get("got")
     z = None if got is None else plotly_array(got["z"])
     assert got is not None and got["meta"] == meta, f"{what}: the heat map of {meta!r} was not drawn ({got and got['meta']})"
     raise AssertionError(f"{what}: the heat map shows {None if z is None else z.shape} values, not trace --json's "
@@ -96,7 +100,6 @@ def _no_exception(page: Page) -> None:
 def test_a_learner_steps_through_every_stage(page: Page, app_server, traces, lang):
     cfg, js = traces
     page.set_viewport_size({"width": 1400, "height": 900})
-    page.set_default_timeout(LOAD)
     q = {"fw_a": TEXT, **({"lang": "zh"} if lang == "zh" else {})}
     page.goto(f"{app_server.url}/forward?{urlencode(q)}")
     times, clicked = [], None
@@ -125,7 +128,6 @@ def test_a_learner_steps_through_every_stage(page: Page, app_server, traces, lan
     # a deep link in a new tab: another stage, head and token
     tab = page.context.new_page()
     tab.set_viewport_size({"width": 1400, "height": 900})
-    tab.set_default_timeout(LOAD)
     link = {**q, "fw_stage": "scores", "fw_layer": 0, "fw_head": 1, "fw_token": 2}
     tab.goto(f"{app_server.url}/forward?{urlencode(link)}")
     _check(tab, lang, cfg, js[0], "scores", 0, head=1, token=2)

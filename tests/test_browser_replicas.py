@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browser_marks import BROWSER
+from browser_marks import BROWSER, LOAD, SERVER_ENV, TRAIN, UPDATE, apply_budgets, until, wait_idle
 
 from bench.nginx import NGINX, Nginx
 
@@ -22,7 +21,6 @@ pytestmark = [*BROWSER, pytest.mark.skipif(NGINX is None, reason="needs nginx (s
 
 from playwright.sync_api import Page, expect  # noqa: E402
 
-LOAD = 420_000  # ms: two servers, chromium and a training share the cores
 MAIN = '[data-testid="stMain"]'
 SIDEBAR = '[data-testid="stSidebar"]'
 CORPUS = "".join(f"the {a} sees the {b} .\tthen the {b} runs away .\n" for a in ("cat", "dog", "cow", "hen")
@@ -41,14 +39,11 @@ def run_json(runs_dir: Path, ws: str) -> dict | None:
         return None  # read while it was replaced: read again
 
 
-def wait_for(cond, timeout=600.0, what="condition"):
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(cond, timeout=TRAIN, what="condition"):
+    """What the test waits for on disk (a run's checkpoint, an upload); ``timeout`` in ms."""
+    value = until(cond, timeout)
+    assert value, f"timed out waiting for {what}"
+    return value
 
 
 def history(run_dir: Path):
@@ -70,7 +65,7 @@ def test_two_replicas_share_runs_survive_a_killed_replica_and_pass_uploads(brows
     from bench.harness import AppServer
 
     runs_dir = tmp_path / "runs"  # the shared storage every replica sees
-    servers = [AppServer(tmp_path / f"replica{i}.log", runs_dir=runs_dir) for i in (1, 2)]
+    servers = [AppServer(tmp_path / f"replica{i}.log", runs_dir=runs_dir, env=SERVER_ENV) for i in (1, 2)]
     starters = [threading.Thread(target=s.start) for s in servers]
     for t in starters:
         t.start()
@@ -90,12 +85,11 @@ def test_two_replicas_share_runs_survive_a_killed_replica_and_pass_uploads(brows
         pages = []
         for server in (a, b):
             ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+            apply_budgets(ctx)
             ctx.add_cookies([{"name": "bx_backend", "value": sticky[str(server.port)], "url": proxy.url}])
             contexts.append(ctx)
             pages.append(ctx.new_page())
         page, other = pages
-        for p in pages:
-            p.set_default_timeout(LOAD)
 
         # replica A: start a long training (5000 steps, a checkpoint every 250) in a new workspace
         page.goto(f"{proxy.url}/train")
@@ -104,8 +98,8 @@ def test_two_replicas_share_runs_survive_a_killed_replica_and_pass_uploads(brows
         steps = page.locator(f'{MAIN} input[type="range"][aria-label="steps"]')
         steps.focus()
         steps.press("End")
-        expect(steps).to_have_attribute("aria-valuetext", "5000", timeout=30_000)
-        page.wait_for_timeout(1500)
+        expect(steps).to_have_attribute("aria-valuetext", "5000")
+        wait_idle(page)  # the click should not land on a page being redrawn
         page.locator(".st-key-train_start button").click()
         run = wait_for(lambda: (r := run_json(runs_dir, ws)) and r["status"] == "running" and r["steps_done"] >= 250
                        and r, what="replica A's first checkpoint after step 0")
@@ -152,7 +146,7 @@ def test_two_replicas_share_runs_survive_a_killed_replica_and_pass_uploads(brows
             timeout=LOAD)
         assert page.locator(f'{MAIN} [data-testid="stAlertContentError"]').count() == 0
         stored = runs_dir / "workspaces" / ws / "uploads" / "corpus.txt"
-        wait_for(lambda: stored.is_file() and stored.read_text(encoding="utf-8") == CORPUS, timeout=60,
+        wait_for(lambda: stored.is_file() and stored.read_text(encoding="utf-8") == CORPUS, timeout=UPDATE,
                  what="the upload kept in the shared workspace")
 
         # stop it there: the run is resumable again, and every step up to now is in its history exactly once
