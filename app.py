@@ -57,7 +57,8 @@ def build_navigation():
 
 
 i18n.sync_language_param()  # ?lang=zh: the language of every page (kept in the URL like ?ws=)
-page = st.navigation(build_navigation(), position="sidebar")
+# expanded: every page in view, and no "View N more" button, which Streamlit writes in English only
+page = st.navigation(build_navigation(), position="sidebar", expanded=True)
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
 training_run.warmup_optimizer()
 render_sidebar()

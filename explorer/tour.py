@@ -15,6 +15,7 @@ from explorer import workspace
 from explorer.i18n import LANG_PARAM, mark, tr
 
 PAGES_DIR = Path(__file__).resolve().parent.parent / "app_pages"
+TICK, UNTICKED = ":material/check_box:", ":material/check_box_outline_blank:"
 TOUR_KEY = "tour"  # workspace.json: the steps whose page has shown its result
 _SEEN = "bx_tour_seen"  # session cache of steps already written (one write per step and session)
 
@@ -109,7 +110,7 @@ def render_start_here() -> None:
     st.caption(tr("{n} of {total} done. Each step is one action on one page; the tick comes from what your "
                   "workspace holds, so it stays after a reload.", n=len(done & set(STEP_IDS)), total=len(STEPS)))
     for k, step in enumerate(STEPS, 1):
-        tick = "✅" if step.id in done else "⬜"
+        tick = TICK if step.id in done else UNTICKED  # Streamlit's own icon font: no emoji font needed
         c1, c2 = st.columns([3, 1])
         c1.markdown(f"{tick} **{k}. {tr(step.title)}** — {tr(step.look)}")
         if (PAGES_DIR / step.page).is_file():

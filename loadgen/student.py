@@ -89,6 +89,7 @@ VISIT = [
     Page("Attention", "attention", Type(ATTENTION_INPUT, "the cat {marker} sits on the mat .")),
     Page("Predict", "predict", Type(PREDICT_INPUT, "the cows [MASK] the hay near the {marker} .")),
     Page("Embeddings", "embeddings"),
+    Page("Features", "features"),  # a new workspace has no SAE: the page offers to train one on a trained run
 ]
 TRAIN_LABELS = ("Train", "Train: start", "Train: stop")  # timed, but not held to the page-time target
 

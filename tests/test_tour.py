@@ -35,8 +35,8 @@ def _ticks(at) -> dict:
     out = {}
     for m in at.markdown:
         v = m.value
-        if v[:1] in ("✅", "⬜") and "**" in v:
-            out[v.split("**")[1].split(". ", 1)[1]] = v.startswith("✅")
+        if v.startswith((tour.TICK, tour.UNTICKED)) and "**" in v:
+            out[v.split("**")[1].split(". ", 1)[1]] = v.startswith(tour.TICK + " ")
     return out
 
 
