@@ -4,7 +4,7 @@ The visit is ``VISIT``: a list of pages, each opened from the page menu and foll
 a sentence into a text box, ``Click`` a button), with a think time before every step; a student goes round it
 until the time is up. Adding a page to the load test is one line in ``VISIT``, e.g.
 
-    Page("Features", "features", Type("Sentence", "the cat {marker} sits on the mat .")),
+    Page("Probes", "probes"),
 
 A *trainer* first opens the Train page, gives the run its own number of steps and presses Start; at the end
 it goes back to the Train page and presses Stop.
