@@ -23,6 +23,8 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Callable
 
+from explorer.i18n import language
+
 PER_OWNER = 16  # results kept per owner and kind (least recently used dropped first)
 
 # re-entrant: the garbage collector may drop an owner (and call _forget) while this thread holds the lock
@@ -78,6 +80,4 @@ def held(owner: Any) -> dict:
 def memo_shown(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
     """``memo`` for a result that holds text the session reads (a figure's titles, a table's headers): kept per
     language too."""
-    from explorer.i18n import language  # noqa: PLC0415 - i18n imports streamlit; memo stays importable without
-
     return memo(owner, key + (language(),), compute)
