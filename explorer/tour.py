@@ -31,15 +31,15 @@ class Step:
 
 STEPS = (
     Step("train", mark("Train the default model"),
-         mark("Press Train with the defaults (about a minute). Watch the skills chart: verb agreement ('the cows "
-              "[MASK]' → are) passes long before the loss flattens."),
+         mark("Press Train with the defaults (about a minute). Watch the skills chart: verb agreement (`the cows "
+              "[MASK]` → `are`) passes long before the loss flattens."),
          "train.py", ()),
     Step("heads", mark("Find the previous-token head"),
          mark("On Head roles, one head puts most of its weight on the token just before: a diagonal one step "
               "below the main diagonal in its map."),
          "attention.py", (("attn_tab", "Head roles"),)),
     Step("forward", mark("Step through layer 0"),
-         mark("Press Next through every stage of layer 0 for 'the cat sat on the mat': Q, K, V, the scores, the "
+         mark("Press Next through every stage of layer 0 for `the cat sat on the mat`: Q, K, V, the scores, the "
               "softmax, W^O, the LayerNorm and the FFN, with your model's real numbers."),
          "forward.py", (("fw_stage", "token"), ("fw_layer", "0"), ("fw_a", "the cat sat on the mat"))),
     Step("predict", mark("Fill a mask"),
@@ -47,7 +47,7 @@ STEPS = (
               "untrained model side by side."),
          "predict.py", ()),
     Step("lens", mark("See where number lives"),
-         mark("Run the logit lens on 'the cows [MASK] hungry .': at which layer does 'are' overtake 'is'?"),
+         mark("Run the logit lens on `the cows [MASK] hungry .`: at which layer does `are` overtake `is`?"),
          "lens_patching.py", (("lp_view", "lens"),)),
     Step("feature", mark("Read a feature"),
          mark("Train a sparse autoencoder on layer 1 and open a feature the grammar names (a topic, pronouns, a "
