@@ -34,6 +34,8 @@ _memo: dict[int, tuple[weakref.ref, dict[Any, OrderedDict]]] = {}  # id(owner) -
 
 def _forget(owner_id: int, ref: weakref.ref) -> None:
     """The owner is being collected (its id is not free yet): drop its results."""
+    if _lock is None:  # at interpreter exit this module's globals may already be gone
+        return
     with _lock:
         if owner_id in _memo and _memo[owner_id][0] is ref:
             del _memo[owner_id]

@@ -53,7 +53,9 @@ def executed(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("BERTCORE_RUNS_DIR", str(runs))  # the kernel inherits the environment
     try:
-        NotebookClient(nb, timeout=420, kernel_name="python3",
+        # iopub_timeout: how long nbclient waits for a cell's outputs after the cell finished (default 4 s, after
+        # which it drops them silently: on a slowed machine the skills chart's PNG came later than that)
+        NotebookClient(nb, timeout=420, kernel_name="python3", iopub_timeout=120, raise_on_iopub_timeout=True,
                        resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     finally:
         mp.undo()
