@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 PAGES = ["", "data_tokens", "masking_nsp", "positional_encoding", "forward", "train", "compare", "finetune", "attention",
-         "predict", "embeddings", "probes", "lens_patching"]
+         "predict", "embeddings", "probes", "lens_patching", "features"]
 
 # The visible text, without what is not prose of the app: code, KaTeX, inputs, plotly charts, dataframes (drawn on
 # a canvas), the tokens a model reads (they are data, in any language).
