@@ -1,12 +1,13 @@
-""""Start here" in a real browser at 1400×900: a learner with a finished run follows the Overview's links to Head
-roles, Inside the model (Next to the end of layer 0), Predict and the logit lens; each page ticks its step in the
-workspace, the ticks are there after F5 and in a new tab in Chinese. (The Features step needs an SAE: its tick is
+""""Start here" in a real browser at 1400×900, from a fresh server: a learner with a finished run follows the
+Overview's links to Head roles, Inside the model (Next to the end of layer 0), Predict and the logit lens; each page
+ticks its step in the workspace, the ticks are there after F5 and in a new tab in Chinese. (The Features step needs an SAE: its tick is
 checked in tests/test_tour.py; the SAE's training in the browser in tests/test_browser_features.py.)"""
 from __future__ import annotations
 
 import re
 
-from browser_marks import BROWSER, LOAD, MAIN, until
+import pytest
+from browser_marks import BROWSER, LOAD, MAIN, SERVER_ENV, until
 from playwright.sync_api import Page, expect
 
 from bertcore.config import BertConfig, TrainConfig
@@ -18,6 +19,16 @@ pytestmark = BROWSER
 WS = "tourBrowserWorkspace0001"
 LINK = f'{MAIN} [data-testid="stPageLink-NavLink"][href*="ws="]'  # the steps' links (the others carry no ?ws=)
 NEXT = ".st-key-fw_next button"
+
+
+@pytest.fixture
+def fresh_server(tmp_path):
+    """A server of its own: the visitor's first page is the first request it ever answers."""
+    from bench.harness import AppServer
+
+    s = AppServer(tmp_path / "server.log", runs_dir=tmp_path / "runs", env=SERVER_ENV).start()
+    yield s
+    s.stop()
 
 
 def _recorded() -> list:
@@ -54,15 +65,15 @@ def _follow(page: Page, k: int, step: str) -> None:
     expect(page.locator(f"{MAIN} h3").filter(has_text="Start here").first).to_be_visible(timeout=LOAD)
 
 
-def test_a_learner_follows_start_here_and_the_ticks_stay(page: Page, app_server, monkeypatch, tmp_path):
-    monkeypatch.setenv("BERTCORE_RUNS_DIR", str(app_server.runs_dir))  # the server's own runs folder
+def test_a_learner_follows_start_here_and_the_ticks_stay(page: Page, fresh_server, monkeypatch, tmp_path):
+    monkeypatch.setenv("BERTCORE_RUNS_DIR", str(fresh_server.runs_dir))  # the server's own runs folder
     tc = TrainConfig(steps=60, batch_size=32, eval_every=30, seed=0)
     cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
     run = service.train(service.RunSpec(cfg, tc, name="tour"), parent=runs.workspace_dir(WS)).run_dir
     runs.write_workspace(WS, active=f"run:{run.name}")
     page.set_viewport_size({"width": 1400, "height": 900})
 
-    _overview(page, f"{app_server.url}/?ws={WS}", "1 of 6 done", "Start here")  # the finished run ticks step 1
+    _overview(page, f"{fresh_server.url}/?ws={WS}", "1 of 6 done", "Start here")  # the finished run ticks step 1
     assert _ticked(page) == 1
     for k, step in enumerate(tour.STEP_IDS):
         if step in ("train", "feature"):
@@ -76,7 +87,7 @@ def test_a_learner_follows_start_here_and_the_ticks_stay(page: Page, app_server,
     assert _ticked(page) == 5
     tab = page.context.new_page()  # a new tab in Chinese
     tab.set_viewport_size({"width": 1400, "height": 900})
-    _overview(tab, f"{app_server.url}/?ws={WS}&lang=zh", "已完成 5/6", "从这里开始")
+    _overview(tab, f"{fresh_server.url}/?ws={WS}&lang=zh", "已完成 5/6", "从这里开始")
     assert _ticked(tab) == 5
     assert "lang=zh" in (tab.locator(LINK).first.get_attribute("href") or "")
     tab.screenshot(path=str(tmp_path / "start-here-zh.png"))  # to look at: pytest --basetemp
