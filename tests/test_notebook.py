@@ -52,9 +52,12 @@ def executed(tmp_path_factory):
     nb.cells.insert(i + 1, nbformat.v4.new_code_cell(f"steps = {STEPS}  # injected by tests/test_notebook.py"))
     mp = pytest.MonkeyPatch()
     mp.setenv("BERTCORE_RUNS_DIR", str(runs))  # the kernel inherits the environment
+    # ... and importing streamlit (any test module that does, before this one) sets MPLBACKEND=Agg, which would
+    # keep the kernel from its inline backend: plt.show() would draw nothing. Jupyter starts a kernel without it.
+    mp.delenv("MPLBACKEND", raising=False)
     try:
         # iopub_timeout: how long nbclient waits for a cell's outputs after the cell finished (default 4 s, after
-        # which it drops them silently: on a slowed machine the skills chart's PNG came later than that)
+        # which it would drop them silently on a slow machine)
         NotebookClient(nb, timeout=420, kernel_name="python3", iopub_timeout=120, raise_on_iopub_timeout=True,
                        resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
     finally:
@@ -111,7 +114,8 @@ def test_head_view_is_inline_and_offline(executed):
 def test_skills_chart_and_table(executed):
     nb, _ = executed
     cell = _cell(nb, "skills.csv")
-    assert any("image/png" in o.get("data", {}) for o in cell.outputs), "the chart is drawn"
+    assert any("image/png" in o.get("data", {}) for o in cell.outputs), \
+        f"the chart is drawn: {[(o.get('output_type'), list(o.get('data', {})), str(o.get('text', ''))[:300]) for o in cell.outputs]}"
     table = _html(cell)
     assert "verb_agreement" in table and "seconds" in table
 
