@@ -33,17 +33,11 @@ def _feeder(batches):
 def training_ratios(name: str, corpus, rounds: int, block_s: float) -> dict:
     import torch
 
-    from bench.training import CONFIGS, HFStep, hf_model, long_pairs, pad_to, padded_tokenizer
-    from bertcore.config import BertConfig, TrainConfig
+    from bench.training import CONFIGS, HFStep, bench_setup, hf_model, pad_to
     from bertcore.training.trainer import Trainer
 
     V, D, L, H, F, T, B = CONFIGS[name]
-    cfg = BertConfig(vocab_size=V, hidden_size=D, num_hidden_layers=L, num_attention_heads=H, intermediate_size=F,
-                     max_position_embeddings=max(64, T))
-    tc = TrainConfig(batch_size=B, max_seq_len=T, eval_every=0, snapshot_every=0, steps=1_000_000,
-                     num_threads=torch.get_num_threads())
-    tok = padded_tokenizer(corpus, V)
-    pairs = long_pairs(corpus, T)
+    cfg, tc, tok, pairs = bench_setup(name, corpus)
     fused, logits = Trainer(cfg, tc, pairs, tokenizer=tok), Trainer(cfg, tc, pairs, tokenizer=tok)
     logits._loss_only = {}  # the (N, V) logits, then the loss
     g = torch.Generator().manual_seed(123)

@@ -196,17 +196,24 @@ def flops_per_step(cfg, B: int, T: int, n_sel: float, mlm_everywhere: bool, rows
 
 
 # ----------------------------------------------------------------------------- training speed
-def bench_training(name: str, corpus, quick: bool, peak: float) -> dict:
+def bench_setup(name: str, corpus):
+    """One of ``CONFIGS`` as the training benches run it: (model config, training config, tokenizer, pairs)."""
     from bertcore.config import BertConfig, TrainConfig
-    from bertcore.training.trainer import Trainer
 
     V, D, L, H, F, T, B = CONFIGS[name]
     cfg = BertConfig(vocab_size=V, hidden_size=D, num_hidden_layers=L, num_attention_heads=H, intermediate_size=F,
                      max_position_embeddings=max(64, T))
     tc = TrainConfig(batch_size=B, max_seq_len=T, eval_every=0, snapshot_every=0, steps=1_000_000,
                      num_threads=torch.get_num_threads())
-    tok = padded_tokenizer(corpus, V)
-    tr = Trainer(cfg, tc, long_pairs(corpus, T), tokenizer=tok)
+    return cfg, tc, padded_tokenizer(corpus, V), long_pairs(corpus, T)
+
+
+def bench_training(name: str, corpus, quick: bool, peak: float) -> dict:
+    from bertcore.training.trainer import Trainer
+
+    V, D, L, H, F, T, B = CONFIGS[name]
+    cfg, tc, tok, pairs = bench_setup(name, corpus)
+    tr = Trainer(cfg, tc, pairs, tokenizer=tok)
     g = torch.Generator().manual_seed(123)
     batches = [pad_to(tr.data.sample_batch(B, g), T, tok.pad_id) for _ in range(16)]
     feed = {"i": 0}
