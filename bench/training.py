@@ -4,7 +4,8 @@ In one run, side by side on identical batches and hyperparameters:
 
 * **training steps/s**, bertcore (``Trainer.step`` itself, fed fixed batches) vs transformers'
   ``BertForPreTraining`` (sdpa attention, the same dropout, AdamW lr / weight decay / warmup / clipping),
-  in alternating time blocks (A B B A ...) so drift and other load hit both alike;
+  in alternating blocks (A B B A ...) so drift and other load hit both alike, each block the same number of
+  steps for both, so both are timed over the same stretch of training;
 * **achieved GFLOP/s** as a share of the fp32 matmul peak measured in the same run (see ``FLOPS_FORMULA``);
 * in ``bench.user`` (and ``bench.app`` for the app), what a user feels: **time to skill** at the app's default config (wall time to 2x
   the unigram baseline on held-out masked tokens); **inference** latency of ``fill_mask`` / ``inspect_pair``
@@ -234,8 +235,17 @@ def bench_training(name: str, corpus, quick: bool, peak: float) -> dict:
     for f in runners.values():  # warm-up (first optimizer step, allocator)
         for _ in range(3 if quick else 8):
             f()
+    # Both run the same steps, in alternating blocks: a model's speed changes as it trains (past ~150 steps of
+    # small, denormal floats from peaked attention slow both models' backward several-fold; docs/BENCH.md), so
+    # blocks of equal time would set bertcore, further on in training, against transformers early on.
     block = 0.6 if quick else 2.5
     rounds = 2 if quick else 6
+    t0 = time.perf_counter()
+    for _ in range(2):
+        hf_step()
+    per_block = max(2, round(block * 2 / (time.perf_counter() - t0)))  # steps transformers runs in ~block s
+    for _ in range(2):
+        tr.step()
     steps = {k: 0 for k in runners}
     secs = {k: 0.0 for k in runners}
     ratios = []
@@ -243,16 +253,13 @@ def bench_training(name: str, corpus, quick: bool, peak: float) -> dict:
         order = ["bertcore", "transformers"] if r % 2 == 0 else ["transformers", "bertcore"]
         rate = {}
         for k in order:
-            n, t0 = 0, time.perf_counter()
-            while True:
+            t0 = time.perf_counter()
+            for _ in range(per_block):
                 runners[k]()
-                n += 1
-                dt = time.perf_counter() - t0
-                if dt >= block and n >= 2:
-                    break
-            steps[k] += n
+            dt = time.perf_counter() - t0
+            steps[k] += per_block
             secs[k] += dt
-            rate[k] = n / dt
+            rate[k] = per_block / dt
         ratios.append(rate["bertcore"] / rate["transformers"])
     sps = {k: steps[k] / secs[k] for k in runners}
     n_sel = statistics.mean(float((b["mlm_labels"] != -100).sum()) for b in batches)
