@@ -235,9 +235,9 @@ def bench_training(name: str, corpus, quick: bool, peak: float) -> dict:
     for f in runners.values():  # warm-up (first optimizer step, allocator)
         for _ in range(3 if quick else 8):
             f()
-    # Both run the same steps, in alternating blocks: a model's speed changes as it trains (past ~150 steps of
-    # small, denormal floats from peaked attention slow both models' backward several-fold; docs/BENCH.md), so
-    # blocks of equal time would set bertcore, further on in training, against transformers early on.
+    # Both run the same steps, in alternating blocks: a model's speed changes as it trains (denormal floats from
+    # peaked attention slow both models' backward; docs/BENCH.md, "Training speed over the same steps"), so blocks
+    # of equal time would set bertcore, further on in training, against transformers earlier on.
     block = 0.6 if quick else 2.5
     rounds = 2 if quick else 6
     t0 = time.perf_counter()
