@@ -27,7 +27,7 @@ BLOCK = 10.0
 
 
 def train_blocks(seconds: float, nice: int) -> None:
-    """The child: train for ``seconds``, print one "t rate" line per block (t = seconds since the start)."""
+    """The child: train for ``seconds``, print one "end rate" line per block (end = the block's end, time.time())."""
     import torch
 
     from bertcore.config import BertConfig, TrainConfig
@@ -43,7 +43,7 @@ def train_blocks(seconds: float, nice: int) -> None:
         while time.perf_counter() - t0 < BLOCK:
             tr.step()
             n += 1
-        print(f"{time.perf_counter() - start:.1f} {n / (time.perf_counter() - t0):.3f}", flush=True)
+        print(f"{time.time():.3f} {n / (time.perf_counter() - t0):.3f}", flush=True)
 
 
 def _child(seconds: float, nice: int) -> subprocess.Popen:
@@ -51,8 +51,8 @@ def _child(seconds: float, nice: int) -> subprocess.Popen:
     return subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, text=True)
 
 
-def _rates(proc: subprocess.Popen, until: float) -> list[float]:
-    """The child's block rates of blocks that ended by ``until`` seconds."""
+def _rates(proc: subprocess.Popen, until: float = float("inf")) -> list[float]:
+    """The child's block rates of blocks that ended by ``until`` (time.time())."""
     out, _ = proc.communicate()
     rows = [line.split() for line in out.splitlines() if line.strip()]
     return [float(r) for t, r in rows if float(t) <= until]
@@ -70,18 +70,17 @@ def main(argv: list[str] | None = None) -> int:
     if a.child is not None:
         train_blocks(a.child, a.nice)
         return 0
-    solo = _rates(_child(a.solo_seconds, a.nice), a.solo_seconds + BLOCK)
+    solo = _rates(_child(a.solo_seconds, a.nice))
     # the load test starts its server (a few seconds), then runs --seconds: the children train a little past it,
     # and only blocks that ended before the load did are counted
     kids = [_child(a.seconds + 40, a.nice) for _ in range(a.trainings)]
-    t0 = time.perf_counter()
     subprocess.run([sys.executable, "scripts/loadtest.py", "--sessions", str(a.sessions), "--seconds",
                     str(a.seconds), "--trainings", "0"], cwd=REPO, check=False)
-    load_end = time.perf_counter() - t0
+    load_end = time.time()
     solo_mean = statistics.mean(solo)
     print(f"solo: {' '.join(f'{r:.2f}' for r in solo)} steps/s, mean {solo_mean:.2f}")
     for i, k in enumerate(kids):
-        rates = _rates(k, load_end - 5)  # a child starts training ~3-5 s after it is spawned
+        rates = _rates(k, load_end)
         mean = statistics.mean(rates) if rates else float("nan")
         print(f"training {i + 1} beside the load: {' '.join(f'{r:.2f}' for r in rates)} steps/s, mean {mean:.2f} "
               f"= {mean / solo_mean:.0%} of solo")

@@ -1,7 +1,8 @@
 """"Start here" in a real browser at 1400×900, from a fresh server: a learner with a finished run follows the
 Overview's links to Head roles, Inside the model (Next to the end of layer 0), Predict and the logit lens; each page
-ticks its step in the workspace, the ticks are there after F5 and in a new tab in Chinese. (The Features step needs an SAE: its tick is
-checked in tests/test_tour.py; the SAE's training in the browser in tests/test_browser_features.py.)"""
+ticks its step in the workspace, the ticks are there after F5 and in a new tab in Chinese. (The Features step needs
+an SAE: its tick is checked in tests/test_tour.py; the SAE's training in the browser in
+tests/test_browser_features.py.)"""
 from __future__ import annotations
 
 import re
