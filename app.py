@@ -4,7 +4,7 @@ import streamlit as st
 from PIL import Image
 
 import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
-from explorer import i18n, training_run, workspace
+from explorer import i18n, training_slots, workspace
 from explorer.i18n import mark, tr
 from explorer.sidebar import render_sidebar
 from explorer.page_errors import run_page
@@ -60,7 +60,7 @@ i18n.sync_language_param()  # ?lang=zh: the language of every page (kept in the 
 # expanded: every page in view, and no "View N more" button, which Streamlit writes in English only
 page = st.navigation(build_navigation(), position="sidebar", expanded=True)
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
-training_run.warmup_optimizer()
+training_slots.warmup_optimizer()
 render_sidebar()
 workspace.remember_in_browser()  # for a tab that reconnects to another server process (docs/REPLICAS.md)
 run_page(page)  # whatever a page did not catch is shown as a message, never Streamlit's error screen

@@ -17,7 +17,7 @@ from bertcore.finetune.comparison import PretrainingComparison
 from bertcore.finetune.sweep import SWEEP_STEPS, LabelSweep
 from bertcore.training import runs
 from bertcore.training.runs import FINETUNES_DIR
-from explorer import training_run, workspace
+from explorer import training_run, training_slots, workspace
 
 SLOT = "bx_finetune_run"  # session-state key and live-registry slot of this workspace's comparison
 SWEEP_SLOT = "bx_finetune_sweep"  # ... and of its label sweep (bertcore.finetune.sweep.LabelSweep)
@@ -79,7 +79,7 @@ def start(label: str, task, cfg) -> str | None:
     except (BertcoreError, OSError) as e:
         return f"Cannot create a folder for the fine-tune: {e}"
     run = PretrainingComparison(am.model, am.tokenizer, task, cfg, out, source=label,
-                                abandon_after=training_run.abandon_seconds(), name=name)
+                                abandon_after=training_slots.abandon_seconds(), name=name)
     err = _launch(run, SLOT)
     if err:
         out.rmdir()
@@ -90,10 +90,10 @@ def _launch(run, slot_key: str) -> str | None:
     """Start ``run`` under the server-wide cap on concurrent trainings (BERTCORE_MAX_TRAININGS) and register it."""
     slot = id(run)
     try:
-        training_run._acquire_slot(slot)
-    except training_run.ServerBusy as e:
+        training_slots.acquire_slot(slot)
+    except training_slots.ServerBusy as e:
         return str(e)
-    run.start(on_exit=lambda: training_run._release_slot(slot))
+    run.start(on_exit=lambda: training_slots.release_slot(slot))
     st.session_state[slot_key] = run
     training_run.register_live(workspace.workspace_id(), slot_key, run)
     return None
@@ -104,7 +104,7 @@ def start_sweep(folder_path, pretrained, tokenizer, task, cfg, source: str) -> s
     if running() or sweeping():
         return "A fine-tuning is already running in this workspace; wait for it or stop it first."
     sweep = LabelSweep(pretrained, tokenizer, task, cfg.replace(steps=SWEEP_STEPS), folder_path, source=source,
-                       abandon_after=training_run.abandon_seconds())
+                       abandon_after=training_slots.abandon_seconds())
     return _launch(sweep, SWEEP_SLOT)
 
 

@@ -4,7 +4,7 @@ An ``SAEJob`` runs ``bertcore.analysis.sae_runs.train_run_sae`` (one SAE) or ``s
 saved step) in a plain ``threading.Thread`` with one torch thread, at a lower priority than the pages. Its state is
 plain values behind a lock; the page polls ``snapshot()`` from a fragment. The SAEs land in the run directory, so
 a reload (a new session) finds them on disk; a job still running is found again through ``job_for(workspace)``
-(one job per workspace at a time, and at most ``training_run.max_trainings()`` in the server). An SAE trains in
+(one job per workspace at a time, and at most ``training_slots.max_trainings()`` in the server). An SAE trains in
 about half a minute and its result is kept on disk, so a job whose tab was closed simply finishes.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 from bertcore.analysis.sae_runs import SAESpec, saes_over_training, train_run_sae
 from bertcore.errors import BertcoreError
 from bertcore.message import Message
-from explorer import training_run
+from explorer import training_slots
 
 STAGES = ("data", "train", "measure", "label", "done")
 
@@ -91,7 +91,7 @@ class SAEJob:
 
     def _run(self) -> None:
         torch.set_num_threads(1)
-        training_run.lower_this_threads_priority(training_run.training_nice())
+        training_slots.lower_this_threads_priority(training_slots.training_nice())
         try:
             if self.over_training:
                 with self._lock:
@@ -130,7 +130,7 @@ def start_job(workspace: str, run_dir: str | Path, spec: SAESpec, over_training:
         old = _JOBS.get(workspace)
         if old is not None and old.snapshot().running:
             raise JobBusy(Message("this workspace is already training an SAE; wait for it (or press Stop)"))
-        running, cap = sum(j.snapshot().running for j in _JOBS.values()), training_run.max_trainings()
+        running, cap = sum(j.snapshot().running for j in _JOBS.values()), training_slots.max_trainings()
         if running >= cap:
             raise JobBusy(Message("Server busy: {n} SAEs are training (the limit is {cap}, set by "
                                   "BERTCORE_MAX_TRAININGS). Try again in a minute.", n=running, cap=cap))

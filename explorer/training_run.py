@@ -1,120 +1,52 @@
 """Background training runner of the explorer (no streamlit here: the thread never calls ``st.*``).
 
 ``TrainingRun`` drives the one training route, ``bertcore.training.service`` (``train`` / ``resume``), for one or
-more ``Job`` s, one after the other, in a plain ``threading.Thread``: each job becomes a run directory below
-``runs_dir`` (the browser's workspace), written while it trains. Runs are also registered per workspace
-(``find_live``), so a reloaded tab of the same workspace finds the run still training and keeps polling it. The UI polls ``snapshot()``, which doubles as a heartbeat: a run nobody polled for
+more ``Job`` s, one after the other: each job becomes a run directory below ``runs_dir`` (the browser's workspace),
+written while it trains. By default the jobs train in a child process (``bertcore.training.worker``: its own
+interpreter lock, so a class's page scripts do not slow it down) and a plain ``threading.Thread`` relays its
+events into the same records a training thread fills (``BERTCORE_TRAINING_PROCESS=0``: they train in that thread).
+Runs are also registered per workspace (``find_live``), so a reloaded tab of the same workspace finds the run still
+training and keeps polling it. The UI polls ``snapshot()``, which doubles as a heartbeat: a run nobody polled for
 ``BERTCORE_ABANDON_SECONDS`` (default 10 s) stops itself, because its tab was closed. At most
-``BERTCORE_MAX_TRAININGS`` (default 2) runs train at once in this server process; the next ``start()``
-raises ``ServerBusy`` with a "try again" message. Trainers build their own model, so the shared untrained
-model is never touched.
+``BERTCORE_MAX_TRAININGS`` (default 2) runs train at once per server process; the next ``start()`` raises
+``ServerBusy`` with a "try again" message (the limits: ``explorer.training_slots``). Trainers build their own model,
+so the shared untrained model is never touched.
 """
 from __future__ import annotations
 
 import math
-import os
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
 import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
+from bertcore.analysis.live_probe import Probe
 from bertcore.errors import BertcoreError
-from bertcore.settings import env_number
-from bertcore.training import runs, service
+from bertcore.io.checkpoint import load_checkpoint
+from bertcore.training import runs, service, worker
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 from bertcore.training.history import History
 from explorer.i18n import mark
+from explorer.training_slots import (
+    ServerBusy,
+    abandon_seconds,
+    acquire_slot,
+    lower_this_threads_priority,
+    own_process,
+    release_slot,
+    training_nice,
+)
+
+__all__ = ["Job", "RunSnapshot", "ServerBusy", "TrainingRun", "find_live", "fmt_seconds", "register_live"]
 
 TRAINED_LABEL = mark("trained in this session")  # the runs' source (run.json); pages show tr(TRAINED_LABEL)
-
-
-# ----------------------------------------------------------------------------- limits
-def abandon_seconds() -> float:
-    """Seconds without a poll after which a training thread stops itself (env BERTCORE_ABANDON_SECONDS)."""
-    return env_number("BERTCORE_ABANDON_SECONDS", 10, minimum=0.1)
-
-
-def training_nice() -> int:
-    """Niceness of a training thread (env BERTCORE_TRAINING_NICE, default 10, 0 = as the server). Pages then
-    win the CPU when both want it: a class keeps quick pages while trainings use what is left."""
-    return env_number("BERTCORE_TRAINING_NICE", 10, minimum=0, maximum=19, integer=True)
-
-
-def lower_this_threads_priority(nice: int) -> None:
-    """Linux: setpriority on a thread id changes only that thread. Elsewhere (or if refused) nothing happens."""
-    if nice <= 0 or not hasattr(os, "setpriority"):
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), nice))
-    except OSError:
-        pass
-
-
-def max_trainings() -> int:
-    """Concurrent trainings allowed in this server process (env BERTCORE_MAX_TRAININGS, default 2)."""
-    return env_number("BERTCORE_MAX_TRAININGS", 2, minimum=1, integer=True)
-
-
-# ----------------------------------------------------------------------------- runner
-class ServerBusy(RuntimeError):
-    """Raised by TrainingRun.start when the process-wide cap on trainings is reached (``running`` of ``cap``; the
-    page words it in the session's language, explorer.state)."""
-
-    def __init__(self, message: str, running: int = 0, cap: int = 0):
-        super().__init__(message)
-        self.running, self.cap = running, cap
-
-
-_SLOT_LOCK = threading.Lock()
-_RUNNING: set[int] = set()
-
-
-def running_trainings() -> int:
-    with _SLOT_LOCK:
-        return len(_RUNNING)
-
-
-def _acquire_slot(run_id: int) -> None:
-    with _SLOT_LOCK:
-        n, cap = len(_RUNNING), max_trainings()
-        if n >= cap:
-            raise ServerBusy(
-                f"Server busy: {n} training{'s' if n != 1 else ''} running (the limit is {cap}, "
-                "set by BERTCORE_MAX_TRAININGS). Try again in a minute.", n, cap
-            )
-        _RUNNING.add(run_id)
-
-
-def _release_slot(run_id: int) -> None:
-    with _SLOT_LOCK:
-        _RUNNING.discard(run_id)
-
-
-_WARM = threading.Event()
-
-
-def warmup_optimizer() -> None:
-    """The first torch optimizer in a process lazily imports torch._dynamo (~1.5 s): pay it at start-up."""
-    if _WARM.is_set():
-        return
-    _WARM.set()
-
-    def _go():
-        # Best effort: it can race with the main thread's own first torch imports, and then the
-        # first real optimizer simply pays the import itself.
-        try:
-            p = torch.zeros(1, requires_grad=True)
-            p.grad = torch.zeros(1)
-            torch.optim.AdamW([p], lr=1e-3).step()
-        except Exception:  # noqa: BLE001
-            pass
-
-    threading.Thread(target=_go, name="bx-optim-warmup", daemon=True).start()
 
 
 @dataclass
@@ -198,6 +130,10 @@ class TrainingRun:
         self.on_end = on_end
         self.abandon_after = abandon_seconds() if abandon_after is None else float(abandon_after)
         self.nice = training_nice()  # read here, so a bad value is an error on Start, never in the thread
+        self.in_process = own_process()
+        self._proc: worker.TrainingProcess | None = None  # the child, when the run trains in its own process
+        self._stop_reason = "stopped by the user"
+        self.stop_steps: list = [None for _ in self.jobs]  # in its own process: the step a stop request found
         self._lock = threading.Lock()
         self._stop = None  # the current job's StopSignal
         self._stopped = threading.Event()
@@ -220,7 +156,7 @@ class TrainingRun:
 
     # -- control (UI thread) --
     def start(self) -> "TrainingRun":
-        _acquire_slot(id(self))
+        acquire_slot(id(self))
         self._status = "preparing"
         self._started = time.monotonic()
         self.last_poll = time.monotonic()
@@ -228,15 +164,19 @@ class TrainingRun:
         try:
             self._thread.start()
         except BaseException:
-            _release_slot(id(self))
+            release_slot(id(self))
             raise
         return self
 
     def stop(self, reason: str = "stopped by the user") -> None:
         with self._lock:
+            if not self._stopped.is_set():
+                self._stop_reason = reason
             self._stopped.set()
             if self._stop is not None:
                 self._stop.request(reason)
+            if self._proc is not None:
+                self._proc.stop(reason)
 
     def join(self, timeout: float | None = None) -> bool:
         if self._thread is not None:
@@ -297,36 +237,26 @@ class TrainingRun:
 
         return Callbacks(start=on_start, step=on_step, eval=on_eval)
 
+    def _spec(self, job: Job, callbacks=None):
+        """What ``service`` trains for ``job``: its run directory (a resume) or a RunSpec."""
+        if job.resume_dir is not None:
+            return Path(job.resume_dir)
+        return service.RunSpec(job.model_config, job.train_config, corpus=self.corpus, corpus_spec=self.corpus_spec,
+                               tokenizer=self.tokenizer if self.tokenizer is not None else "word",
+                               preset=job.preset, name=job.label, source=TRAINED_LABEL, probe=job.probe,
+                               model=job.model, callbacks=callbacks, skill_csv=job.skill_csv, defaults=job.defaults)
+
     def _run(self) -> None:
         try:
-            torch.set_num_threads(1)
-            lower_this_threads_priority(self.nice)
-            for i, job in enumerate(self.jobs):
-                if self._stopped.is_set():
-                    break
-                stop = StopSignal()
-                with self._lock:
-                    self._job, self._status, self._stop = i, "preparing", stop
-                    if self._stopped.is_set():
-                        stop.request()
-                if job.resume_dir is not None:
-                    result = service.resume(job.resume_dir, stop=stop, callbacks=self._callbacks(i))
-                else:
-                    spec = service.RunSpec(job.model_config, job.train_config, corpus=self.corpus,
-                                           corpus_spec=self.corpus_spec,
-                                           tokenizer=self.tokenizer if self.tokenizer is not None else "word",
-                                           preset=job.preset, name=job.label, source=TRAINED_LABEL,
-                                           probe=job.probe, model=job.model, callbacks=self._callbacks(i),
-                                           skill_csv=job.skill_csv, defaults=job.defaults)
-                    result = service.train(spec, parent=self._parent(), stop=stop)
-                self._finish_job(i, result)
-                if self._errors[i]:
-                    break
+            if self.in_process:
+                self._run_in_process()
+            else:
+                self._run_in_thread()
             with self._lock:
-                if self._status != "abandoned":
+                if self._status not in ("abandoned", "error"):
                     self._status = "stopped" if self._stopped.is_set() else "finished"
             last = next((d for d, b in zip(reversed(self.run_dirs), reversed(self.results)) if b is not None), None)
-            if last is not None and self.on_end is not None:
+            if last is not None and self.on_end is not None and self._status != "error":
                 self.on_end(last)
         except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
             msg = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
@@ -335,7 +265,104 @@ class TrainingRun:
         finally:
             with self._lock:
                 self._finished = time.monotonic()
-            _release_slot(id(self))
+            release_slot(id(self))
+
+    def _run_in_thread(self) -> None:
+        torch.set_num_threads(1)
+        lower_this_threads_priority(self.nice)
+        for i, job in enumerate(self.jobs):
+            if self._stopped.is_set():
+                break
+            stop = StopSignal()
+            with self._lock:
+                self._job, self._status, self._stop = i, "preparing", stop
+                if self._stopped.is_set():
+                    stop.request(self._stop_reason)
+            spec = self._spec(job, self._callbacks(i))
+            if isinstance(spec, Path):
+                result = service.resume(spec, stop=stop, callbacks=self._callbacks(i))
+            else:
+                result = service.train(spec, parent=self._parent(), stop=stop)
+            self._finish_job(i, result)
+            if self._errors[i]:
+                break
+
+    # -- the same in a child process (bertcore.training.worker): this thread only relays its events --
+    def _run_in_process(self) -> None:
+        folder = Path(tempfile.mkdtemp(prefix="bertx-job-"))
+        try:
+            worker.write_job(folder, [self._spec(job) for job in self.jobs], self._parent(), nice=self.nice)
+            with self._lock:
+                if self._stopped.is_set():
+                    return
+                proc = self._proc = worker.TrainingProcess(folder)
+            said_why = False
+            for ev in proc.events():
+                said_why = self._on_event(ev) or said_why
+                if time.monotonic() - self.last_poll > self.abandon_after and not self._stopped.is_set():
+                    with self._lock:
+                        self._status = "abandoned"
+                    self.stop("abandoned (the tab was closed)")
+            rc = proc.wait()
+            if not said_why:
+                why = proc.crash_text()
+                raise RuntimeError(f"the training process ended unexpectedly (exit code {rc})"
+                                   + (f": {why}" if why else ""))
+        finally:
+            with self._lock:
+                self._proc = None
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _on_event(self, ev: dict) -> bool:
+        """Apply one event of the child to this run's records; True once the child said how it ended."""
+        kind, i = ev.get("ev"), int(ev.get("job", 0) or 0)
+        if kind == "job":
+            with self._lock:
+                self._job, self._status = i, "preparing"
+        elif kind == "start":
+            hist = History.pretraining()
+            worker.sync_rows(hist, ev["history"])
+            sk = ev.get("skills")
+            skills = None
+            if sk is not None:
+                skills = History(sk["columns"], sk["eval_keys"])
+                worker.sync_rows(skills, sk)
+            with self._lock:
+                self.histories[i], self.run_dirs[i], self._status = hist, Path(ev["run_dir"]), "running"
+                self._baselines[i] = ev.get("baseline")
+                self.probe_objects[i] = Probe(**ev["probe"]) if ev.get("probe") else None
+                self._probes[i] = list(ev.get("probes") or [])
+                self._skills[i] = skills
+        elif kind == "rows":
+            worker.sync_rows(self.histories[i], ev["history"])
+            if ev.get("skills") is not None and self._skills[i] is not None:
+                worker.sync_rows(self._skills[i], ev["skills"])
+            if "probes" in ev:
+                with self._lock:
+                    self._probes[i] = list(ev["probes"])
+        elif kind == "job_end":
+            self.stop_steps[i] = ev.get("stop_step")
+            self._finish_job_dir(i, Path(ev["run_dir"]), ev.get("error"))
+        elif kind == "error":
+            with self._lock:
+                self._status, self._message = "error", str(ev.get("message"))
+            return True
+        return kind == "done"
+
+    def _finish_job_dir(self, i: int, run_dir: Path, error) -> None:
+        """Job ``i`` ended in its own process: its model as saved in ``run_dir`` (None if it has no checkpoint)."""
+        try:
+            bundle = load_checkpoint(run_dir)
+        except BertcoreError as e:
+            bundle, error = None, error or str(e)
+        if bundle is not None:
+            bundle.model.eval()
+            bundle.name = bundle.name or run_dir.name
+            bundle.run_dir = run_dir
+        with self._lock:
+            self._errors[i] = error
+            self.results[i] = bundle
+            self.run_dirs[i] = run_dir
 
     def _parent(self):
         return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()

@@ -78,15 +78,46 @@ def proc_sample(pid: int) -> tuple[float, float] | None:
     return rss_kb / 1024.0, cpu
 
 
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (its trainings, bertcore.training.worker), from /proc/PID/task/TID/children."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = list((_PROC / str(p) / "task").iterdir())
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                kids = [int(x) for x in (t / "children").read_text().split()]
+            except (OSError, ValueError):
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
 class ServerMonitor:
-    """Samples the server processes' RSS and CPU (summed) once a second while a phase runs."""
+    """Samples the server processes' RSS and CPU (summed) once a second while a phase runs, and apart from them
+    the processes they started (trainings in their own processes): ``child_rss`` and ``child_cpu_pct``."""
 
     def __init__(self, pids: list[int], interval: float = 1.0):
         self.pids = [p for p in pids if p]
         self.interval = interval
         self.rss: list[float] = []
         self.cpu_pct: list[float] = []
+        self.child_rss: list[float] = []
+        self.child_cpu_pct: list[float] = []
         self._stop = asyncio.Event()
+
+    def sample_children(self) -> dict[int, tuple[float, float]]:
+        """{pid: (RSS MB, CPU seconds)} of the servers' descendants alive now."""
+        out = {}
+        for p in {k for pid in self.pids for k in descendants(pid)}:
+            x = proc_sample(p)
+            if x is not None:
+                out[p] = x
+        return out
 
     def sample(self) -> tuple[float, float] | None:
         """(RSS MB, CPU seconds) summed over the processes; None when one of them is gone."""
@@ -102,19 +133,22 @@ class ServerMonitor:
     async def run(self, max_seconds: float) -> None:
         """Sample until ``stop()`` or ``max_seconds``."""
         end = time.monotonic() + max_seconds
-        prev, t_prev = self.sample(), time.monotonic()
+        prev, t_prev, kids = self.sample(), time.monotonic(), self.sample_children()
         while prev is not None and time.monotonic() < end and not self._stop.is_set():
             try:
                 await asyncio.wait_for(self._stop.wait(), self.interval)
             except asyncio.TimeoutError:
                 pass
-            cur, t = self.sample(), time.monotonic()
+            cur, t, now = self.sample(), time.monotonic(), self.sample_children()
             if cur is None:
                 return
             self.rss.append(cur[0])
+            self.child_rss.append(sum(x[0] for x in now.values()))
             if t > t_prev:
                 self.cpu_pct.append(100.0 * (cur[1] - prev[1]) / (t - t_prev))
-            prev, t_prev = cur, t
+                # CPU of the children alive at both samples (one that started or ended in between is left out)
+                self.child_cpu_pct.append(100.0 * sum(now[p][1] - kids[p][1] for p in now if p in kids) / (t - t_prev))
+            prev, t_prev, kids = cur, t, now
 
     def stop(self) -> None:
         self._stop.set()
@@ -137,6 +171,8 @@ def format_table(rep: dict) -> str:
               f"server RSS {rep['server_rss_mb_start']} MB at the start, max {rep['server_rss_mb']} MB; server CPU "
               f"mean {rep['server_cpu_pct_mean']}%, max {rep['server_cpu_pct_max']}% (200% = both cores); "
               f"load generator {rep.get('generator_cpu_pct_mean')}%",
+              f"the server's child processes (trainings): RSS max {rep.get('children_rss_mb')} MB, CPU mean "
+              f"{rep.get('children_cpu_pct_mean')}%; server and children together: RSS max {rep.get('total_rss_mb')} MB",
               f"training steps/s: solo {tr.get('solo_steps_per_s')}, under load {speeds}; "
               f"vs solo {rep['training_speed_vs_solo']}",
               f"isolation: {'ok' if rep['isolation_ok'] else 'FAILED'} ({rep['own_text_checks']} own-text checks)"]

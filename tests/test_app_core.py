@@ -13,7 +13,7 @@ import pytest
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 from explorer import figures_train as ft
-from explorer import training_run, uploads
+from explorer import training_run, training_slots, uploads
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -162,23 +162,43 @@ def test_pipeline_figure_reflects_config():
 
 
 # ------------------------------------------------------------------ runner
-def test_stop_takes_effect_at_the_next_step(small):
+@pytest.fixture(params=["process", "thread"])
+def where(request, monkeypatch):
+    """Both ways a training runs: its own process (the default, BERTCORE_TRAINING_PROCESS=1) and a server thread."""
+    monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "1" if request.param == "process" else "0")
+    return request.param
+
+
+def _last_allowed_step(r, seen: int) -> int:
+    """The last step a stopped run may have trained: the step under way when the stop arrived. ``seen``: steps
+    the caller saw before it asked. In its own process the run reports the step its stop request found, which is
+    at least ``seen`` (the parent's rows trail the child's by up to one flush)."""
+    if r.in_process:
+        assert r.stop_steps[0] is not None and r.stop_steps[0] >= seen, (r.stop_steps, seen)
+        return r.stop_steps[0] + 1
+    return seen + 1
+
+
+def test_stop_takes_effect_at_the_next_step(small, where):
     """Stop is honoured at the next step boundary: once ``stop()`` has returned, at most the step under way completes.
     Counted in steps, not seconds: a step takes ten times longer on one machine than on another."""
     r = _run(small, steps=100000)
+    assert r.in_process == (where == "process")
     r.start()
     _wait_steps(r, 3)
     r.stop()
     at_stop = _steps_done(r)  # read after stop(): at least the steps done when it was called
     assert r.join(120), "the run did not stop"
     s = r.snapshot()
-    assert s.status == "stopped" and 3 <= s.total_done <= at_stop + 1, (at_stop, s.total_done)
+    assert s.status == "stopped" and 3 <= s.total_done <= _last_allowed_step(r, at_stop), (at_stop, s.total_done)
     assert r.results[0] is not None  # the partly trained model is kept
+    assert s.histories[0].frame()["step"].tolist() == list(range(1, s.total_done + 1))  # every row, once
 
 
-def test_abandoned_run_stops_itself(small):
+def test_abandoned_run_stops_itself(small, where):
     """An unpolled run stops itself once its heartbeat is ``abandon_after`` seconds old, never before; and at the step
-    after the heartbeat went stale (counted in steps, not seconds: machines differ)."""
+    after the heartbeat went stale (counted in steps, not seconds: machines differ; in its own process, the parent
+    sees the stale heartbeat at the child's next report, which comes at least every FLUSH_SECONDS)."""
     r = _run(small, steps=100000, abandon_after=3600.0)  # not abandoned while the test polls, however slowly
     r.start()
     _wait_steps(r, 2)
@@ -194,7 +214,7 @@ def test_abandoned_run_stops_itself(small):
     r.last_poll -= 2 * 3600  # the heartbeat is stale now
     stale = _steps_done(r)
     assert r.join(120), "a run with a stale heartbeat must stop itself"
-    assert r.status == "abandoned" and _steps_done(r) <= stale + 1, (stale, _steps_done(r))
+    assert r.status == "abandoned" and _steps_done(r) <= _last_allowed_step(r, stale), (stale, _steps_done(r))
 
 
 def test_cap_on_concurrent_trainings(small, monkeypatch):
@@ -202,12 +222,12 @@ def test_cap_on_concurrent_trainings(small, monkeypatch):
     r1 = _run(small, steps=100000)
     r1.start()
     r2 = _run(small, steps=10)
-    with pytest.raises(training_run.ServerBusy, match="Server busy: 1 training running"):
+    with pytest.raises(training_slots.ServerBusy, match="Server busy: 1 training running"):
         r2.start()
     assert not r2.running
     r1.stop()
     r1.join(5)
-    assert training_run.running_trainings() == 0
+    assert training_slots.running_trainings() == 0
     r2.start()  # a slot is free again
     assert r2.join(60)
 

@@ -226,6 +226,7 @@ def test_a_full_disk_through_the_cli_and_the_app_runner(corpus, tmp_path, monkey
 
     s = spec(corpus, steps=30)
     monkeypatch.setattr(svc, "save_checkpoint", _fail_after(ck.save_checkpoint, 2, full))  # step 0, 5, then full
+    monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "0")  # the patched save is in this process: train in a thread
     run = TrainingRun([Job(s.model_config, s.train_config, "full disk")], corpus, runs_dir=tmp_path / "ws",
                       abandon_after=600)
     run.start()

@@ -18,7 +18,7 @@ from bertcore.analysis.steering import steer_text
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.sae_io import CFG_FILE, hook_of
 from bertcore.training import runs, service
-from explorer import sae_jobs, training_run
+from explorer import sae_jobs, training_slots
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -152,7 +152,7 @@ def test_one_sae_job_per_workspace_and_a_cap_per_server(monkeypatch, tmp_path):
             self._status = "finished"
 
     monkeypatch.setattr(sae_jobs.SAEJob, "_run", run)
-    monkeypatch.setattr(training_run, "max_trainings", lambda: 2)
+    monkeypatch.setattr(training_slots, "max_trainings", lambda: 2)
     spec = SAESpec(layer=0)
     a = sae_jobs.start_job("wsA-0123456789abcdef", tmp_path, spec)
     with pytest.raises(sae_jobs.JobBusy, match="already training an SAE"):

@@ -33,7 +33,7 @@ from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.model.bert import init_model
 from bertcore.training import service
 from bertcore.training.history import number
-from explorer import training_run, uploads
+from explorer import training_run, training_slots, uploads
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -449,13 +449,13 @@ def test_cap_gives_busy_message_through_the_session_api(small, monkeypatch):
     finally:
         blocker.stop()
         blocker.join(5)
-    assert training_run.running_trainings() == 0
+    assert training_slots.running_trainings() == 0
 
 
 def test_abandoned_run_stops_and_threads_return_to_baseline(small, monkeypatch):
     baseline = threading.active_count()
     monkeypatch.setenv("BERTCORE_ABANDON_SECONDS", "0.5")
-    assert training_run.abandon_seconds() == 0.5
+    assert training_slots.abandon_seconds() == 0.5
     runs = [_run(small, steps=100_000, seed=s) for s in (3, 4)]
     for r in runs:
         r.start()
@@ -470,7 +470,7 @@ def test_abandoned_run_stops_and_threads_return_to_baseline(small, monkeypatch):
     while threading.active_count() > baseline and time.time() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= baseline
-    assert training_run.running_trainings() == 0
+    assert training_slots.running_trainings() == 0
 
 
 def test_shared_untrained_model_is_never_mutated(small):

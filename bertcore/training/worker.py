@@ -1,0 +1,346 @@
+"""A training in its own process: a job folder goes in, one JSON line per event comes out.
+
+The explorer's server runs each training this way (``explorer.training_run``), so a training has its own
+interpreter lock and its own core: in a server process a training thread and a hundred page scripts share one
+lock, and the training got about a third of its solo speed (docs/BENCH.md, "Trainings in their own processes").
+Everything still goes through the one training route, ``bertcore.training.service`` (``train`` / ``resume``),
+in the child.
+
+The parent writes the folder with ``write_job`` (no pickles: JSON, the tokenizer's own files and, for a prepared
+initial model, a safetensors checkpoint) and starts ``TrainingProcess(folder)``, i.e.
+``python -m bertcore.training.worker FOLDER``. The child trains the jobs one after the other and writes, on its
+stdout, one JSON object per line::
+
+    {"ev": "job", "job": i}                                  job i is being prepared
+    {"ev": "start", "job": i, "run_dir", "baseline", "probe", "probes", "history": {"from", "rows"},
+     "skills": {"columns", "eval_keys", "from", "rows"} | null}  its run directory exists; rows so far
+    {"ev": "rows", "job": i, "history": {"from", "rows"}, "probes"?, "skills"?}   new rows (at most every
+                                                                 FLUSH_SECONDS, and after every evaluation)
+    {"ev": "job_end", "job": i, "status", "reason", "error", "run_dir", "steps", "stop_step"}
+                                                             (stop_step: the step a stop request found)
+    {"ev": "done"}                                           every job ended
+    {"ev": "error", "message"}                               bad input or a failure; nothing more follows
+
+A row batch ``{"from": k, "rows": [...]}`` holds the rows from index ``k`` on; it always repeats the last row
+sent before, because an evaluation may be merged into it (``History.update_last``); ``sync_rows`` applies it.
+The child reads its stdin: a line ``stop REASON`` stops the current job (a resumable checkpoint is written, as
+for the Stop button); end of input (the server went away) does the same.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
+from bertcore.errors import BertcoreError
+
+JOB_FILE = "job.json"
+LOG_FILE = "worker.log"  # the child's stderr (a crash's last lines are shown to the user)
+FLUSH_SECONDS = 0.25  # the Train page polls every 0.5 s: rows are sent at least twice as often
+GONE = "stopped because the server went away"
+
+
+# ----------------------------------------------------------------------------- parent: the job folder
+def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0, threads: int = 1) -> Path:
+    """Write the job folder for ``jobs``: each a ``service.RunSpec`` (a new run below ``parent``) or a run
+    directory (a resume). A RunSpec's corpus, tokenizer and prepared model are written as files, so the child
+    builds exactly what the parent holds."""
+    from bertcore.analysis.live_probe import Probe
+    from bertcore.io.checkpoint import ModelBundle, atomic_write, save_checkpoint
+
+    d = Path(folder)
+    d.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for i, job in enumerate(jobs):
+        if isinstance(job, (str, Path)):
+            entries.append({"resume": str(job)})
+            continue
+        e = {"model_config": job.model_config.to_dict(), "train_config": job.train_config.to_dict(),
+             "corpus_spec": job.corpus_spec, "preset": job.preset, "name": job.name, "source": job.source,
+             "defaults": job.defaults, "skills": bool(job.skills)}
+        if isinstance(job.corpus, str):
+            e["corpus"] = job.corpus
+        else:
+            c = job.corpus
+            e["corpus"] = {"file": f"corpus_{i}.json"}
+            atomic_write(d / e["corpus"]["file"], json.dumps(
+                {"name": c.name, "description": c.description, "meta": c.meta, "pairs": [list(p) for p in c.pairs],
+                 "documents": c.documents}, ensure_ascii=False, default=str))
+        if job.tokenizer is None or isinstance(job.tokenizer, str):
+            e["tokenizer"] = job.tokenizer
+        else:
+            e["tokenizer"] = {"dir": f"tokenizer_{i}", "kind": getattr(job.tokenizer, "kind", None)}
+            (d / e["tokenizer"]["dir"]).mkdir()
+            job.tokenizer.save(d / e["tokenizer"]["dir"])
+        if isinstance(job.probe, Probe):
+            e["probe"] = {"probe": job.probe.to_dict()}
+        else:
+            e["probe"] = job.probe  # "default" or None
+        if job.model is not None:
+            if job.tokenizer is None or isinstance(job.tokenizer, str):
+                raise ValueError("a prepared model needs its tokenizer object in the RunSpec")
+            e["model"] = f"model_{i}"
+            save_checkpoint(ModelBundle(model=job.model, tokenizer=job.tokenizer), d / e["model"])
+        if job.skill_csv:
+            name, data = job.skill_csv
+            e["skill_csv"] = {"name": name, "file": f"skills_{i}.csv"}
+            atomic_write(d / e["skill_csv"]["file"], bytes(data))
+        entries.append(e)
+    atomic_write(d / JOB_FILE, json.dumps({"jobs": entries, "parent": str(parent), "nice": int(nice),
+                                           "threads": int(threads)}, ensure_ascii=False, indent=1))
+    return d
+
+
+class TrainingProcess:
+    """The parent's handle on one child: ``events()`` yields its JSON lines, ``stop(reason)`` asks it to stop,
+    ``wait()`` reaps it, ``crash_text()`` is the last line of its log when it ended without saying why."""
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        root = str(Path(bertcore.__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+        self._log = open(self.folder / LOG_FILE, "wb")  # noqa: SIM115 - closed in wait()
+        self._lock = threading.Lock()
+        self.proc = subprocess.Popen([sys.executable, "-m", "bertcore.training.worker", str(self.folder)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     env=env, text=True, encoding="utf-8", bufsize=1)
+
+    def events(self):
+        for line in self.proc.stdout:
+            line = line.strip()
+            if line:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+
+    def stop(self, reason: str) -> None:
+        with self._lock:
+            try:
+                self.proc.stdin.write("stop " + " ".join(str(reason).split()) + "\n")
+                self.proc.stdin.flush()
+            except (OSError, ValueError):  # it has ended already
+                pass
+
+    def wait(self, timeout: float | None = None) -> int:
+        rc = self.proc.wait(timeout)
+        with self._lock:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        self._log.close()
+        return rc
+
+    def crash_text(self) -> str:
+        try:
+            lines = (self.folder / LOG_FILE).read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
+
+
+def sync_rows(history, batch: dict) -> None:
+    """Apply a row batch ``{"from": k, "rows": [...]}`` to ``history`` (a ``History``): rows it has are merged
+    into its last one, the rest appended."""
+    start = int(batch.get("from", 0))
+    for k, row in enumerate(batch.get("rows", ())):
+        idx = start + k
+        if idx < len(history) - 1:
+            continue
+        if idx == len(history) - 1:
+            history.update_last(row)
+        else:
+            history.append(row)
+
+
+# ----------------------------------------------------------------------------- child
+class _Sender:
+    """The child's stdout: one JSON object per line, from any thread. When nobody reads it any more (the server
+    died), writing fails: ``gone`` is called once and the rest is dropped, so the training still stops cleanly."""
+
+    def __init__(self, stream, gone):
+        self.stream, self.gone = stream, gone
+        self.lock = threading.Lock()
+        self.dead = False
+
+    def __call__(self, **obj) -> None:
+        with self.lock:
+            if self.dead:
+                return
+            try:
+                self.stream.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+                self.stream.flush()
+            except (OSError, ValueError):
+                self.dead = True
+        if self.dead:
+            self.gone(GONE)
+
+
+def _batch(history, sent: int) -> dict:
+    start = max(0, sent - 1)
+    return {"from": start, "rows": history.rows_since(start)}
+
+
+class _Job:
+    """What the child has sent of one job's records, and the callbacks that send the rest."""
+
+    def __init__(self, i: int, send: _Sender, stopped: threading.Event):
+        self.i, self.send, self.stopped = i, send, stopped
+        self.trainer = None
+        self.sent = self.sent_skills = self.sent_probes = 0
+        self.last = 0.0
+
+    def flush(self, force: bool = False) -> None:
+        tr = self.trainer
+        if tr is None or (not force and time.monotonic() - self.last < FLUSH_SECONDS):
+            return
+        self.last = time.monotonic()
+        msg: dict = {"history": _batch(tr.history, self.sent)}
+        self.sent = len(tr.history)
+        if len(tr.probe_history) != self.sent_probes or force:
+            msg["probes"] = list(tr.probe_history)
+            self.sent_probes = len(tr.probe_history)
+        if tr.skills_history is not None and (len(tr.skills_history) != self.sent_skills or force):
+            msg["skills"] = _batch(tr.skills_history, self.sent_skills)
+            self.sent_skills = len(tr.skills_history)
+        self.send(ev="rows", job=self.i, **msg)
+
+    def callbacks(self):
+        from bertcore.training.callbacks import Callbacks
+
+        def on_start(ev):
+            tr = self.trainer = ev.trainer
+            sk = tr.skills_history
+            self.sent, self.sent_probes = len(tr.history), len(tr.probe_history)
+            self.sent_skills = len(sk) if sk is not None else 0
+            self.last = time.monotonic()
+            self.send(ev="start", job=self.i, run_dir=str(ev.run_dir), baseline=tr.unigram_baseline,
+                      probe=tr.probe.to_dict() if tr.probe is not None else None, probes=list(tr.probe_history),
+                      history=_batch(tr.history, 0),
+                      skills=None if sk is None else {"columns": list(sk.columns), "eval_keys": list(sk.eval_keys),
+                                                      **_batch(sk, 0)})
+
+        return Callbacks(start=on_start, step=lambda ev: self.flush(), eval=lambda ev: self.flush(force=True))
+
+
+def _spec(e: dict, folder: Path, callbacks):
+    """The ``RunSpec`` of one job entry of job.json."""
+    from bertcore.analysis.live_probe import Probe
+    from bertcore.config import BertConfig, TrainConfig
+    from bertcore.data.corpus import Corpus
+    from bertcore.data.tokenization import load_tokenizer
+    from bertcore.io.checkpoint import load_checkpoint
+    from bertcore.training import service
+
+    corpus = e["corpus"]
+    if isinstance(corpus, dict):
+        raw = json.loads((folder / corpus["file"]).read_text(encoding="utf-8"))
+        corpus = Corpus(raw["name"], [tuple(p) for p in raw["pairs"]], raw.get("description", ""),
+                        raw.get("meta") or {}, raw.get("documents"))
+    tok = e.get("tokenizer")
+    if isinstance(tok, dict):
+        tok = load_tokenizer(folder / tok["dir"], kind=tok.get("kind"))
+    probe = e.get("probe")
+    if isinstance(probe, dict):
+        probe = Probe(**probe["probe"])
+    model = None
+    if e.get("model"):
+        model = load_checkpoint(folder / e["model"]).model.train()
+    skill_csv = None
+    if e.get("skill_csv"):
+        skill_csv = (e["skill_csv"]["name"], (folder / e["skill_csv"]["file"]).read_bytes())
+    return service.RunSpec(BertConfig.from_dict(e["model_config"]), TrainConfig.from_dict(e["train_config"]),
+                           corpus=corpus, corpus_spec=e.get("corpus_spec"),
+                           tokenizer=tok if tok is not None else "word", preset=e.get("preset"),
+                           name=e.get("name") or "", source=e.get("source") or "bertcore train", probe=probe,
+                           model=model, callbacks=callbacks, skills=bool(e.get("skills", True)),
+                           skill_csv=skill_csv, defaults=e.get("defaults"))
+
+
+def child(folder: str | Path) -> int:
+    """``python -m bertcore.training.worker FOLDER``: train the folder's jobs, reporting on stdout."""
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # anything else printed goes to the log, never into the event stream
+    folder = Path(folder)
+    stopped = threading.Event()
+    state: dict = {"signal": None, "reason": None, "rec": None, "stop_step": None}
+    state_lock = threading.Lock()
+
+    def request(reason: str) -> None:
+        with state_lock:
+            if not stopped.is_set():
+                state["reason"] = reason
+                rec = state["rec"]  # the step the request found the trainer at (it ends after the next one)
+                state["stop_step"] = rec.trainer.step_count if rec is not None and rec.trainer is not None else 0
+            stopped.set()
+            if state["signal"] is not None:
+                state["signal"].request(state["reason"])
+
+    send = _Sender(out, request)
+
+    def listen() -> None:
+        for line in sys.stdin:
+            if line.startswith("stop"):
+                request(line[4:].strip() or "stopped by the user")
+        request(GONE)
+
+    try:
+        import torch
+
+        from bertcore.training import service
+        from bertcore.training.drive import StopSignal
+
+        job = json.loads((folder / JOB_FILE).read_text(encoding="utf-8"))
+        if int(job.get("nice", 0)) > 0:
+            os.nice(int(job["nice"]))
+        torch.set_num_threads(max(1, int(job.get("threads", 1))))
+        threading.Thread(target=listen, name="bx-worker-stdin", daemon=True).start()
+        for i, e in enumerate(job["jobs"]):
+            if stopped.is_set():
+                break
+            send(ev="job", job=i)
+            rec = _Job(i, send, stopped)
+            stop = StopSignal()
+            with state_lock:
+                state["signal"], state["rec"] = stop, rec
+                if stopped.is_set():
+                    stop.request(state["reason"])
+            if "resume" in e:
+                result = service.resume(e["resume"], stop=stop, callbacks=rec.callbacks())
+            else:
+                result = service.train(_spec(e, folder, rec.callbacks()), parent=job["parent"], stop=stop)
+            rec.trainer = result.trainer
+            rec.flush(force=True)
+            error = result.trainer.error or (result.reason if result.status == "failed" else None)
+            with state_lock:
+                stop_step, state["rec"] = state["stop_step"], None
+            send(ev="job_end", job=i, status=result.status, reason=result.reason, error=error,
+                 run_dir=str(result.run_dir), steps=result.trainer.step_count, stop_step=stop_step)
+            if error:
+                break
+        send(ev="done")
+        if send.dead:  # the server that wrote the job folder is gone: nobody else will remove it
+            shutil.rmtree(folder, ignore_errors=True)
+        return 0
+    except Exception as e:  # noqa: BLE001 - the parent shows it as a message, never a traceback
+        import traceback
+
+        traceback.print_exc()
+        msg = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
+        send(ev="error", message=msg)
+        return 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.stderr.write("error: usage: python -m bertcore.training.worker JOB_FOLDER\n")
+        sys.exit(2)
+    sys.exit(child(sys.argv[1]))

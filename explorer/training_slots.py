@@ -1,0 +1,104 @@
+"""The server's training slots and limits, shared by every background job of the explorer (pretraining runs,
+fine-tune comparisons, SAE jobs): how many may run at once, how long an unpolled one lives, its priority, and
+whether a training runs in its own process. No streamlit here.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import torch
+
+import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
+from bertcore.settings import env_number
+
+
+def abandon_seconds() -> float:
+    """Seconds without a poll after which a training thread stops itself (env BERTCORE_ABANDON_SECONDS)."""
+    return env_number("BERTCORE_ABANDON_SECONDS", 10, minimum=0.1)
+
+
+def training_nice() -> int:
+    """Niceness of a training thread (env BERTCORE_TRAINING_NICE, default 10, 0 = as the server). Pages then
+    win the CPU when both want it: a class keeps quick pages while trainings use what is left."""
+    return env_number("BERTCORE_TRAINING_NICE", 10, minimum=0, maximum=19, integer=True)
+
+
+def lower_this_threads_priority(nice: int) -> None:
+    """Linux: setpriority on a thread id changes only that thread. Elsewhere (or if refused) nothing happens."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), nice))
+    except OSError:
+        pass
+
+
+def own_process() -> bool:
+    """Whether a training runs in its own process (env BERTCORE_TRAINING_PROCESS, default 1; 0 = a thread of the
+    server). Its own process has its own interpreter lock: beside a class of page scripts a thread got about a
+    third of its solo speed, a process about four fifths (docs/BENCH.md, "Trainings in their own processes")."""
+    return bool(env_number("BERTCORE_TRAINING_PROCESS", 1, minimum=0, maximum=1, integer=True))
+
+
+def max_trainings() -> int:
+    """Concurrent trainings allowed in this server process (env BERTCORE_MAX_TRAININGS, default 2)."""
+    return env_number("BERTCORE_MAX_TRAININGS", 2, minimum=1, integer=True)
+
+
+# ----------------------------------------------------------------------------- runner
+class ServerBusy(RuntimeError):
+    """Raised by TrainingRun.start when the process-wide cap on trainings is reached (``running`` of ``cap``; the
+    page words it in the session's language, explorer.state)."""
+
+    def __init__(self, message: str, running: int = 0, cap: int = 0):
+        super().__init__(message)
+        self.running, self.cap = running, cap
+
+
+_SLOT_LOCK = threading.Lock()
+_RUNNING: set[int] = set()
+
+
+def running_trainings() -> int:
+    with _SLOT_LOCK:
+        return len(_RUNNING)
+
+
+def acquire_slot(run_id: int) -> None:
+    with _SLOT_LOCK:
+        n, cap = len(_RUNNING), max_trainings()
+        if n >= cap:
+            raise ServerBusy(
+                f"Server busy: {n} training{'s' if n != 1 else ''} running (the limit is {cap}, "
+                "set by BERTCORE_MAX_TRAININGS). Try again in a minute.", n, cap
+            )
+        _RUNNING.add(run_id)
+
+
+def release_slot(run_id: int) -> None:
+    with _SLOT_LOCK:
+        _RUNNING.discard(run_id)
+
+
+_WARM = threading.Event()
+
+
+def warmup_optimizer() -> None:
+    """The first torch optimizer in a process lazily imports torch._dynamo (~1.5 s): pay it at start-up."""
+    if _WARM.is_set():
+        return
+    _WARM.set()
+
+    def _go():
+        # Best effort: it can race with the main thread's own first torch imports, and then the
+        # first real optimizer simply pays the import itself.
+        try:
+            p = torch.zeros(1, requires_grad=True)
+            p.grad = torch.zeros(1)
+            torch.optim.AdamW([p], lr=1e-3).step()
+        except Exception:  # noqa: BLE001
+            pass
+
+    threading.Thread(target=_go, name="bx-optim-warmup", daemon=True).start()
