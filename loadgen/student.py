@@ -275,11 +275,14 @@ class Student:
                                    "page's polls came too late?")
 
     def steps_per_second(self, skip_seconds: float = 2.0) -> float | None:
-        """Its own run's speed from the progress bars it saw: steps over time, after the first ``skip_seconds``."""
+        """Its own run's speed from the progress bars it saw: steps over time, from ``skip_seconds`` after the first
+        bar that showed a step (the time before it, a training process starting, is not training speed: it is the
+        same for the solo run and a run under load, but a 20 s solo run would count it about six times as much)."""
         pts = self.out.steps
         if len(pts) < 2:
             return None
-        t0 = pts[0][0] + skip_seconds
+        first = next((t for t, n in pts if n > 0), pts[0][0])
+        t0 = first + skip_seconds
         pts = [p for p in pts if p[0] >= t0] or pts
         (ta, sa), (tb, sb) = pts[0], pts[-1]
         if tb - ta < 2.0 or sb <= sa:
