@@ -28,7 +28,8 @@ from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import save_checkpoint
 from bertcore.training import runs
 from explorer.i18n import mark, ntr, tr
-from explorer.training_run import Job, ServerBusy, TrainingRun, find_live, fmt_seconds, register_live
+from explorer.training_run import Job, TrainingRun, find_live, fmt_seconds, register_live
+from explorer.training_slots import ServerBusy
 from explorer.uploads import load_checkpoint_zip
 from explorer.page_errors import error_text
 from explorer.workspace import (

@@ -35,7 +35,6 @@ from bertcore.training.drive import StopSignal
 from bertcore.training.history import History
 from explorer.i18n import mark
 from explorer.training_slots import (
-    ServerBusy,
     abandon_seconds,
     acquire_slot,
     lower_this_threads_priority,
@@ -43,8 +42,6 @@ from explorer.training_slots import (
     release_slot,
     training_nice,
 )
-
-__all__ = ["Job", "RunSnapshot", "ServerBusy", "TrainingRun", "find_live", "fmt_seconds", "register_live"]
 
 TRAINED_LABEL = mark("trained in this session")  # the runs' source (run.json); pages show tr(TRAINED_LABEL)
 

@@ -35,10 +35,21 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 
+import torch
+
 import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
+from bertcore.analysis.live_probe import Probe
+from bertcore.config import BertConfig, TrainConfig
+from bertcore.data.corpus import Corpus
+from bertcore.data.tokenization import load_tokenizer
 from bertcore.errors import BertcoreError
+from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
+from bertcore.training import service
+from bertcore.training.callbacks import Callbacks
+from bertcore.training.drive import StopSignal
 
 JOB_FILE = "job.json"
 LOG_FILE = "worker.log"  # the child's stderr (a crash's last lines are shown to the user)
@@ -51,8 +62,6 @@ def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0,
     """Write the job folder for ``jobs``: each a ``service.RunSpec`` (a new run below ``parent``) or a run
     directory (a resume). A RunSpec's corpus, tokenizer and prepared model are written as files, so the child
     builds exactly what the parent holds."""
-    from bertcore.analysis.live_probe import Probe
-    from bertcore.io.checkpoint import ModelBundle, atomic_write, save_checkpoint
 
     d = Path(folder)
     d.mkdir(parents=True, exist_ok=True)
@@ -214,7 +223,6 @@ class _Job:
         self.send(ev="rows", job=self.i, **msg)
 
     def callbacks(self):
-        from bertcore.training.callbacks import Callbacks
 
         def on_start(ev):
             tr = self.trainer = ev.trainer
@@ -233,12 +241,6 @@ class _Job:
 
 def _spec(e: dict, folder: Path, callbacks):
     """The ``RunSpec`` of one job entry of job.json."""
-    from bertcore.analysis.live_probe import Probe
-    from bertcore.config import BertConfig, TrainConfig
-    from bertcore.data.corpus import Corpus
-    from bertcore.data.tokenization import load_tokenizer
-    from bertcore.io.checkpoint import load_checkpoint
-    from bertcore.training import service
 
     corpus = e["corpus"]
     if isinstance(corpus, dict):
@@ -293,10 +295,7 @@ def child(folder: str | Path) -> int:
         request(GONE)
 
     try:
-        import torch
 
-        from bertcore.training import service
-        from bertcore.training.drive import StopSignal
 
         job = json.loads((folder / JOB_FILE).read_text(encoding="utf-8"))
         if int(job.get("nice", 0)) > 0:
@@ -331,7 +330,6 @@ def child(folder: str | Path) -> int:
             shutil.rmtree(folder, ignore_errors=True)
         return 0
     except Exception as e:  # noqa: BLE001 - the parent shows it as a message, never a traceback
-        import traceback
 
         traceback.print_exc()
         msg = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
