@@ -22,7 +22,7 @@ import streamlit
 from streamlit.testing.v1 import AppTest
 
 from app_fuzz import FORMAT_ONLY, FUZZ_KINDS, AppFuzz
-from explorer import training_run
+from explorer import training_run, training_slots
 from explorer.page_errors import UNEXPECTED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,7 +87,7 @@ def _seed_workspace(good: dict[str, bytes]) -> str:
 def test_every_input_of_every_page_takes_hostile_input(good_files, monkeypatch, capsys):
     monkeypatch.setenv("BERTCORE_MAX_CORPUS_BYTES", str(LIMIT))
     ws = _seed_workspace(good_files)
-    monkeypatch.setattr(training_run, "max_trainings", lambda: 0)  # every Start button: "Server busy", no thread
+    monkeypatch.setattr(training_slots, "max_trainings", lambda: 0)  # every Start button: "Server busy", no training
     fuzz = AppFuzz(APP, good_files, LIMIT, ws=ws)
     report = fuzz.run()
     with capsys.disabled():
