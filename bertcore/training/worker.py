@@ -201,8 +201,8 @@ def _batch(history, sent: int) -> dict:
 class _Job:
     """What the child has sent of one job's records, and the callbacks that send the rest."""
 
-    def __init__(self, i: int, send: _Sender, stopped: threading.Event):
-        self.i, self.send, self.stopped = i, send, stopped
+    def __init__(self, i: int, send: _Sender):
+        self.i, self.send = i, send
         self.trainer = None
         self.sent = self.sent_skills = self.sent_probes = 0
         self.last = 0.0
@@ -222,8 +222,7 @@ class _Job:
             self.sent_skills = len(tr.skills_history)
         self.send(ev="rows", job=self.i, **msg)
 
-    def callbacks(self):
-
+    def callbacks(self) -> Callbacks:
         def on_start(ev):
             tr = self.trainer = ev.trainer
             sk = tr.skills_history
@@ -241,7 +240,6 @@ class _Job:
 
 def _spec(e: dict, folder: Path, callbacks):
     """The ``RunSpec`` of one job entry of job.json."""
-
     corpus = e["corpus"]
     if isinstance(corpus, dict):
         raw = json.loads((folder / corpus["file"]).read_text(encoding="utf-8"))
@@ -306,7 +304,7 @@ def child(folder: str | Path) -> int:
             if stopped.is_set():
                 break
             send(ev="job", job=i)
-            rec = _Job(i, send, stopped)
+            rec = _Job(i, send)
             stop = StopSignal()
             with state_lock:
                 state["signal"], state["rec"] = stop, rec
