@@ -293,8 +293,6 @@ def child(folder: str | Path) -> int:
         request(GONE)
 
     try:
-
-
         job = json.loads((folder / JOB_FILE).read_text(encoding="utf-8"))
         if int(job.get("nice", 0)) > 0:
             os.nice(int(job["nice"]))
@@ -328,8 +326,7 @@ def child(folder: str | Path) -> int:
             shutil.rmtree(folder, ignore_errors=True)
         return 0
     except Exception as e:  # noqa: BLE001 - the parent shows it as a message, never a traceback
-
-        traceback.print_exc()
+        traceback.print_exc()  # to the log (worker.log)
         msg = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
         send(ev="error", message=msg)
         return 1
