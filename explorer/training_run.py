@@ -352,6 +352,23 @@ class TrainingRun:
             bundle = load_checkpoint(run_dir)
         except BertcoreError as e:
             bundle, error = None, error or str(e)
+        self._keep(i, bundle, run_dir, error)
+
+    def _parent(self):
+        return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()
+
+    def _finish_job(self, i: int, result) -> None:
+        """Job ``i`` ended in this process's thread: the trainer's own records and model."""
+        trainer = result.trainer
+        with self._lock:
+            self.histories[i] = trainer.history  # a resumed run's history replaced the first one
+            self._probes[i] = list(trainer.probe_history)
+            self._skills[i] = trainer.skills_history
+        error = trainer.error or (result.reason if result.status == "failed" else None)
+        self._keep(i, result.bundle, result.run_dir, error)  # the bundle's history is the trainer's, as saved
+
+    def _keep(self, i: int, bundle, run_dir: Path, error) -> None:
+        """Job ``i``'s end, either way: its model (named by its run: explorer.state.set_active), folder and error."""
         if bundle is not None:
             bundle.model.eval()
             bundle.name = bundle.name or run_dir.name
@@ -360,23 +377,6 @@ class TrainingRun:
             self._errors[i] = error
             self.results[i] = bundle
             self.run_dirs[i] = run_dir
-
-    def _parent(self):
-        return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()
-
-    def _finish_job(self, i: int, result) -> None:
-        trainer = result.trainer
-        bundle = result.bundle  # its history is the trainer's, as saved (a DataFrame)
-        bundle.model.eval()
-        bundle.name = result.run_dir.name if not bundle.name else bundle.name
-        bundle.run_dir = result.run_dir  # the app names it by its run (explorer.state.set_active)
-        with self._lock:
-            self.histories[i] = trainer.history  # a resumed run's history replaced the first one
-            self._probes[i] = list(trainer.probe_history)
-            self._skills[i] = trainer.skills_history
-            self._errors[i] = trainer.error or (result.reason if result.status == "failed" else None)
-            self.results[i] = bundle
-            self.run_dirs[i] = result.run_dir
 
 
 def fmt_seconds(s: float | None) -> str:
