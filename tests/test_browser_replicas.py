@@ -123,16 +123,24 @@ def test_two_replicas_share_runs_survive_a_killed_replica_and_pass_uploads(brows
         # the Stop button does: a resumable checkpoint at the step it had reached, not only at the last one of 250.
         at_kill = run_json(runs_dir, ws)["steps_done"]
         a.kill()
+        # a click while the tab has no connection may be dropped by the frontend (it reruns the page it shows when it
+        # reconnects), so the page switch that proves the reconnection is the one after the save, below
         page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview").click()
         saved = wait_for(lambda: (r := run_json(runs_dir, ws)) and r["status"] == "stopped" and r, timeout=UPDATE,
                          what="the orphaned training's own stop")
         kept = history(saved["dir"])
         assert at_kill <= saved["steps_done"] < 5000 and "the server went away" in saved["reason"]
         assert list(kept.step) == list(range(1, saved["steps_done"] + 1))
-        expect(page.locator(MAIN)).to_contain_text("How BERT pretrains", timeout=LOAD)
-        wait_idle(page)
-        page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview").click()  # drawn again, after the save
-        expect(page.locator(MAIN)).to_contain_text("How BERT pretrains", timeout=LOAD)
+        # the tab reconnects (to B) on its own; a page switch there works, as a student would retry a dropped click
+        for attempt in range(3):
+            wait_idle(page)
+            page.locator('[data-testid="stSidebarNav"]').get_by_text("Overview").click()
+            try:
+                expect(page.locator(MAIN)).to_contain_text("How BERT pretrains", timeout=LOAD // 3)
+                break
+            except AssertionError:
+                if attempt == 2:
+                    raise
         open_runs(page)
         stopped = f"stopped at step {saved['steps_done']}/5000"
         expect(page.locator(SIDEBAR)).to_contain_text(stopped, timeout=LOAD)
