@@ -1,4 +1,7 @@
 """BERT explorer: `streamlit run app.py`. Routes the pages (st.navigation) and draws the shared sidebar."""
+import base64
+import io
+
 import numpy as np
 import streamlit as st
 from PIL import Image
@@ -29,15 +32,19 @@ PAGES = [
 ]
 
 
-def _icon():
-    """A 32x32 favicon drawn in memory: served by this server, nothing fetched from the internet
-    (a ":material/..." page_icon would make the browser fetch a Google font)."""
+@st.cache_resource(show_spinner=False)
+def _icon() -> str:
+    """A 32x32 favicon drawn in memory, as a data: URL made once per server: served by this server, nothing
+    fetched from the internet (a ":material/..." page_icon would make the browser fetch a Google font), and no
+    PNG encoding on every run (a PIL image is encoded again by each st.set_page_config)."""
     img = np.zeros((32, 32, 3), dtype=np.uint8)
     img[:] = (255, 255, 255)
     colors = [(66, 133, 244), (219, 68, 55), (244, 180, 0), (15, 157, 88)]
     for i, c in enumerate(colors):  # four stacked "layers"
         img[3 + i * 7: 8 + i * 7, 4:28] = c
-    return Image.fromarray(img)
+    png = io.BytesIO()
+    Image.fromarray(img).save(png, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(png.getvalue()).decode("ascii")
 
 
 # The link's workspace goes into session state first, before any element: a rerun requested meanwhile (a click)
@@ -48,11 +55,19 @@ st.set_page_config(page_title="BERT explorer", page_icon=_icon(), layout="wide")
 
 
 def build_navigation():
-    """The pages by section, titled in the session's language."""
+    """The pages by section, titled in the session's language. Made once per session and language: each st.Page
+    resolves and checks its file on the disk, which was a twentieth of a loaded server's page-script time
+    (docs/BENCH.md, "One torch thread for the pages"). A session's runs never overlap, so its own Page objects
+    are safe to reuse; other sessions' are not (st.navigation marks the page it returns)."""
+    lang = i18n.language()
+    made = st.session_state.get("bx_nav")
+    if made is not None and made[0] == lang:
+        return made[1]
     sections: dict[str, list] = {}
     for fname, url, title, icon, section in PAGES:
         sections.setdefault(tr(section), []).append(
             st.Page(f"app_pages/{fname}", title=tr(title), icon=icon, url_path=url, default=(url == "overview")))
+    st.session_state["bx_nav"] = (lang, sections)
     return sections
 
 
@@ -61,6 +76,8 @@ i18n.sync_language_param()  # ?lang=zh: the language of every page (kept in the 
 page = st.navigation(build_navigation(), position="sidebar", expanded=True)
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
 training_slots.warmup_optimizer()
+if st.context.headers:  # a real server (AppTest has no request): its threads, switch interval and collector
+    training_slots.tune_server_process()
 render_sidebar()
 workspace.remember_in_browser()  # for a tab that reconnects to another server process (docs/REPLICAS.md)
 run_page(page)  # whatever a page did not catch is shown as a message, never Streamlit's error screen

@@ -4,7 +4,9 @@ whether a training runs in its own process. No streamlit here.
 """
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import threading
 
 import torch
@@ -82,11 +84,62 @@ def release_slot(run_id: int) -> None:
         _RUNNING.discard(run_id)
 
 
+def server_threads() -> int:
+    """torch's intra-op threads for the server's own work, the pages' forwards (env BERTCORE_SERVER_THREADS,
+    default 1). Each page script is a thread of its own: with more than one, every torch op of every session
+    starts a team of OpenMP threads, and a class's sessions and the trainings' processes then fight for the cores
+    (docs/BENCH.md, "One torch thread for the pages")."""
+    return env_number("BERTCORE_SERVER_THREADS", 1, minimum=1, maximum=64, integer=True)
+
+
+def switch_interval() -> float:
+    """Seconds a Python thread of the server may hold the interpreter lock while others wait (env
+    BERTCORE_SWITCH_INTERVAL, default 0.001; Python's own is 0.005). Every torch op lets go of the lock and must
+    win it back: beside a class's busy page scripts a forward of a few hundred ops waited up to the full interval
+    for each, so a page heavy in torch (Predict's attributions) took seconds (docs/BENCH.md, "One torch thread
+    for the pages")."""
+    return env_number("BERTCORE_SWITCH_INTERVAL", 0.001, minimum=0.0001, maximum=0.1)
+
+
+GC_THRESHOLD0 = 10_000  # allocations between young collections (Python's own: 700)
+
+
+def _quiet_collector() -> None:
+    """The cyclic garbage collector's full passes stop every thread of the server: with a class's sessions, about
+    every 15 s for 0.3-0.6 s, most of it walking the half million objects of torch, Streamlit and plotly that live
+    as long as the process. ``gc.freeze`` sets those aside (they are made before the first page, and are never
+    garbage), so a full pass walks only what the sessions made; fewer young passes promote less (docs/BENCH.md,
+    "One torch thread for the pages"). Env BERTCORE_GC_FREEZE=0 keeps Python's defaults."""
+    if not env_number("BERTCORE_GC_FREEZE", 1, minimum=0, maximum=1, integer=True):
+        return
+    gc.collect()
+    gc.freeze()
+    _, g1, g2 = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD0, g1, g2)
+
+
 _WARM = threading.Event()
+_TUNED = threading.Event()
+
+
+def tune_server_process() -> None:
+    """Once per server process: its torch threads (``server_threads``), its switch interval (``switch_interval``)
+    and its garbage collector (``_quiet_collector``). Process-wide, so app.py calls it only in a real server
+    (a test process running the app through AppTest keeps its own settings)."""
+    if _TUNED.is_set():
+        return
+    _TUNED.set()
+    torch.set_num_threads(server_threads())
+    sys.setswitchinterval(switch_interval())
+    _quiet_collector()
+    print(f"bertcore: server process tuned: {torch.get_num_threads()} torch thread(s), switch interval "
+          f"{sys.getswitchinterval() * 1000:g} ms, {gc.get_freeze_count():,} objects set aside from the collector",
+          file=sys.stderr, flush=True)
 
 
 def warmup_optimizer() -> None:
-    """The first torch optimizer in a process lazily imports torch._dynamo (~1.5 s): pay it at start-up."""
+    """The first torch optimizer in a process lazily imports torch._dynamo (~1.5 s): pay it at start-up, in the
+    background."""
     if _WARM.is_set():
         return
     _WARM.set()

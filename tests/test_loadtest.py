@@ -52,6 +52,10 @@ def test_three_sessions_once_round_the_pages(server):
     assert rep["pages"]["Overview"]["n"] == 3
     assert rep["pages"]["Inside the model: Next"]["n"] == 6  # two Next clicks each
     assert rep["busy"] == 0
+    # the server tuned itself for a class on its first page (explorer.training_slots.tune_server_process)
+    tuned = [ln for ln in server.log_path.read_text(errors="replace").splitlines() if "server process tuned" in ln]
+    assert len(tuned) == 1 and " 1 torch thread(s), switch interval 1 ms" in tuned[0], server.log_tail()
+    assert int(tuned[0].split("ms, ")[1].split(" objects")[0].replace(",", "")) > 100_000  # torch & co. frozen
     # the one training ran (the trainer saw its own progress bars), and the report found the server process
     assert len(rep["training"]["progress_seen"]) == 1 and rep["training"]["progress_seen"][0] >= 1
     assert rep["server_pids"] == [server.proc.pid]

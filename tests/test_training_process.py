@@ -186,3 +186,41 @@ def test_the_setting_is_checked(monkeypatch):
     assert training_slots.own_process() is False
     monkeypatch.delenv("BERTCORE_TRAINING_PROCESS")
     assert training_slots.own_process() is True
+
+
+_TUNE = """
+import gc, sys, torch
+from explorer import training_slots
+training_slots.tune_server_process()
+training_slots.tune_server_process()  # once per process
+print(torch.get_num_threads(), sys.getswitchinterval(), gc.get_freeze_count(), gc.get_threshold()[0])
+"""
+
+
+@pytest.mark.parametrize("env, want", [
+    ({}, (1, 0.001, True, training_slots.GC_THRESHOLD0)),
+    ({"BERTCORE_SERVER_THREADS": "2", "BERTCORE_SWITCH_INTERVAL": "0.005", "BERTCORE_GC_FREEZE": "0"},
+     (2, 0.005, False, 700)),
+])
+def test_the_server_process_is_tuned_for_a_class(env, want):
+    """The server's own torch threads, switch interval and collector (tune_server_process), in a fresh process:
+    the settings are process-wide. The second call changes nothing."""
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("BERTCORE_SERVER", "BERTCORE_SWITCH",
+                                                                       "BERTCORE_GC"))}
+    r = subprocess.run([sys.executable, "-c", _TUNE], env={**clean, **env}, capture_output=True, text=True,
+                       timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert r.returncode == 0, r.stderr
+    threads, interval, frozen, threshold0 = r.stdout.split()
+    assert (int(threads), float(interval), int(frozen) > 100_000, int(threshold0)) == want
+    assert r.stderr.count("server process tuned") == 1
+
+
+def test_the_server_settings_are_checked(monkeypatch):
+    monkeypatch.setenv("BERTCORE_SERVER_THREADS", "many")
+    with pytest.raises(Exception, match="BERTCORE_SERVER_THREADS"):
+        training_slots.server_threads()
+    monkeypatch.setenv("BERTCORE_SWITCH_INTERVAL", "0")
+    assert training_slots.switch_interval() == 0.0001  # clamped to its floor

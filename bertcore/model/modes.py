@@ -12,9 +12,14 @@ def eval_mode(model, grad: bool = False):
     """``with eval_mode(model):`` dropout off and ``torch.inference_mode``; ``grad=True`` keeps autograd on (for
     gradient attributions). The training flag is restored on exit."""
     was_training = model.training
-    model.eval()
+    # a model already in eval mode throughout (the app's models always are) is left alone: train() walks and sets
+    # every submodule, twice per forward, which was a tenth of a typed sentence's Predict run
+    switch = was_training or any(m.training for m in model.modules())
+    if switch:
+        model.eval()
     try:
         with contextlib.nullcontext() if grad else torch.inference_mode():
             yield model
     finally:
-        model.train(was_training)
+        if switch:
+            model.train(was_training)
