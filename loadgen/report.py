@@ -173,7 +173,7 @@ def format_table(rep: dict) -> str:
               f"load generator {rep.get('generator_cpu_pct_mean')}%",
               f"the server's child processes (trainings): RSS max {rep.get('children_rss_mb')} MB, CPU mean "
               f"{rep.get('children_cpu_pct_mean')}%; server and children together: RSS max {rep.get('total_rss_mb')} MB",
-              f"training steps/s: solo {tr.get('solo_steps_per_s')}, under load {speeds}; "
+              f"training steps/s: solo {tr.get('solo_steps_per_s')} (the mean of {_solos(tr)}), under load {speeds}; "
               f"vs solo {rep['training_speed_vs_solo']}",
               f"isolation: {'ok' if rep['isolation_ok'] else 'FAILED'} ({rep['own_text_checks']} own-text checks)"]
     targets = rep.get("targets", {})
@@ -184,3 +184,8 @@ def format_table(rep: dict) -> str:
         if rep.get(key):
             lines += ["", f"first {title}:"] + [f"  {s}" for s in rep[key]]
     return "\n".join(lines)
+
+
+def _solos(tr: dict) -> str:
+    runs = tr.get("solo_runs") or []
+    return " before and ".join(f"{x:g}" for x in runs) + (" after the load" if len(runs) == 2 else " before the load")

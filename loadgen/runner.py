@@ -9,6 +9,9 @@ Phases (each bounded in time):
 3. **Load**: ``sessions`` students start within ``ramp`` seconds and follow ``loadgen.student.VISIT`` until
    ``seconds`` have passed; the first ``trainings`` of them start a training first. The server's RSS and
    CPU are sampled every second meanwhile.
+4. **Solo training again**, once the load's trainings have ended: the baseline is the mean of the two solo runs,
+   because this machine's speed drifts by 10-20% from one minute to the next (docs/BENCH.md, "One torch thread
+   for the pages"), and a baseline taken only before the load made the ratio as noisy as that.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import time
 from dataclasses import dataclass
 
 from loadgen.protocol import http_get
-from loadgen.report import ServerMonitor, find_server_pid, page_stats
+from loadgen.report import ServerMonitor, descendants, find_server_pid, page_stats
 from loadgen.student import (SOLO_MARKER, TRAIN_LABELS, VISIT, WARMUP_MARKER, Outcome, Page, Student, new_marker,
                              step_labels)
 
@@ -130,6 +133,13 @@ async def run_load_test(s: Settings) -> dict:
     monitor.stop()
     await mon_task
     own = 100.0 * (time.process_time() - own_cpu) / max(1e-9, time.monotonic() - own_t)
+    if solo is not None:  # phase 4, after the load's trainings have ended (their processes gone)
+        quiet = time.monotonic() + 60
+        while pids and any(descendants(p) for p in pids) and time.monotonic() < quiet:
+            await asyncio.sleep(0.5)
+        after, out = await solo_training(s.port, s.solo_seconds, s.timeout)
+        extra.append(out)
+        solo = (solo, after) if after else (solo,)
     crashed = [f"{st.out.name}: {t.exception()!r}" for st, t in zip(students, tasks)
                if t in done and t.exception() is not None]
     rep = _report(s, students, extra, monitor, rss_start, solo, pids, load_before, crashed, len(pending))
@@ -149,7 +159,9 @@ def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor:
     trainers = [st for st in students if st.train_steps is not None]
     speeds = [st.steps_per_second() for st in trainers if st.out.busy == 0]
     measured = [x for x in speeds if x is not None]
-    ratio = round(min(measured) / solo, 3) if solo and measured else None
+    solos = list(solo or ())  # steps/s of the solo training before the load and, when measured, after it
+    yardstick = sum(solos) / len(solos) if solos else None
+    ratio = round(min(measured) / yardstick, 3) if yardstick and measured else None
     pages = page_stats(_merge(outs))
     rss_max = max(monitor.rss) if monitor.rss else None
     rep = {
@@ -172,7 +184,8 @@ def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor:
         "requests": sum(o.requests for o in outs),
         "busy": sum(o.busy for o in outs),
         "own_text_checks": sum(o.own_text_seen + o.own_text_missing for o in outs),
-        "training": {"solo_steps_per_s": round(solo, 2) if solo else None,
+        "training": {"solo_steps_per_s": round(yardstick, 2) if yardstick else None,
+                     "solo_runs": [round(x, 2) for x in solos],
                      "steps_per_s": [round(x, 2) if x is not None else None for x in speeds],
                      "progress_seen": [len(st.out.steps) for st in trainers]},
         "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},

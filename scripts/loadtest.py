@@ -58,7 +58,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="think time before each action, uniform in seconds (default 5,15)")
     p.add_argument("--ramp", type=float, default=10.0, help="seconds over which the sessions start (default 10)")
     p.add_argument("--solo-seconds", type=float, default=20.0,
-                   help="length of the solo-training baseline before the load (default 20; 0 skips it)")
+                   help="length of the solo-training baseline, run before and again after the load (default 20 each; 0 skips it)")
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed pass over the pages")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds one request may take (default 60)")
     p.add_argument("--seed", type=int, default=0, help="seed of the think times and marker words")

@@ -66,6 +66,21 @@ def test_three_sessions_once_round_the_pages(server):
     assert rep["total_rss_mb"] >= rep["server_rss_mb"]
 
 
+def test_the_solo_yardstick_is_taken_before_and_after_the_load(server):
+    """The trainings' ratio is judged against the mean of a solo training before the load and one after it, once
+    the load's own training has ended (the machine's speed drifts between the two)."""
+    r = _loadtest("--port", str(server.port), "--sessions", "1", "--seconds", "20", "--trainings", "1",
+                  "--think", "0.5,1", "--solo-seconds", "12", "--no-warmup", "--json", timeout=300)
+    assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}\n{server.log_tail()}"
+    rep = json.loads(r.stdout)
+    assert rep["errors"] == 0, rep["error_samples"]
+    before, after = rep["training"]["solo_runs"]
+    assert before > 0 and after > 0
+    assert rep["training"]["solo_steps_per_s"] == pytest.approx((before + after) / 2, abs=0.01)
+    speed = rep["training"]["steps_per_s"][0]
+    assert rep["training_speed_vs_solo"] == pytest.approx(speed / ((before + after) / 2), abs=0.01)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--port", "70000", "--sessions", "3", "--seconds", "5", "--trainings", "0"], "--port must be"),
     (["--port", "-1", "--sessions", "3", "--seconds", "5", "--trainings", "0"], "--port must be"),
