@@ -17,6 +17,7 @@ from explorer.export import attributions_csv, importance_csv, plotly_config
 from explorer.figures_explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
 from explorer.figures_inspect import fill_mask_figure, nsp_figure
 from explorer.i18n import frozen, mark, tr
+from explorer.memo import has as memo_has
 from explorer.memo import memo as shared_memo
 from explorer.page_errors import user_action
 from bertcore.data.user_text import clean_text
@@ -251,11 +252,31 @@ def _why_section(active, fill, pair):
         st.info(tr("Nothing to explain yet: type a text with [MASK] above, or two sentences for NSP. (A model without "
                    "MLM and NSP heads, such as all-MiniLM-L6-v2, can only be explained by rollout on the Attention page.)"))
         return
+    _why_view(active, targets)
+
+
+@st.fragment
+@user_action(tr("Explain the prediction"))
+def _why_view(active, targets):
+    """The attributions for one target, computed when the learner asks (the button) or already known to the server.
+    A fragment: the target, the steps and the button rerun only this view, not the predictions above. Integrated
+    gradients take a batch of forward and backward passes, the most work of any Predict action, so a new text
+    waits for the button instead of computing them for every sentence typed (docs/BENCH.md, "One torch thread
+    for the pages")."""
     labels = [t[0] for t in targets]
     c1, c2 = st.columns([2, 1])
     pick = c1.segmented_control(tr("Explain"), labels, default=labels[0], key="pred_why_target", required=True)
     steps = c2.select_slider(tr("Integrated-gradients steps"), [MIN_IG_STEPS, 64, 100, 200], 64, key="pred_why_steps")
     label, a, b, target = targets[labels.index(pick) if pick in labels else 0]
+    texts = (id(active.model), tuple((t[1], t[2]) for t in targets))  # what the learner asked to have explained
+    if st.session_state.get("pred_why_for") != texts and not memo_has(active.model, ("why", a, b, target, steps)):
+        if not st.button(tr("Compute the attributions"), key="pred_why_go", type="primary",
+                         help=tr("Rollout, gradient × input and integrated gradients for this text; they stay on "
+                                 "for the other targets and steps of the same text.")):
+            st.caption(tr("Press **Compute the attributions** to see why the model predicts what it does for this "
+                          "text (integrated gradients take {steps} forward and backward passes).", steps=steps + 1))
+            return
+        st.session_state["pred_why_for"] = texts
     with user_action(tr("Explain the prediction")) as act, st.spinner(tr("Integrating gradients…")):
         # shared by every session that asks the same of this model
         r = shared_memo(active.model, ("why", a, b, target, steps),

@@ -73,6 +73,14 @@ def memo(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
     return value
 
 
+def has(owner: Any, key: tuple) -> bool:
+    """Whether ``memo(owner, key, ...)`` would answer without computing (a page can then show it at once)."""
+    kind = key[0] if key else None
+    with _lock:
+        cache = (_caches(owner) or {}).get(kind)
+        return cache is not None and key in cache
+
+
 def held(owner: Any) -> dict:
     """(For tests and inspection) every key -> result held for ``owner`` now."""
     with _lock:

@@ -44,8 +44,8 @@ def test_three_sessions_once_round_the_pages(server):
     # every session typed on Attention and Predict and found its own text there (3 sessions x 2 pages)
     assert rep["own_text_checks"] == 6
     for page in ("Overview", "Data & tokens", "Masking & NSP", "Inside the model", "Inside the model: typed",
-                 "Inside the model: Next", "Attention", "Attention: typed", "Predict", "Predict: typed", "Embeddings",
-                 "Train: start", "Train: stop"):
+                 "Inside the model: Next", "Attention", "Attention: typed", "Predict", "Predict: typed",
+                 "Predict: explain", "Embeddings", "Train: start", "Train: stop"):
         assert page in rep["pages"], sorted(rep["pages"])
         s = rep["pages"][page]
         assert 0 < s["p50"] <= s["p95"] <= s["max"]

@@ -483,6 +483,11 @@ def test_predict_why_view_and_head_ablation(untrained):
     at = _open(PRED)
     _no_exception(at)
     page = _page_module(PRED)
+    # a text nobody here asked about waits for the button (the server may know the default text's already)
+    if not any((c["layout"].get("title") or {}).get("text", "").startswith("why") for c in _charts(at)):
+        assert "Press **Compute the attributions**" in "".join(c.value for c in at.caption)
+        at.button(key="pred_why_go").click().run()
+        _no_exception(at)
     why = next(c for c in _charts(at) if (c["layout"].get("title") or {}).get("text", "").startswith("why"))
     ref = explain_all(untrained.model, untrained.tokenizer, page.DEFAULT_MASKED, None, "mask:0", steps=64)
     raw = _decode(why["data"][0]["customdata"])
@@ -514,3 +519,29 @@ def test_predict_why_view_and_head_ablation(untrained):
     imp = next(c for c in _charts(at) if "when one head is off" in (c["layout"].get("title") or {}).get("text", ""))
     assert _decode(imp["data"][0]["z"]).shape == (L, H)
     assert any("Importance" in d.label for d in at.get("download_button"))
+
+
+def test_predict_a_new_text_is_explained_when_asked(untrained):
+    """Attributions of a typed text wait for the button; once asked, the other targets and steps of the same text
+    show at once; a new text asks again. The figure holds explain_all's own numbers."""
+    from bertcore.analysis.explain import explain_all
+
+    at = _open(PRED)
+    box = next(t for t in at.text_area if "[MASK]" in t.label)
+    text = "the hay [MASK] the cow near the barn ."
+    box.set_value(text).run()
+    _no_exception(at)
+    whys = lambda: [c for c in _charts(at) if (c["layout"].get("title") or {}).get("text", "").startswith("why")]  # noqa: E731
+    assert not whys() and at.button(key="pred_why_go").value is False
+    at.button(key="pred_why_go").click().run()
+    _no_exception(at)
+    ref = explain_all(untrained.model, untrained.tokenizer, text, None, "mask:0", steps=64)
+    np.testing.assert_allclose(_decode(whys()[0]["data"][0]["customdata"])[2], ref["scores"]["integrated_gradients"],
+                               rtol=1e-4, atol=1e-6)
+    at.select_slider(key="pred_why_steps").set_value(100).run()  # the same text: no second press
+    _no_exception(at)
+    assert whys() and all(b.key != "pred_why_go" for b in at.button)
+    box = next(t for t in at.text_area if "[MASK]" in t.label)
+    box.set_value("the barn [MASK] the cow near the hay .").run()
+    _no_exception(at)
+    assert not whys() and any(b.key == "pred_why_go" for b in at.button)
