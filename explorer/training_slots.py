@@ -21,9 +21,10 @@ def abandon_seconds() -> float:
 
 
 def training_nice() -> int:
-    """Niceness of a training thread (env BERTCORE_TRAINING_NICE, default 10, 0 = as the server). Pages then
-    win the CPU when both want it: a class keeps quick pages while trainings use what is left."""
-    return env_number("BERTCORE_TRAINING_NICE", 10, minimum=0, maximum=19, integer=True)
+    """Niceness of a training (env BERTCORE_TRAINING_NICE, default 5, 0 = as the server). Pages then win the CPU
+    when both want it: a class keeps quick pages while trainings use most of what is left (nice 10 left them too
+    little once the pages needed less, docs/BENCH.md "One torch thread for the pages")."""
+    return env_number("BERTCORE_TRAINING_NICE", 5, minimum=0, maximum=19, integer=True)
 
 
 def lower_this_threads_priority(nice: int) -> None:
