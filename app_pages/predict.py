@@ -255,6 +255,10 @@ def _why_section(active, fill, pair):
     _why_view(active, targets)
 
 
+def _ask_why(texts) -> None:
+    st.session_state["pred_why_for"] = texts
+
+
 @st.fragment
 @user_action(tr("Explain the prediction"))
 def _why_view(active, targets):
@@ -270,13 +274,13 @@ def _why_view(active, targets):
     label, a, b, target = targets[labels.index(pick) if pick in labels else 0]
     texts = (id(active.model), tuple((t[1], t[2]) for t in targets))  # what the learner asked to have explained
     if st.session_state.get("pred_why_for") != texts and not memo_has(active.model, ("why", a, b, target, steps)):
-        if not st.button(tr("Compute the attributions"), key="pred_why_go", type="primary",
-                         help=tr("Rollout, gradient × input and integrated gradients for this text; they stay on "
-                                 "for the other targets and steps of the same text.")):
-            st.caption(tr("Press **Compute the attributions** to see why the model predicts what it does for this "
-                          "text (integrated gradients take {steps} forward and backward passes).", steps=steps + 1))
-            return
-        st.session_state["pred_why_for"] = texts
+        # the press is recorded before the rerun it causes, so that rerun draws the attributions and no button
+        st.button(tr("Compute the attributions"), key="pred_why_go", type="primary", on_click=_ask_why, args=(texts,),
+                  help=tr("Rollout, gradient × input and integrated gradients for this text; they stay on for the "
+                          "other targets and steps of the same text."))
+        st.caption(tr("Press **Compute the attributions** to see why the model predicts what it does for this "
+                      "text (integrated gradients take {steps} forward and backward passes).", steps=steps + 1))
+        return
     with user_action(tr("Explain the prediction")) as act, st.spinner(tr("Integrating gradients…")):
         # shared by every session that asks the same of this model
         r = shared_memo(active.model, ("why", a, b, target, steps),
