@@ -109,10 +109,11 @@ async def run_load_test(s: Settings) -> dict:
     extra: list[Outcome] = []
     if s.warmup:
         extra.append(await warm_up(s.port, s.timeout))
-    solo = None
+    solos: list[float] = []  # steps/s of the solo training before the load and (phase 4) after it
     if s.trainings > 0 and s.solo_seconds > 0:
-        solo, out = await solo_training(s.port, s.solo_seconds, s.timeout)
+        before, out = await solo_training(s.port, s.solo_seconds, s.timeout)
         extra.append(out)
+        solos += [before] if before else []
 
     monitor = ServerMonitor(pids)
     rss_start = monitor.now()
@@ -133,22 +134,22 @@ async def run_load_test(s: Settings) -> dict:
     monitor.stop()
     await mon_task
     own = 100.0 * (time.process_time() - own_cpu) / max(1e-9, time.monotonic() - own_t)
-    if solo is not None:  # phase 4, after the load's trainings have ended (their processes gone)
+    if solos:  # phase 4, after the load's trainings have ended (their processes gone)
         quiet = time.monotonic() + 60
         while pids and any(descendants(p) for p in pids) and time.monotonic() < quiet:
             await asyncio.sleep(0.5)
         after, out = await solo_training(s.port, s.solo_seconds, s.timeout)
         extra.append(out)
-        solo = (solo, after) if after else (solo,)
+        solos += [after] if after else []
     crashed = [f"{st.out.name}: {t.exception()!r}" for st, t in zip(students, tasks)
                if t in done and t.exception() is not None]
-    rep = _report(s, students, extra, monitor, rss_start, solo, pids, load_before, crashed, len(pending))
+    rep = _report(s, students, extra, monitor, rss_start, solos, pids, load_before, crashed, len(pending))
     rep["generator_cpu_pct_mean"] = round(own, 1)
     return rep
 
 
 def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor: ServerMonitor,
-            rss_start, solo, pids, load_before, crashed: list[str], stuck: int) -> dict:
+            rss_start, solos: list[float], pids, load_before, crashed: list[str], stuck: int) -> dict:
     outs = [st.out for st in students]
     every = outs + extra
     errors = [e for o in every for e in o.errors] + crashed + [f"{stuck} session(s) did not finish in time"] * bool(stuck)
@@ -159,7 +160,6 @@ def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor:
     trainers = [st for st in students if st.train_steps is not None]
     speeds = [st.steps_per_second() for st in trainers if st.out.busy == 0]
     measured = [x for x in speeds if x is not None]
-    solos = list(solo or ())  # steps/s of the solo training before the load and, when measured, after it
     yardstick = sum(solos) / len(solos) if solos else None
     ratio = round(min(measured) / yardstick, 3) if yardstick and measured else None
     pages = page_stats(_merge(outs))
