@@ -9,7 +9,10 @@
 ``fast``: the same numbers with the speed tricks that pay where nothing is read: one fused Q/K/V projection,
 ``F.scaled_dot_product_attention``, and the row subset of the training loss (``rows``: the last layer's output is
 needed only at [CLS] and the masked positions; keys and values still come from every position). Attention dropout
-drawn from a private generator (per-trainer determinism) needs the probabilities, so it takes an explicit softmax.
+drawn from a private generator (per-trainer determinism, every CPU run) needs the probabilities, so it takes an
+explicit softmax; without one (``FastPath.fused_dropout``, a GPU run) the dropout runs inside SDPA's fused kernel.
+On unpadded batches (``bertcore.model.fast_path.Unpadded``) ``x`` is (N, D), the real tokens only: the projections
+run on them and only Q, K, V are scattered back to (B, T, ·) for the attention product.
 
 ``head_mask`` (H,) multiplies each head's probabilities (HF semantics: a masked head's context becomes 0).
 """
@@ -22,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcore.config import BertConfig
+from bertcore.model.fast_path import Unpadded
 from bertcore.model.functional import dropout
 from bertcore.model.tap import ATTENTION_CORE, Tap
 
@@ -62,12 +66,12 @@ class BertSelfAttention(nn.Module):
         return x.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                tap: Tap | None = None, rows: Rows | None = None) -> Tensor:
-        """x (B, T, D); mask (B, 1, 1, T) bool, True = may attend. Returns the concatenated context (B, T, D), or
-        (N, D) at ``rows``."""
+                tap: Tap | None = None, rows: Rows | None = None, unpad: Unpadded | None = None) -> Tensor:
+        """x (B, T, D), or (N, D) with ``unpad``; mask (B, 1, 1, T) bool, True = may attend. Returns the
+        concatenated context shaped like x, or (N, D) at ``rows``."""
         if tap is not None and tap.touches(self.names):
             return self.readable(x, mask, head_mask, tap)
-        return self.fast(x, mask, head_mask, rows)
+        return self.fast(x, mask, head_mask, rows, unpad)
 
     def readable(self, x: Tensor, mask: Tensor | None, head_mask: Tensor | None, tap: Tap) -> Tensor:
         """The formula step by step, every step through ``tap`` (read or replaced)."""
@@ -87,17 +91,20 @@ class BertSelfAttention(nn.Module):
         context = tap(f"{n}.context", self.dropout(probs) @ v)  # (B, H, T, Dh)
         return context.transpose(1, 2).reshape(B, T, D)  # heads concatenated
 
-    def fast(self, x: Tensor, mask: Tensor | None, head_mask: Tensor | None, rows: Rows | None) -> Tensor:
-        B, T, D = x.shape
+    def fast(self, x: Tensor, mask: Tensor | None, head_mask: Tensor | None, rows: Rows | None,
+             unpad: Unpadded | None = None) -> Tensor:
+        D = x.shape[-1]
+        B, T = (unpad.B, unpad.T) if unpad is not None else x.shape[:2]
+        to_bt = unpad.pad if unpad is not None else (lambda t: t)  # (N, ·) -> (B, T, ·) on an unpadded batch
         qw, kw, vw = self.query.weight, self.key.weight, self.value.weight
         qb, kb, vb = self.query.bias, self.key.bias, self.value.bias
         if rows is None:  # one (3D, D) matmul instead of three
-            qkv = F.linear(x, torch.cat([qw, kw, vw]), torch.cat([qb, kb, vb]))  # (B, T, 3D)
+            qkv = to_bt(F.linear(x, torch.cat([qw, kw, vw]), torch.cat([qb, kb, vb])))  # (B, T, 3D)
             q, k, v = qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         else:  # queries only at the rows asked for
-            xq = x.gather(1, rows[0][..., None].expand(-1, -1, D))  # (B, M, D)
+            xq = to_bt(x).gather(1, rows[0][..., None].expand(-1, -1, D))  # (B, M, D)
             q = self.split_heads(F.linear(xq, qw, qb))  # (B, H, M, Dh)
-            kv = F.linear(x, torch.cat([kw, vw]), torch.cat([kb, vb]))  # (B, T, 2D)
+            kv = to_bt(F.linear(x, torch.cat([kw, vw]), torch.cat([kb, vb])))  # (B, T, 2D)
             k, v = kv.view(B, T, 2, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         p = self.dropout.p if self.training else 0.0
         if p and self.dropout.generator is not None:  # the mask must come from the private generator
@@ -110,4 +117,6 @@ class BertSelfAttention(nn.Module):
         if head_mask is not None:  # (m P) V = m (P V)
             ctx = ctx * head_mask[None, :, None, None]
         ctx = ctx.transpose(1, 2).reshape(B, -1, D)  # (B, T|M, D)
-        return ctx if rows is None else ctx[rows[1]]  # (N, D) at rows
+        if rows is not None:
+            return ctx[rows[1]]  # (N, D) at rows
+        return ctx if unpad is None else unpad.unpad(ctx)

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from bertcore.config import BertConfig
 from bertcore.model.functional import activation, cross_entropy_and_hits
 from bertcore.model.attention import Dropout, Rows
+from bertcore.model.fast_path import FastPath, Unpadded
 from bertcore.model.layers import BertEmbeddings, BertEncoder, UnbiasedStdLayerNorm, layer_norm
 from bertcore.model.mlm_loss import mlm_loss_and_hits
 from bertcore.model.tap import Tap, tap_or_none
@@ -48,6 +49,7 @@ class BertModel(nn.Module):
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
         self.pooler = BertPooler(config) if config.nsp_head == "pooler" else None
+        self.fast = FastPath()  # the GPU fast path's switches (bertcore.model.fast_path), off
 
     def attention_mask(self, attention_mask: Tensor | None) -> Tensor | None:
         """(B, T) 1/0 -> (B, 1, 1, T) bool, True = a key that may be attended; None when nothing is padded or
@@ -86,7 +88,13 @@ class BertModel(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros(B, T, dtype=torch.long, device=ref.device)
         x = self.embeddings(input_ids, token_type_ids, attention_mask, tap, word_embeds)  # (B, T, D)
-        h = self.encoder(x, self.attention_mask(attention_mask), self.head_mask(head_mask), tap, last_layer_rows)
+        mask = self.attention_mask(attention_mask)
+        unpad = None
+        if (self.fast.unpad_above is not None and tap is None and mask is not None and last_layer_rows is not None
+                and Unpadded.share(attention_mask) > self.fast.unpad_above):
+            # the loss path (only real rows come out): the dense parts run on the real tokens only
+            unpad = Unpadded(attention_mask, mask)
+        h = self.encoder(x, mask, self.head_mask(head_mask), tap, last_layer_rows, unpad)
         if last_layer_rows is None:
             cls_h = h[:, 0]  # (B, D)
         else:  # h: (N, D) in (sequence, slot) order; slot 0 of each sequence is [CLS]
@@ -177,6 +185,7 @@ class BertForPreTraining(nn.Module):
         self.has_mlm_head = True
         self.has_nsp_head = True
         self.dropout_generator: torch.Generator | None = None
+        self.fast = FastPath()  # set_fast_path
         self._init_all()
 
     def _init_all(self) -> None:
@@ -211,6 +220,16 @@ class BertForPreTraining(nn.Module):
         for m in self.modules():
             if isinstance(m, Dropout):
                 m.generator = gen
+
+    def set_fast_path(self, fast: FastPath) -> None:
+        """Switch the training fast path's parts (``bertcore.model.fast_path``; ``FastPath.for_device``). With
+        ``fused_dropout`` the private dropout generator is dropped: dropout draws from the device's default
+        generator, which the trainer reseeds every step (``seed_device_dropout``)."""
+        self.fast = self.bert.fast = fast
+        for layer in self.bert.encoder.layer:
+            layer.compile_backend = fast.compile_backend if fast.compile_layers else None
+        if fast.fused_dropout:
+            self.set_dropout_generator(None)
 
     @staticmethod
     def _loss_rows(selected: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -276,7 +295,8 @@ class BertForPreTraining(nn.Module):
         out = PreTrainingOutput(mlm_logits=mlm_logits, nsp_logits=nsp_logits)
         if selected is not None:
             targets = mlm_labels[positions]
-            out.mlm_loss, out.mlm_hits = (mlm_loss_and_hits(self.cls.predictions, seq_out, targets) if fused
+            out.mlm_loss, out.mlm_hits = (mlm_loss_and_hits(self.cls.predictions, seq_out, targets,
+                                                            self.fast.vocab_multiple) if fused
                                           else cross_entropy_and_hits(mlm_logits, targets))
             out.mlm_positions = positions
         if nsp_labels is not None:  # cross-entropy over both labels: -log p(y | x), y in {IsNext, NotNext}

@@ -19,6 +19,11 @@ nothing is recorded or replaced.
 Row subset: ``rows = (slots, valid)`` asks a layer for its output only at ``slots`` (B, M) where ``valid`` (B, M);
 keys and values still come from every position, so those rows equal the full computation's. The training path
 uses it for the last layer, whose output the losses read only at [CLS] and at the masked positions.
+
+Unpadded batches (``unpad``, ``bertcore.model.fast_path``): the layers take and give (N, D), the real tokens only;
+every part but the attention product is per token, so only that sees (B, T, ·). A compiled layer
+(``BertLayer.compile_backend``, ``FastPath.compile_layers``) runs the same forward through ``torch.compile``; the
+last layer of the loss path (``rows``, whose row count depends on the data) stays eager.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from torch import Tensor, nn
 
 from bertcore.config import BertConfig
 from bertcore.model.attention import BertSelfAttention, Dropout, Rows
+from bertcore.model.fast_path import Unpadded, compiled
 from bertcore.model.functional import activation, layer_norm_unbiased_std, sinusoidal_table
 from bertcore.model.tap import Tap, tap_or_none
 
@@ -175,9 +181,9 @@ class BertAttention(nn.Module):
         self.name = name
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                tap: Tap | None = None, rows: Rows | None = None) -> Tensor:
-        ctx = self.self(self.output.normalize_input(x, tap), mask, head_mask, tap, rows)  # (B, T, D) or (N, D)
-        out = self.output(ctx, take_rows(x, rows), tap)
+                tap: Tap | None = None, rows: Rows | None = None, unpad: Unpadded | None = None) -> Tensor:
+        ctx = self.self(self.output.normalize_input(x, tap), mask, head_mask, tap, rows, unpad)  # (B, T, D) or (N, D)
+        out = self.output(ctx, take_rows(x if unpad is None or rows is None else unpad.pad(x), rows), tap)
         return tap_or_none(tap, f"{self.name}.residual", out)
 
 
@@ -220,14 +226,23 @@ class BertLayer(nn.Module):
         self.intermediate = BertIntermediate(config, f"{self.name}.ffn")
         self.output = BertOutput(config, f"{self.name}.ffn")
         self.dropout = Dropout(config.hidden_dropout_prob) if config.block_dropout else None
+        self.compile_backend: str | None = None  # set by BertForPreTraining.set_fast_path
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                tap: Tap | None = None, rows: Rows | None = None) -> Tensor:
-        h = self.attention(x, mask, head_mask, tap, rows)  # (B, T, D) or (N, D)
-        out = self.output(self.intermediate(self.output.normalize_input(h, tap), tap), h, tap)
-        if self.dropout is not None:
-            out = self.dropout(out)
+                tap: Tap | None = None, rows: Rows | None = None, unpad: Unpadded | None = None) -> Tensor:
+        if tap is None and rows is None and self.compile_backend is not None:  # rows: a data-dependent shape
+            out = compiled(_layer_forward, self.compile_backend)(self, x, mask, head_mask, rows, unpad)
+        else:
+            out = _layer_forward(self, x, mask, head_mask, rows, unpad, tap)
         return tap_or_none(tap, f"{self.name}.output", out)
+
+
+def _layer_forward(layer: BertLayer, x: Tensor, mask: Tensor | None, head_mask: Tensor | None, rows: Rows | None,
+                   unpad: Unpadded | None, tap: Tap | None = None) -> Tensor:
+    """One block's forward up to ``layer.{i}.output`` (a function, so that one compiled copy serves every layer)."""
+    h = layer.attention(x, mask, head_mask, tap, rows, unpad)  # (B, T, D) or (N, D)
+    out = layer.output(layer.intermediate(layer.output.normalize_input(h, tap), tap), h, tap)
+    return layer.dropout(out) if layer.dropout is not None else out
 
 
 class BertEncoder(nn.Module):
@@ -244,9 +259,17 @@ class BertEncoder(nn.Module):
         return self.LayerNorm(h) if hasattr(self, "LayerNorm") else h
 
     def forward(self, x: Tensor, mask: Tensor | None = None, head_mask: Tensor | None = None,
-                tap: Tap | None = None, last_layer_rows: Rows | None = None) -> Tensor:
-        """The last hidden state ``encoder.output`` (B, T, D), or (N, D) at ``last_layer_rows``."""
+                tap: Tap | None = None, last_layer_rows: Rows | None = None, unpad: Unpadded | None = None) -> Tensor:
+        """The last hidden state ``encoder.output`` (B, T, D), or (N, D) at ``last_layer_rows``. With ``unpad`` the
+        layers run on the real tokens (x (B, T, D) is gathered first) and the output is scattered back to
+        (B, T, D), zeros at [PAD]."""
         n = len(self.layer)
+        if unpad is not None:
+            x = unpad.unpad(x)  # (N, D)
         for i, layer in enumerate(self.layer):
-            x = layer(x, mask, None if head_mask is None else head_mask[i], tap, last_layer_rows if i == n - 1 else None)
-        return tap_or_none(tap, "encoder.output", self.final_norm(x))
+            x = layer(x, mask, None if head_mask is None else head_mask[i], tap, last_layer_rows if i == n - 1 else None,
+                      unpad)
+        x = self.final_norm(x)
+        if unpad is not None and last_layer_rows is None:
+            x = unpad.pad(x)
+        return tap_or_none(tap, "encoder.output", x)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from bertcore.model.fast_path import padded_decoder
 from bertcore.model.functional import linear_cross_entropy_and_hits
 
 
@@ -21,11 +22,12 @@ def decoder_of(head) -> tuple[Tensor, Tensor | None]:
     return head.decoder.weight, head.decoder.bias
 
 
-def mlm_loss_and_hits(head, h: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+def mlm_loss_and_hits(head, h: Tensor, targets: Tensor, vocab_multiple: int = 1) -> tuple[Tensor, Tensor]:
     """(mean MLM cross-entropy, number of rows whose target has the top logit) of ``head`` (a
     ``BertLMPredictionHead``) on the hidden states ``h`` (N, D) of the masked positions against ``targets`` (N,):
-    the values ``cross_entropy_and_hits(head(h), targets)`` gives."""
+    the values ``cross_entropy_and_hits(head(h), targets)`` gives. ``vocab_multiple`` > 1 runs the decoder over
+    V padded to that multiple (``fast_path.padded_decoder``: padded logits are -inf); the values are the same."""
     if head.kind != "linear":
         h = head.transform(h)
-    weight, bias = decoder_of(head)
+    weight, bias = padded_decoder(*decoder_of(head), vocab_multiple)
     return linear_cross_entropy_and_hits(h, weight, bias, targets)
