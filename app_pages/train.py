@@ -295,6 +295,7 @@ def render() -> None:
         st.rerun()
     b4.caption(tr("When training ends (or you press Stop), the model becomes the active model “{label}” for every "
                   "page; the sidebar shows progress on other pages.", label=tr(training_run.TRAINED_LABEL)))
+    train_form.runtime_caption(run if running else None)
     _live(running)
     if not running:
         st.markdown(tr(

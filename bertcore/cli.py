@@ -1,10 +1,10 @@
 """Command-line interface: ``python -m bertcore COMMAND ...`` (see ``--help``).
 
     python -m bertcore train   [--out DIR] [--corpus builtin|tutorial|FILE] [--steps N] [--seed N] [--set KEY=VALUE ...]
-    python -m bertcore train   --resume RUN_DIR
+                               [--device auto|cpu|cuda] [--precision auto|fp32|bf16]   (on every train)
+    python -m bertcore train   --resume RUN_DIR [--device ...] [--precision ...]
     python -m bertcore prepare --corpus FILE|DIR --out DATA [--vocab-size N | --vocab vocab.txt]
-    python -m bertcore train   --data DATA [--device auto|cpu|cuda] [--precision fp32|bf16] [--grad-accum N]
-                               [--compile] [--nproc-per-node N]   (also under torchrun)
+    python -m bertcore train   --data DATA [--grad-accum N] [--compile] [--nproc-per-node N]   (also under torchrun)
     python -m bertcore fill-mask DIR "text with [MASK]" [--top-k K] [--json]
     python -m bertcore nsp     DIR "sentence A" "sentence B" [--json]
     python -m bertcore inspect DIR "sentence A" ["sentence B"] [--json]
@@ -39,10 +39,12 @@ from bertcore.cli_common import (
     CliError,
     Parser,
     ProgressBar,
+    add_runtime_args,
     int_in,
     key_value,
     load_bundle,
     overrides_dict,
+    runtime_of,
     train_configs,
 )
 from bertcore.cli_data import (
@@ -98,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--skills", metavar="FILE", help="your own skill items, scored at every evaluation like the "
                    "built-in ones: a CSV with the header text,right,wrong and one [MASK] per text")
+    add_runtime_args(t)
     add_data_args(t)
 
     add_prepare_parser(sub)
@@ -158,6 +161,7 @@ def _train_spec(args):
     from bertcore.data.corpora import get_corpus, is_builtin_spec
     from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer, train_config_for
 
+    rt = runtime_of(args)  # --device cuda without a GPU: one error line, before the corpus is read
     bert, train, vocab_given = train_configs(args)
     kind = args.tokenizer or preset_tokenizer(args.preset, args.size)
     if args.vocab_size is not None and kind != "wordpiece":
@@ -181,7 +185,7 @@ def _train_spec(args):
         defaults = d.to_dict()
     return RunSpec(bert, train, corpus=corpus, corpus_spec=None if corpus is args.corpus else args.corpus,
                    tokenizer=kind, tokenizer_vocab_size=vocab, preset=args.preset, defaults=defaults,
-                   skill_csv=skill_csv,
+                   skill_csv=skill_csv, runtime=rt,
                    name=name or f"{args.preset or 'cli'}, seed {train.seed}", source=f"bertcore train on {args.corpus}")
 
 
@@ -204,17 +208,19 @@ def cmd_train(args) -> int:
             given.append("--corpus/--tokenizer/--skills")
         if given:
             raise CliError(f"--resume continues a run with its saved settings; drop {', '.join(given)}")
+        rt = runtime_of(args)  # where it goes on now: --device / --precision as given (default auto)
     else:
         spec = _train_spec(args)
         if args.out and os.path.exists(os.path.expanduser(args.out)) and not os.path.isdir(os.path.expanduser(args.out)):
             raise CliError(f"--out {args.out} exists and is a file; give a directory path")
     bar = ProgressBar(lambda tr, run_dir: (
         f"training {sum(p.numel() for p in tr.model.parameters()):,} parameters on {tr.corpus.name} "
-        f"({len(tr.corpus)} pairs, vocab {tr.tokenizer.vocab_size}) for {tr.config.steps} steps into {run_dir}"),
+        f"({len(tr.corpus)} pairs, vocab {tr.tokenizer.vocab_size}) for {tr.config.steps} steps into {run_dir} "
+        f"({tr.runtime.label})"),
         quiet=args.quiet)
     try:
         if args.resume is not None:
-            result = service.resume(args.resume, callbacks=bar.callbacks)
+            result = service.resume(args.resume, callbacks=bar.callbacks, runtime=rt)
         else:
             out = os.path.expanduser(args.out) if args.out else None
             spec.callbacks = bar.callbacks

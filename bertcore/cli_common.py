@@ -46,6 +46,23 @@ def key_value(s: str) -> tuple[str, str]:
     return k.strip(), v.strip()
 
 
+def add_runtime_args(p) -> None:
+    """``--device`` and ``--precision``, the same on every command that trains (bertcore.training.device)."""
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="where to train: auto (default: the GPU when torch sees one, else the CPU), cpu or cuda")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="auto (default: bf16 on a GPU that supports it, else fp32), fp32, or bf16 (forward passes "
+                   "under torch.autocast on CUDA and CPU; weights stay fp32)")
+
+
+def runtime_of(args, local_rank: int = 0, **kw):
+    """The ``Runtime`` that ``--device`` / ``--precision`` ask for; ConfigError (printed as ``error: ...``, exit 2)
+    when the device is absent, e.g. ``--device cuda`` on a machine without a GPU."""
+    from bertcore.training.device import resolve_runtime
+
+    return resolve_runtime(args.device, args.precision, local_rank, **kw)
+
+
 def overrides_dict(pairs) -> dict:
     out = {}
     for k, v in pairs:

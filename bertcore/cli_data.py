@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from bertcore.cli_common import EXIT_BAD_INPUT, CliError, ProgressBar, int_in, train_configs
+from bertcore.cli_common import EXIT_BAD_INPUT, CliError, ProgressBar, int_in, runtime_of, train_configs
 
 
 def add_prepare_parser(sub) -> None:
@@ -32,9 +32,6 @@ def add_data_args(t) -> None:
     g = t.add_argument_group("training from prepared shards (python -m bertcore prepare)")
     g.add_argument("--data", metavar="DATA", help="a folder written by `prepare`: train on its shards instead of "
                    "--corpus (works under torchrun: each process trains on its own slice of every batch)")
-    g.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto", help="default auto: CUDA if present")
-    g.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
-                   help="bf16: forward passes under torch.autocast (CUDA and CPU); weights stay fp32")
     g.add_argument("--grad-accum", type=int_in(1, 4096, "--grad-accum"), default=1, metavar="N",
                    help="micro-batches per optimizer step; global batch = batch_size x N x processes")
     g.add_argument("--compile", action="store_true", help="torch.compile the model (slow start, faster steps)")
@@ -43,10 +40,10 @@ def add_data_args(t) -> None:
 
 
 def refuse_data_options(args) -> None:
-    """``train --corpus`` runs on the CPU in one process: say so instead of ignoring --device and friends."""
+    """``train --corpus`` runs in one process (on the device --device picks): say so instead of ignoring the
+    options of shard training."""
 
-    given = [o for o, v in (("--device", args.device != "auto"), ("--precision", args.precision != "fp32"),
-                            ("--grad-accum", args.grad_accum != 1), ("--compile", args.compile),
+    given = [o for o, v in (("--grad-accum", args.grad_accum != 1), ("--compile", args.compile),
                             ("--nproc-per-node", args.nproc_per_node != 1)) if v]
     if given:
         raise CliError(f"{', '.join(given)} work with --data only; run `python -m bertcore prepare` on your corpus "
@@ -88,12 +85,10 @@ def cmd_train_data(args) -> int:
                 break
         return distributed.launch(args.nproc_per_node, argv)
     from bertcore.training import service
-    from bertcore.training.device import Runtime, check_precision, resolve_device
 
     try:
-        device = resolve_device(args.device, local)
-        check_precision(args.precision, device)
-        rt = Runtime(device, args.precision, args.grad_accum, args.compile, rank, world)
+        rt = runtime_of(args, local, grad_accum=args.grad_accum, compile=args.compile, rank=rank, world_size=world)
+        device = rt.device
         if args.resume is not None and args.data is not None and is_shard_run(args.resume):
             meta = json.loads(open(os.path.join(os.path.expanduser(args.resume), "run.json"), encoding="utf-8").read())
             trained_on = meta["corpus_spec"].split(":", 1)[1]
@@ -106,7 +101,7 @@ def cmd_train_data(args) -> int:
                            "--steps, --seed, --preset and --out (or start a new run with --out)")
         distributed.init(device, world)
         bar = ProgressBar(lambda tr, run_dir: (
-            f"training {sum(p.numel() for p in tr.model.parameters()):,} parameters on {device} ({args.precision}, "
+            f"training {sum(p.numel() for p in tr.model.parameters()):,} parameters on {device} ({rt.precision}, "
             f"{world} process(es), global batch {tr.data.global_batch_size} = {tr.config.batch_size} x "
             f"{rt.grad_accum} x {world}) for {tr.config.steps} steps into {run_dir}"), quiet=args.quiet)
         try:

@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from bertcore.cli_common import CliError, int_in
+from bertcore.cli_common import CliError, add_runtime_args, int_in, runtime_of
 from bertcore.finetune.sweep import SWEEP_STEPS
 
 
@@ -34,6 +34,7 @@ def add_finetune_parsers(sub) -> None:
     ft.add_argument("--json", action="store_true", help='print {"eval_accuracy": x, ...} (with --sweep: '
                     '{"points": [{"labels", "labels_used", "pretrained", "random_init"}, ...], ...})')
     ft.add_argument("--list-tasks", action="store_true", help="print the built-in task names, one a line")
+    add_runtime_args(ft)
 
     c = sub.add_parser("classify", help="class probabilities from a fine-tuned classifier directory")
     c.add_argument("dir", metavar="DIR")
@@ -55,6 +56,7 @@ def cmd_finetune(args) -> int:
     out = os.path.expanduser(args.out) if args.out else None
     if out is not None and os.path.exists(out) and not os.path.isdir(out):
         raise CliError(f"--out {out} exists and is a file; give a directory path")
+    rt = runtime_of(args)  # --device cuda without a GPU: one error line, before anything is loaded
     import math
     import time
 
@@ -64,12 +66,12 @@ def cmd_finetune(args) -> int:
 
     task = get_task(args.task, seed=0)
     if args.sweep is not None:
-        return _sweep(args, task, out)
+        return _sweep(args, task, out, rt)
     model, tok, desc = start_model(args.source, task, seed=args.seed)
     cfg = FinetuneConfig(**_config_kw(args, MINILM_LR, FinetuneConfig.lr))
-    tuner = FineTuner(model, tok, task, cfg)
+    tuner = FineTuner(model, tok, task, cfg, runtime=rt)
     print(f"fine-tuning {desc} on {task.name} ({len(tuner.examples)} labelled examples, "
-          f"{len(task.held_out)} held out) for {cfg.steps} steps", file=sys.stderr)
+          f"{len(task.held_out)} held out) for {cfg.steps} steps ({rt.label})", file=sys.stderr)
     from bertcore.finetune import route
 
     t0 = time.perf_counter()
@@ -100,7 +102,7 @@ def _config_kw(args, minilm_lr: float, default_lr: float) -> dict:
     return kw
 
 
-def _sweep(args, task, out) -> int:
+def _sweep(args, task, out, rt) -> int:
     """`finetune --sweep`: final held-out accuracy against the number of labels, from --from and from scratch."""
     import time
 
@@ -120,7 +122,7 @@ def _sweep(args, task, out) -> int:
     print(f"label sweep of {desc} vs random initial weights on {task.name}: "
           f"{', '.join(str(p or 'all') for p in points)} labels, {cfg.steps} steps each", file=sys.stderr)
     t0 = time.perf_counter()
-    got = label_sweep(model, tok, task, cfg, points,
+    got = label_sweep(model, tok, task, cfg, points, runtime=rt,
                       on_point=lambda p, _: print(f"  {p['labels_used']} labels: {p['pretrained']:.3f} vs "
                                                   f"{p['random_init']:.3f}", file=sys.stderr))
     result = {"task": task.name, "source": desc, "steps": cfg.steps, "seed": cfg.seed, "chance": 1 / task.num_labels,

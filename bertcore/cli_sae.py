@@ -17,7 +17,7 @@ import math
 import sys
 from pathlib import Path
 
-from bertcore.cli_common import CliError, int_in
+from bertcore.cli_common import CliError, add_runtime_args, int_in, runtime_of
 
 
 def _float_in(lo: float, hi: float, what: str):
@@ -75,6 +75,7 @@ def add_sae_parsers(sub) -> None:
     s.add_argument("--out", metavar="DIR", help="SAE folder to write (default RUN/saes/<name>)")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.add_argument("--json", action="store_true")
+    add_runtime_args(s)
 
     f = sub.add_parser("features", help="an SAE's features: grammar label with AUROC, precision, recall, "
                        "frequency, top contexts, promoted and suppressed words; or its activations on a text")
@@ -117,6 +118,7 @@ def cmd_sae(args) -> int:
     from bertcore.analysis.sae_runs import SAESpec, features_of, saes_over_training, summary, train_run_sae
 
     torch.set_num_threads(1)
+    rt = runtime_of(args)  # --device cuda without a GPU: one error line, before the run is read
     run = _run_dir(args.dir)
     spec = SAESpec(layer=args.layer, site=args.site, size=args.dict_size, k=None if args.l1 is not None else (args.k or 8),
                    l1=args.l1, step=args.step, seed=args.seed, steps=args.train_steps)
@@ -142,7 +144,7 @@ def cmd_sae(args) -> int:
         if args.out:
             raise CliError("--over-training writes its SAEs to RUN/saes/; drop --out")
         try:
-            dirs = saes_over_training(run, spec, progress=lambda i, n, stage, frac: progress(stage, frac))
+            dirs = saes_over_training(run, spec, progress=lambda i, n, stage, frac: progress(stage, frac), runtime=rt)
         finally:
             if bar is not None:
                 bar.close()
@@ -155,7 +157,7 @@ def cmd_sae(args) -> int:
             print(f"step {r['step']}: variance explained {r['variance_explained']:.3f}, best AUROC: {fam} ({r['sae_dir']})")
         return 0
     try:
-        d = train_run_sae(run, spec, out=args.out, progress=progress)
+        d = train_run_sae(run, spec, out=args.out, progress=progress, runtime=rt)
     finally:
         if bar is not None:
             bar.close()

@@ -3,7 +3,8 @@
 ``corpus_choice`` offers the built-in corpus, the tutorial two-liner or this session's upload; ``tokenizer_choice``
 builds the vocabulary the preset trains with by default (``bertcore.presets.preset_tokenizer``: BERT-pytorch's
 own at seed size, bertcore.data.bert_pytorch_vocab) or the one the user picks; ``probe_inputs`` the three texts the
-live probe asks at every evaluation (``bertcore.analysis.live_probe``). Widget keys start with ``train_``.
+live probe asks at every evaluation (``bertcore.analysis.live_probe``); ``runtime_caption`` where it trains.
+Widget keys start with ``train_``.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from bertcore.presets import preset_tokenizer
 from explorer import corpus_state, workspace
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import error_text
+from explorer.training_slots import training_runtime
 
 BUILTIN_LABEL = mark("built-in grammar")
 TUTORIAL_LABEL = mark("tutorial two-liner")
@@ -145,3 +147,17 @@ def probe_inputs(corpus, tok, ckey: str, disabled: bool, max_len: int | None = N
     if unknown:
         st.caption(tr("Not in the vocabulary (they become [UNK]): {words}", words=", ".join(unknown[:10])))
     return probe, None
+
+
+def runtime_caption(run=None) -> None:
+    """A quiet line saying where the training runs: the running one's device and precision, else where the next
+    Start trains (``explorer.training_slots.training_runtime``: the GPU when torch sees one), e.g. "cuda:0, bf16"."""
+    if run is not None:
+        label = run.runtime.label
+    else:
+        try:
+            label = training_runtime().label
+        except BertcoreError as e:  # a bad BERTCORE_TRAINING_DEVICE: Start says it too
+            st.caption(error_text(e))
+            return
+    st.caption(tr("Trains on {runtime}", runtime=label))

@@ -10,7 +10,8 @@ training and keeps polling it. The UI polls ``snapshot()``, which doubles as a h
 ``BERTCORE_ABANDON_SECONDS`` (default 10 s) stops itself, because its tab was closed. At most
 ``BERTCORE_MAX_TRAININGS`` (default 2) runs train at once per server process; the next ``start()`` raises
 ``ServerBusy`` with a "try again" message (the limits: ``explorer.training_slots``). Trainers build their own model,
-so the shared untrained model is never touched.
+so the shared untrained model is never touched. Every run trains where ``training_slots.training_runtime`` says
+(the GPU when torch sees one); the Runtime goes to the child in the job folder, and ``snapshot().runtime`` names it.
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from explorer.training_slots import (
     own_process,
     release_slot,
     training_nice,
+    training_runtime,
 )
 
 TRAINED_LABEL = mark("trained in this session")  # the runs' source (run.json); pages show tr(TRAINED_LABEL)
@@ -78,6 +80,7 @@ class RunSnapshot:
     probes: list = field(default_factory=list)  # Trainer.probe_history rows per job
     baselines: list = field(default_factory=list)  # Trainer.unigram_baseline per job (None before it exists)
     skills: list = field(default_factory=list)  # Trainer.skills_history per job (a History, or None: no skills)
+    runtime: str = ""  # where it trains, e.g. "cuda:0, bf16" (bertcore.training.device.Runtime.label)
 
     @property
     def progress(self) -> float:
@@ -129,6 +132,7 @@ class TrainingRun:
         self.nice = training_nice()  # read here, so a bad value is an error on Start, never in the thread
         self.in_process = own_process()
         self._proc: worker.TrainingProcess | None = None  # the child, when the run trains in its own process
+        self.runtime = training_runtime()  # the same: a bad BERTCORE_TRAINING_DEVICE says so on Start
         self._stop_reason = "stopped by the user"
         self.stop_steps: list = [None for _ in self.jobs]  # in its own process: the step a stop request found
         self._lock = threading.Lock()
@@ -208,7 +212,8 @@ class TrainingRun:
         if done and status in ("running", "preparing"):
             eta = elapsed / done * max(0, total_steps - done)
         return RunSnapshot(status, self.running, job, step, steps, done, total_steps, elapsed, eta, hists,
-                           [j.label for j in self.jobs], message, errors, dirs, probes, baselines, skills)
+                           [j.label for j in self.jobs], message, errors, dirs, probes, baselines, skills,
+                           self.runtime.label)
 
     # -- worker thread: never calls st.* --
     def _callbacks(self, i: int) -> Callbacks:
@@ -241,7 +246,8 @@ class TrainingRun:
         return service.RunSpec(job.model_config, job.train_config, corpus=self.corpus, corpus_spec=self.corpus_spec,
                                tokenizer=self.tokenizer if self.tokenizer is not None else "word",
                                preset=job.preset, name=job.label, source=TRAINED_LABEL, probe=job.probe,
-                               model=job.model, callbacks=callbacks, skill_csv=job.skill_csv, defaults=job.defaults)
+                               model=job.model, callbacks=callbacks, skill_csv=job.skill_csv, defaults=job.defaults,
+                               runtime=self.runtime)
 
     def _run(self) -> None:
         try:
@@ -277,7 +283,7 @@ class TrainingRun:
                     stop.request(self._stop_reason)
             spec = self._spec(job, self._callbacks(i))
             if isinstance(spec, Path):
-                result = service.resume(spec, stop=stop, callbacks=self._callbacks(i))
+                result = service.resume(spec, stop=stop, callbacks=self._callbacks(i), runtime=self.runtime)
             else:
                 result = service.train(spec, parent=self._parent(), stop=stop)
             self._finish_job(i, result)
@@ -288,7 +294,8 @@ class TrainingRun:
     def _run_in_process(self) -> None:
         folder = Path(tempfile.mkdtemp(prefix="bertx-job-"))
         try:
-            worker.write_job(folder, [self._spec(job) for job in self.jobs], self._parent(), nice=self.nice)
+            worker.write_job(folder, [self._spec(job) for job in self.jobs], self._parent(), nice=self.nice,
+                             runtime=self.runtime)
             with self._lock:
                 if self._stopped.is_set():
                     return

@@ -1,6 +1,6 @@
 """The server's training slots and limits, shared by every background job of the explorer (pretraining runs,
-fine-tune comparisons, SAE jobs): how many may run at once, how long an unpolled one lives, its priority, and
-whether a training runs in its own process. No streamlit here.
+fine-tune comparisons, SAE jobs): how many may run at once, how long an unpolled one lives, its priority,
+whether a training runs in its own process, and on which device. No streamlit here.
 """
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import threading
 import torch
 
 import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
+from bertcore.errors import ConfigError
 from bertcore.settings import env_number
+from bertcore.training.device import DEVICES, Runtime, resolve_runtime
 
 
 def abandon_seconds() -> float:
@@ -43,6 +45,20 @@ def own_process() -> bool:
     server). Its own process has its own interpreter lock: beside a class of page scripts a thread got about a
     third of its solo speed, a process about four fifths (docs/BENCH.md, "Trainings in their own processes")."""
     return bool(env_number("BERTCORE_TRAINING_PROCESS", 1, minimum=0, maximum=1, integer=True))
+
+
+def training_runtime() -> Runtime:
+    """Where the app's trainings run: env BERTCORE_TRAINING_DEVICE, ``auto`` (default: the GPU when torch sees one,
+    ``cuda:0``, else the CPU), ``cpu`` or ``cuda``; precision ``auto`` (bf16 on a GPU that supports it, else fp32).
+    Every training of the server shares that one GPU (each is a process of its own, with its own CUDA context). On
+    a GPU machine, asking the GPU for bf16 support starts CUDA in the server process once."""
+    name = os.environ.get("BERTCORE_TRAINING_DEVICE", "auto").strip().lower() or "auto"
+    if name not in DEVICES:
+        raise ConfigError(f"BERTCORE_TRAINING_DEVICE={name!r} is unknown; set it to one of {', '.join(DEVICES)}")
+    try:
+        return resolve_runtime(name, "auto")
+    except ConfigError as e:
+        raise ConfigError(f"BERTCORE_TRAINING_DEVICE={name}: {e}") from None
 
 
 def max_trainings() -> int:

@@ -76,8 +76,9 @@ def encode_pair(tokenizer, a: str, b: str | None = None, max_len: int | None = N
 
 
 def _forward(model, ids, types, **kw):
-    x = torch.tensor([ids], dtype=torch.long)
-    t = torch.tensor([types], dtype=torch.long)
+    dev = next(model.parameters()).device  # a model training on a GPU is asked where it is (the live probe)
+    x = torch.tensor([ids], dtype=torch.long, device=dev)
+    t = torch.tensor([types], dtype=torch.long, device=dev)
     return model(x, token_type_ids=t, attention_mask=torch.ones_like(x), **kw)
 
 

@@ -19,7 +19,8 @@ activations, both as the field trains them:
 Training sees the activations scaled to a mean squared norm of ``d_in`` (Gao et al. §2.1); the scale is folded
 back into the weights afterwards, so the saved SAE reads raw activations and its unit-norm decoder rows are unit
 norm in the model's own space (for top-k the selection is unchanged: ``topk(s·z) = s·topk(z)``). Every random
-choice (init, batch order, resampling) comes from one ``torch.Generator(seed)``.
+choice (init, batch order, resampling) comes from one ``torch.Generator(seed)`` on the CPU, so a run on the GPU
+(``runtime``, bertcore.training.device) draws the same batches; the trained SAE comes back on the CPU.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from torch import Tensor, nn
 
 from bertcore.errors import InputError
 from bertcore.message import Message
+from bertcore.training.device import Runtime
 
 ARCHITECTURES = ("topk", "standard")
 DENSE_FREQUENCY = 0.1  # a feature active on more than 10% of tokens is "dense" (Gao et al. report the same idea)
@@ -180,10 +182,10 @@ def _resample(sae: SparseAutoencoder, opt: torch.optim.Optimizer, x: Tensor, dea
     if not len(idx):
         return 0
     with torch.no_grad():
-        sample = x[torch.randperm(len(x), generator=g)[:8192]]
+        sample = x[torch.randperm(len(x), generator=g)[:8192].to(x.device)]
         loss = ((sample - sae(sample)) ** 2).sum(-1)
-        pick = torch.multinomial(loss.clamp_min(1e-12) ** 2, len(idx), replacement=len(idx) > len(sample),
-                                 generator=g)
+        pick = torch.multinomial(loss.clamp_min(1e-12).cpu() ** 2, len(idx), replacement=len(idx) > len(sample),
+                                 generator=g).to(x.device)  # drawn on the CPU generator whatever the device
         d = sample[pick] - sae.b_dec
         d = d / d.norm(dim=1, keepdim=True).clamp_min(1e-8)
         live = ~dead
@@ -202,11 +204,13 @@ def _resample(sae: SparseAutoencoder, opt: torch.optim.Optimizer, x: Tensor, dea
     return len(idx)
 
 
-def train_sae(x: Tensor, cfg: SAETrainConfig, progress=None, stop=None) -> tuple[SparseAutoencoder, dict]:
+def train_sae(x: Tensor, cfg: SAETrainConfig, progress=None, stop=None,
+              runtime: Runtime | None = None) -> tuple[SparseAutoencoder, dict]:
     """Train an SAE on activations x (N, d_in), float32. ``progress(step, steps, loss)`` is called every 25
-    steps; ``stop()`` returning True ends training early (the SAE so far is returned). Returns the SAE (reading raw
-    activations) and a log: the input scale, the steps done, the last losses and how many features were
-    resampled."""
+    steps; ``stop()`` returning True ends training early (the SAE so far is returned). ``runtime``: the device and
+    precision of the steps (default CPU, fp32; bf16 runs the encoder and decoder under autocast, the loss in
+    float32). Returns the SAE on the CPU (reading raw activations) and a log: the input scale, the steps done, the
+    last losses and how many features were resampled."""
     cfg.check()
     if x.ndim != 2 or x.shape[1] != cfg.d_in:
         raise InputError(Message("the activations have shape {shape}; the SAE expects (tokens, {d})",
@@ -219,8 +223,12 @@ def train_sae(x: Tensor, cfg: SAETrainConfig, progress=None, stop=None) -> tuple
     xs = x * scale
     sae = SparseAutoencoder(cfg.d_in, cfg.d_sae, cfg.architecture, cfg.k)
     _init(sae, xs, g)
+    rt = runtime if runtime is not None else Runtime()
+    dev = rt.torch_device
+    sae.to(dev)
+    xs = xs.to(dev)
     opt = torch.optim.Adam(sae.parameters(), lr=cfg.lr, betas=(0.9, 0.999))
-    last_fired = torch.zeros(cfg.d_sae, dtype=torch.long)
+    last_fired = torch.zeros(cfg.d_sae, dtype=torch.long, device=dev)
     aux_k = cfg.aux_k or max(1, cfg.d_in // 2)
     order = torch.randperm(len(xs), generator=g)
     at, resampled, log_loss, done = 0, 0, float("nan"), 0
@@ -230,20 +238,23 @@ def train_sae(x: Tensor, cfg: SAETrainConfig, progress=None, stop=None) -> tuple
             break
         if at + cfg.batch_size > len(order):
             order, at = torch.randperm(len(xs), generator=g), 0
-        xb = xs[order[at:at + cfg.batch_size]]
+        xb = xs[order[at:at + cfg.batch_size].to(dev)]
         at += cfg.batch_size
         for group in opt.param_groups:
             group["lr"] = _lr_at(step, cfg)
-        pre = sae.pre_activation(xb)
-        if cfg.architecture == "topk":  # decode from the k active rows only: the same x̂, ~d_sae/k less work
-            vals, idx = pre.topk(cfg.k, dim=-1, sorted=False)
-            vals = vals.relu()
-            x_hat = torch.einsum("bk,bkd->bd", vals, sae.W_dec[idx]) + sae.b_dec
-            last_fired[idx[vals > 0].unique()] = step
-        else:
-            f = sae.activate(pre)
-            x_hat = sae.decode(f)
-            last_fired[(f > 0).any(0)] = step
+        with rt.autocast():
+            pre = sae.pre_activation(xb)
+            if cfg.architecture == "topk":  # decode from the k active rows only: the same x̂, ~d_sae/k less work
+                vals, idx = pre.topk(cfg.k, dim=-1, sorted=False)
+                vals = vals.relu()
+                x_hat = torch.einsum("bk,bkd->bd", vals, sae.W_dec[idx]) + sae.b_dec
+                last_fired[idx[vals > 0].unique()] = step
+            else:
+                f = sae.activate(pre)
+                x_hat = sae.decode(f)
+                last_fired[(f > 0).any(0)] = step
+                f = f.float()  # the L1 term in float32 (a no-op at fp32)
+        pre, x_hat = pre.float(), x_hat.float()
         err = xb - x_hat
         mse = (err ** 2).sum(-1).mean() / cfg.d_in
         dead = (step - last_fired) >= cfg.dead_window
@@ -265,6 +276,7 @@ def train_sae(x: Tensor, cfg: SAETrainConfig, progress=None, stop=None) -> tuple
         if progress is not None and (done % 25 == 0 or done == cfg.steps):
             log_loss = float(loss.detach())
             progress(done, cfg.steps, log_loss)
+    sae.cpu()
     _fold_scale(sae, scale)
     sae.eval()
     for p in sae.parameters():

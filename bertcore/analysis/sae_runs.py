@@ -113,10 +113,12 @@ def sae_corpus(run_dir: Path, n: int):
 
 
 def train_run_sae(run_dir: str | Path, spec: SAESpec, out: str | Path | None = None, progress=None, stop=None,
-                  bundle=None) -> Path:
+                  bundle=None, runtime=None) -> Path:
     """Train, measure, label and save one SAE of ``run_dir``; returns its folder (``RUN/saes/<name>`` unless
     ``out``). ``progress(stage, fraction)`` reports "data", "train", "measure", "label" and "done"; ``stop()``
-    returning True stops training early (the SAE so far is measured and saved)."""
+    returning True stops training early (the SAE so far is measured and saved). ``runtime``
+    (bertcore.training.device.Runtime): where the SAE's steps run (default the CPU at fp32); the activations are
+    read, and the SAE measured and saved, on the CPU."""
     torch.set_num_threads(1)
     run_dir = Path(run_dir).expanduser()
     report = progress or (lambda stage, frac: None)
@@ -139,7 +141,8 @@ def train_run_sae(run_dir: str | Path, spec: SAESpec, out: str | Path | None = N
                          k=int(spec.k or 1), l1=float(spec.l1 or 1.0), steps=int(spec.steps), seed=int(spec.seed))
     t_train = time.perf_counter()
     report("train", 0.0)
-    sae, log = train_sae(a_train.x, cfg, progress=lambda s, n, loss: report("train", s / n), stop=stop)
+    sae, log = train_sae(a_train.x, cfg, progress=lambda s, n, loss: report("train", s / n), stop=stop,
+                         runtime=runtime)
     train_seconds = time.perf_counter() - t_train
     report("measure", 0.0)
     q = quality(sae, a_eval.x)
@@ -154,6 +157,7 @@ def train_run_sae(run_dir: str | Path, spec: SAESpec, out: str | Path | None = N
                 "quality": {k: round(float(v), 6) for k, v in q.items()},
                 "losses": {k: (round(float(v), 6) if isinstance(v, float) else v) for k, v in losses.items()},
                 "frequency_max": float(freq.max()), "train_seconds": round(train_seconds, 2),
+                "runtime": runtime.label if runtime is not None else "cpu, fp32",
                 "total_seconds": round(time.perf_counter() - t0, 2), "stopped_early": log["steps_done"] < cfg.steps}
     save_sae(sae, d, sae_cfg(sae, hook, run_dir.name, spec.layer, max_len), training)
     if effect is not None:
@@ -252,7 +256,7 @@ def pick_steps(steps: list[int], n: int = OVER_TRAINING_STEPS) -> list[int]:
 
 
 def saes_over_training(run_dir: str | Path, spec: SAESpec, n: int = OVER_TRAINING_STEPS, progress=None,
-                       stop=None) -> list[Path]:
+                       stop=None, runtime=None) -> list[Path]:
     """One SAE per chosen saved step (``pick_steps``: the first and the last saved step and some between);
     folders that exist already are kept, not trained again. ``progress(done, total, stage, fraction)``."""
     run_dir = Path(run_dir).expanduser()
@@ -270,7 +274,7 @@ def saes_over_training(run_dir: str | Path, spec: SAESpec, n: int = OVER_TRAININ
         d = run_dir / SAES_DIR / sp.name()
         if not (d / FEATURES_FILE).is_file():
             cb = (lambda stage, frac, i=i: progress(i, len(chosen), stage, frac)) if progress else None
-            d = train_run_sae(run_dir, sp, progress=cb, stop=stop, bundle=base)
+            d = train_run_sae(run_dir, sp, progress=cb, stop=stop, bundle=base, runtime=runtime)
         out.append(d)
         if progress:
             progress(i + 1, len(chosen), "done", 1.0)

@@ -81,7 +81,7 @@ def _save_model_files(d: Path, tuner: FineTuner, meta: dict) -> None:
                 atomic_write(d / f.name, f.read_bytes())
     atomic_write(d / "history.csv", tuner.history.to_csv())
     if final:
-        atomic_save_safetensors({k: v.detach().contiguous().clone() for k, v in m.state_dict().items()},
+        atomic_save_safetensors({k: v.detach().cpu().contiguous().clone() for k, v in m.state_dict().items()},
                                 d / "model.safetensors", metadata={"format": "pt"})
 
 
@@ -94,7 +94,8 @@ def finetune_meta(tuner: FineTuner, source: str, name: str = "") -> dict:
     task, cfg = tuner.task, tuner.config
     return runs.run_meta(name or f"fine-tune {task.name}, {len(tuner.examples)} labels", kind="finetune",
                          total_steps=cfg.steps, seed=int(cfg.seed), corpus=f"task {task.name}", source=source,
-                         task=task.name, labels_used=len(tuner.examples), mode=_mode(cfg))
+                         task=task.name, labels_used=len(tuner.examples), mode=_mode(cfg),
+                         runtime=tuner.runtime.label)
 
 
 FINETUNE = Route(lambda tr, d, meta: _save_model_files(d, tr, meta), _single_metrics, lambda tr, meta: tr)
@@ -135,10 +136,13 @@ class PairTuner(Stoppable):
     classifier layer of both is drawn from the same seed, so the two see the same batches, dropout masks and
     classifier init: the gap in held-out accuracy is what the pretrained encoder brought."""
 
-    def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig, callbacks: Callbacks | None = None):
+    def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig, callbacks: Callbacks | None = None,
+                 runtime=None):
         pre = BertForSequenceClassification.from_pretraining(pretrained, task.num_labels, task.labels, config.seed)
         self.models = {PRETRAINED: pre, SCRATCH: scratch_twin(pre, config.seed)}
-        self.tuners = {k: FineTuner(m, tokenizer, task, config, label=k) for k, m in self.models.items()}
+        self.tuners = {k: FineTuner(m, tokenizer, task, config, label=k, runtime=runtime)
+                       for k, m in self.models.items()}
+        self.runtime = self.tuners[PRETRAINED].runtime
         self.model = torch.nn.ModuleDict({FOLDERS[k].replace("-", "_"): m for k, m in self.models.items()})
         self.tokenizer, self.task, self.config = tokenizer, task, config
         self.error: str | None = None
@@ -195,7 +199,7 @@ def comparison_meta(pair: PairTuner, source: str, name: str = "") -> dict:
                          corpus=f"task {task.name}", source=source, task=task.name,
                          task_description=task.description, task_labels=list(task.labels), pair=bool(task.pair),
                          labels_used=pair.labels_used, steps=int(cfg.steps), mode=_mode(cfg),
-                         finetune_config=cfg.to_dict())
+                         finetune_config=cfg.to_dict(), runtime=pair.runtime.label)
 
 
 def _save_pair(pair: PairTuner, d: Path, meta: dict) -> None:

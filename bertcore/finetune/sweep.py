@@ -55,7 +55,7 @@ def parse_points(text: str) -> list[int]:
 
 
 def label_sweep(pretrained, tokenizer, task, config: FinetuneConfig, points=DEFAULT_POINTS, stop=None,
-                on_point=None) -> list[dict]:
+                on_point=None, runtime=None) -> list[dict]:
     """Fine-tune both starting points at every label count in ``points`` with ``config`` (its ``labels`` and
     ``eval_every`` are replaced); one dict per finished point: labels, labels_used, steps, pretrained,
     random_init (held-out accuracies). ``stop`` (an Event) ends it early, dropping the unfinished point;
@@ -65,7 +65,8 @@ def label_sweep(pretrained, tokenizer, task, config: FinetuneConfig, points=DEFA
         if stop is not None and stop.is_set():
             break
         listen = Callbacks(step=lambda ev: ev.trainer.stop() if stop.is_set() else None) if stop is not None else None
-        pair = PairTuner(pretrained, tokenizer, task, config.replace(labels=int(n), eval_every=0), callbacks=listen)
+        pair = PairTuner(pretrained, tokenizer, task, config.replace(labels=int(n), eval_every=0), callbacks=listen,
+                         runtime=runtime)
         pair.run()
         if pair.error:
             if n:

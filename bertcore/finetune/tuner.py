@@ -10,6 +10,8 @@ a pretraining ``Trainer`` (``bertcore.finetune.route``: run directories, callbac
   learns at its own, larger ``head_lr``.
 * Mini-batches walk seeded permutations of the labelled set (epochs); held-out accuracy every ``eval_every``
   steps and at the end, on the task's fixed held-out split.
+* ``runtime`` (bertcore.training.device.Runtime): the device and precision, as for pretraining (the GPU, bf16
+  autocast); the default is the CPU at fp32.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from bertcore.data.tasks import labelled_subset
 from bertcore.errors import ConfigError
 from bertcore.message import Message
 from bertcore.training.callbacks import Callbacks
+from bertcore.training.device import Runtime, to_device
 from bertcore.training.history import History
 from bertcore.training.loop import Stoppable, run_steps
 from bertcore.model.modes import eval_mode
@@ -104,7 +107,7 @@ class FineTuner(Stoppable):
     """Fine-tunes a ``BertForSequenceClassification`` on ``task`` (see the module docstring)."""
 
     def __init__(self, model, tokenizer, task, config: FinetuneConfig, label: str = "model",
-                 callbacks: Callbacks | None = None):
+                 callbacks: Callbacks | None = None, runtime: Runtime | None = None):
         self.model, self.tokenizer, self.task, self.config, self.label = model, tokenizer, task, config, label
         if model.num_labels != task.num_labels:
             raise ConfigError(Message("the classifier has {n_model} classes but task {task} has {n_task}",
@@ -113,10 +116,13 @@ class FineTuner(Stoppable):
         self.examples = labelled_subset(task, config.labels or None, config.seed)
         self.train_data = _encode_examples(tokenizer, self.examples, max_len)
         self.eval_data = _encode_examples(tokenizer, task.held_out, max_len)
+        self.runtime = runtime if runtime is not None else Runtime()
+        self.device = self.runtime.torch_device
+        self._eval_on_device = None
         model.set_freeze_encoder(config.freeze_encoder)
-        model.train()
-        self._gen = torch.Generator().manual_seed(config.seed)  # batch order
-        model.set_dropout_generator(torch.Generator().manual_seed(config.seed ^ 0x5EED_D20B))
+        model.to(self.device).train()
+        self._gen = torch.Generator().manual_seed(config.seed)  # batch order (on the CPU, whatever the device)
+        model.set_dropout_generator(torch.Generator(self.device).manual_seed(config.seed ^ 0x5EED_D20B))
         groups: dict[tuple[bool, bool], list] = {(h, d): [] for h in (False, True) for d in (False, True)}
         for name, p in model.named_parameters():
             if p.requires_grad:  # (is the classifier head, takes weight decay)
@@ -161,14 +167,15 @@ class FineTuner(Stoppable):
         """One optimizer step; returns the history row (eval_* NaN unless evaluated this step)."""
         if self.done:
             return self.history.last()
-        batch = _slice(self.train_data, self._next_indices())
+        batch = to_device(_slice(self.train_data, self._next_indices()), self.device)
         self.model.train()
-        out = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["labels"])
+        with self.runtime.autocast():
+            out = self.model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["labels"])
         self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
+        out.loss.float().backward()
         gnorm = torch.nn.utils.clip_grad_norm_(self._params, self.config.grad_clip) if self.config.grad_clip > 0 \
             else torch.tensor(0.0)
-        loss = float(out.loss.detach())
+        loss = float(out.loss.detach().float())
         lr = self.optimizer.param_groups[0]["lr"]
         step = self.step_count + 1
         if not (math.isfinite(loss) and math.isfinite(float(gnorm))):
@@ -191,11 +198,13 @@ class FineTuner(Stoppable):
     @torch.no_grad()
     def evaluate(self) -> dict:
         """Held-out loss and accuracy on the task's fixed held-out split (eval mode, no dropout)."""
-        with eval_mode(self.model):
-            d = self.eval_data
+        if self._eval_on_device is None:
+            self._eval_on_device = to_device(self.eval_data, self.device)
+        with eval_mode(self.model), self.runtime.autocast():
+            d = self._eval_on_device
             out = self.model(d["input_ids"], d["token_type_ids"], d["attention_mask"], d["labels"])
         acc = float((out.logits.argmax(-1) == d["labels"]).float().mean())
-        return {"eval_loss": float(out.loss), "eval_accuracy": acc}
+        return {"eval_loss": float(out.loss.float()), "eval_accuracy": acc}
 
     def finalize(self) -> None:
         """Stopped early: evaluate the weights we keep (once) and mark done."""

@@ -107,6 +107,9 @@ def load_trainer_state(trainer, path: str | Path) -> int:
                                       file=path.name, err=str(e))) from None
     trainer.scheduler.load_state_dict({**sched, "lr_lambdas": [None] * len(trainer.optimizer.param_groups)})
     trainer._gen.set_state(tensors["rng.data"])
-    trainer._dropout_gen.set_state(tensors["rng.dropout"])
+    try:
+        trainer._dropout_gen.set_state(tensors["rng.dropout"])
+    except RuntimeError:  # saved by another kind of device (a CUDA generator's state is not a CPU one's)
+        trainer._dropout_gen.manual_seed(int(trainer.config.seed) + step)  # a fresh stream, the same for every retry
     trainer.step_count = step
     return step

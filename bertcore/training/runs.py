@@ -185,6 +185,9 @@ def update_run_json(run_dir: str | Path, **changes) -> dict:
     return data
 
 
+CPU_RUNTIME = "cpu, fp32"  # bertcore.training.device.Runtime.label of a CPU run at full precision
+
+
 @dataclass
 class RunInfo:
     """What the run list shows about one run directory (read from run.json; never raises)."""
@@ -205,6 +208,7 @@ class RunInfo:
     resumable: bool = False
     size_bytes: int = 0
     kind: str = "pretraining"  # run.json "kind": pretraining | finetune | finetune-comparison
+    runtime: str = ""  # run.json "runtime": where it trained, e.g. "cuda:0, bf16" ("" before it was recorded)
 
     @property
     def live(self) -> bool:
@@ -224,6 +228,8 @@ class RunInfo:
             head = f"running, step {self.steps_done}/{self.total_steps}"
         else:
             head = f"{self.status}, {self.steps_done}/{self.total_steps} steps"
+        if self.runtime and self.runtime != CPU_RUNTIME:  # a CPU run's card stays as it was
+            head += f" · {self.runtime}"
         m = self.metrics or {}
         if m.get("eval_mlm_acc") is not None and m.get("eval_nsp_acc") is not None:
             head += f" · held-out MLM acc {m['eval_mlm_acc']:.3f}, NSP acc {m['eval_nsp_acc']:.3f}"
@@ -267,6 +273,7 @@ def read_run(run_dir: str | Path) -> RunInfo:
         info.preset = data.get("preset")
         info.corpus = str(data.get("corpus") or "")
         info.kind = str(data.get("kind") or "pretraining")
+        info.runtime = str(data.get("runtime") or "")
         info.metrics = {k: float(v) for k, v in (data.get("metrics") or {}).items() if v is not None}
     except (TypeError, ValueError, AttributeError) as e:
         info.status, info.damaged = "damaged", f"run.json has a bad field ({e})"

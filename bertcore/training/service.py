@@ -86,7 +86,7 @@ class RunSpec:
     init_from: str | Path | None = None
     source: str = "bertcore train"
     data: str | Path | None = None  # a folder made by `bertcore prepare`: train from its shards, not `corpus`
-    runtime: Any = None  # bertcore.training.device.Runtime: device, bf16, grad_accum, DDP rank (default: CPU)
+    runtime: Any = None  # bertcore.training.device.Runtime: device, bf16, grad_accum, DDP rank (default: CPU, fp32)
     probe: Any = "default"  # the live probe (bertcore.analysis.live_probe.Probe), "default" from the corpus, or None
     model: Any = None  # a prepared initial model (Compare designs: same initial weights), trained in place
     callbacks: Callbacks | None = None  # who listens (the trainer keeps its own copy)
@@ -208,7 +208,7 @@ def prepare(spec: RunSpec):
     own = parse_skill_csv(spec.skill_csv[1], spec.skill_csv[0], tokenizer) if spec.skill_csv else None
     suite = SkillSuite.for_run(corpus, tokenizer, tc.max_seq_len, own, builtin=spec.skills)
     trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, probe=spec.probe, callbacks=spec.callbacks,
-                      skills=suite)
+                      skills=suite, runtime=spec.runtime)
     return trainer, corpus_spec, corpus
 
 
@@ -245,13 +245,14 @@ def _new_run_files(spec: RunSpec, d: Path, trainer, corpus, corpus_spec, name: s
                          source=spec.source, corpus_spec=corpus_spec,
                          tokenizer=getattr(trainer.tokenizer, "kind", "word"),
                          init_from=str(spec.init_from) if spec.init_from is not None else None,
-                         corpus_defaults=spec.defaults)
+                         corpus_defaults=spec.defaults, runtime=trainer.runtime.label)
 
 
 def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Callbacks | None = None,
            runtime=None) -> RunResult:
     """Continue a stopped run from its last checkpoint: same weights, AdamW moments, LR schedule position,
-    data order and masking/dropout RNG streams, so the losses match an uninterrupted run. The run's lock is held
+    data order and masking/dropout RNG streams, so the losses match an uninterrupted run. ``runtime``: where it
+    goes on now (default CPU, fp32), whatever the run was trained on before; run.json's ``runtime`` says so. The run's lock is held
     from the checks on, so two processes (or server replicas) never resume the same run: the second gets RunBusy."""
     d = Path(run_dir).expanduser()
     if runtime is not None and not runtime.is_main:  # a distributed run's other ranks: rank 0 checks and locks
@@ -295,12 +296,13 @@ def _resume(d: Path, stop, callbacks, runtime, lock) -> RunResult:
     else:
         corpus = _load_corpus(spec_str, d, meta.get("corpus"))
         trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model, callbacks=callbacks,
-                          skills=run_skills(d, bundle.tokenizer, tc.max_seq_len))
+                          skills=run_skills(d, bundle.tokenizer, tc.max_seq_len), runtime=runtime)
     step = load_trainer_state(trainer, d / RESUME_FILE)
     truncate_after(d, step)
     _restore_records(trainer, bundle, d, step)
     if not trainer.runtime.is_main:
         return drive_quietly(trainer, stop)
+    meta["runtime"] = trainer.runtime.label  # where it goes on now (docs/TRAINING.md, "Resume on another device")
     return drive(trainer, d, meta, stop, PRETRAINING, lock=lock)
 
 

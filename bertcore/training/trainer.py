@@ -151,10 +151,10 @@ class Trainer(Stoppable):
         if tc.snapshot_every:
             self._snapshot()
         # The live probe: "default" takes one from the corpus, None switches it off (bertcore.analysis.live_probe).
-        # Shard training (no in-memory corpus), other devices and ranks other than 0 run without it.
+        # Shard training (no in-memory corpus) and ranks other than 0 run without it.
         if probe == "default":
             probe = default_probe(corpus, tokenizer) if corpus is not None else None
-        self.probe = probe if self.runtime.is_main and self.device.type == "cpu" else None
+        self.probe = probe if self.runtime.is_main else None
         self.probe_history: list[dict] = []
         self._run_probe()
         self.train_seconds = 0.0  # time spent in step(), summed (a resumed run goes on from its skills.csv)

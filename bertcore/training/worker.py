@@ -7,12 +7,13 @@ Everything still goes through the one training route, ``bertcore.training.servic
 in the child.
 
 The parent writes the folder with ``write_job`` (no pickles: JSON, the tokenizer's own files and, for a prepared
-initial model, a safetensors checkpoint) and starts ``TrainingProcess(folder)``, i.e.
+initial model, a safetensors checkpoint; the ``Runtime`` the parent resolved, e.g. cuda:0 and bf16, as its
+``to_dict``, so every child of one server trains on the one GPU) and starts ``TrainingProcess(folder)``, i.e.
 ``python -m bertcore.training.worker FOLDER``. The child trains the jobs one after the other and writes, on its
 stdout, one JSON object per line::
 
     {"ev": "job", "job": i}                                  job i is being prepared
-    {"ev": "start", "job": i, "run_dir", "baseline", "probe", "probes", "history": {"from", "rows"},
+    {"ev": "start", "job": i, "run_dir", "runtime", "baseline", "probe", "probes", "history": {"from", "rows"},
      "skills": {"columns", "eval_keys", "from", "rows"} | null}  its run directory exists; rows so far
     {"ev": "rows", "job": i, "history": {"from", "rows"}, "probes"?, "skills"?}   new rows (at most every
                                                                  FLUSH_SECONDS, and after every evaluation)
@@ -49,6 +50,7 @@ from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
 from bertcore.training import service
 from bertcore.training.callbacks import Callbacks
+from bertcore.training.device import Runtime
 from bertcore.training.drive import StopSignal
 
 JOB_FILE = "job.json"
@@ -58,10 +60,12 @@ GONE = "stopped because the server went away"
 
 
 # ----------------------------------------------------------------------------- parent: the job folder
-def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0, threads: int = 1) -> Path:
+def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0, threads: int = 1,
+              runtime: Runtime | None = None) -> Path:
     """Write the job folder for ``jobs``: each a ``service.RunSpec`` (a new run below ``parent``) or a run
     directory (a resume). A RunSpec's corpus, tokenizer and prepared model are written as files, so the child
-    builds exactly what the parent holds."""
+    builds exactly what the parent holds. ``runtime``: where a resume goes on (a RunSpec carries its own;
+    None: the CPU at fp32)."""
 
     d = Path(folder)
     d.mkdir(parents=True, exist_ok=True)
@@ -72,7 +76,8 @@ def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0,
             continue
         e = {"model_config": job.model_config.to_dict(), "train_config": job.train_config.to_dict(),
              "corpus_spec": job.corpus_spec, "preset": job.preset, "name": job.name, "source": job.source,
-             "defaults": job.defaults, "skills": bool(job.skills)}
+             "defaults": job.defaults, "skills": bool(job.skills),
+             "runtime": job.runtime.to_dict() if job.runtime is not None else None}
         if isinstance(job.corpus, str):
             e["corpus"] = job.corpus
         else:
@@ -102,7 +107,9 @@ def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0,
             atomic_write(d / e["skill_csv"]["file"], bytes(data))
         entries.append(e)
     atomic_write(d / JOB_FILE, json.dumps({"jobs": entries, "parent": str(parent), "nice": int(nice),
-                                           "threads": int(threads)}, ensure_ascii=False, indent=1))
+                                           "threads": int(threads),
+                                           "runtime": runtime.to_dict() if runtime is not None else None},
+                                          ensure_ascii=False, indent=1))
     return d
 
 
@@ -230,6 +237,7 @@ class _Job:
             self.sent_skills = len(sk) if sk is not None else 0
             self.last = time.monotonic()
             self.send(ev="start", job=self.i, run_dir=str(ev.run_dir), baseline=tr.unigram_baseline,
+                      runtime=tr.runtime.label,
                       probe=tr.probe.to_dict() if tr.probe is not None else None, probes=list(tr.probe_history),
                       history=_batch(tr.history, 0),
                       skills=None if sk is None else {"columns": list(sk.columns), "eval_keys": list(sk.eval_keys),
@@ -262,7 +270,12 @@ def _spec(e: dict, folder: Path, callbacks):
                            tokenizer=tok if tok is not None else "word", preset=e.get("preset"),
                            name=e.get("name") or "", source=e.get("source") or "bertcore train", probe=probe,
                            model=model, callbacks=callbacks, skills=bool(e.get("skills", True)),
-                           skill_csv=skill_csv, defaults=e.get("defaults"))
+                           skill_csv=skill_csv, defaults=e.get("defaults"), runtime=_runtime(e.get("runtime")))
+
+
+def _runtime(d: dict | None) -> Runtime | None:
+    """The Runtime a job entry carries (None: the CPU at fp32, as a job file without one always meant)."""
+    return Runtime.from_dict(d) if d else None
 
 
 def child(folder: str | Path) -> int:
@@ -309,7 +322,8 @@ def child(folder: str | Path) -> int:
                 if stopped.is_set():
                     stop.request(state["reason"])
             if "resume" in e:
-                result = service.resume(e["resume"], stop=stop, callbacks=rec.callbacks())
+                result = service.resume(e["resume"], stop=stop, callbacks=rec.callbacks(),
+                                        runtime=_runtime(job.get("runtime")))
             else:
                 result = service.train(_spec(e, folder, rec.callbacks()), parent=job["parent"], stop=stop)
             rec.trainer = result.trainer
