@@ -7,7 +7,7 @@ import streamlit as st
 from PIL import Image
 
 import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
-from explorer import i18n, training_slots, workspace
+from explorer import client_limits, i18n, training_slots, workspace
 from explorer.i18n import mark, tr
 from explorer.sidebar import render_sidebar
 from explorer.page_errors import run_page
@@ -72,6 +72,10 @@ def build_navigation():
 
 
 i18n.sync_language_param()  # ?lang=zh: the language of every page (kept in the URL like ?ws=)
+refused = client_limits.admit_run()  # one client address's sessions and page runs per minute (docs/LIMITS.md)
+if refused:
+    st.error(refused)
+    st.stop()
 # expanded: every page in view, and no "View N more" button, which Streamlit writes in English only
 page = st.navigation(build_navigation(), position="sidebar", expanded=True)
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch

@@ -34,8 +34,10 @@ from bertcore.training import runs, service, worker
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 from bertcore.training.history import History
+from explorer import client_limits
 from explorer.i18n import mark
 from explorer.training_slots import (
+    ServerBusy,
     abandon_seconds,
     acquire_slot,
     lower_this_threads_priority,
@@ -157,7 +159,12 @@ class TrainingRun:
 
     # -- control (UI thread) --
     def start(self) -> "TrainingRun":
-        acquire_slot(id(self))
+        client_limits.charge("start")  # ClientLimited: this client's Starts per minute (explorer.client_limits)
+        try:
+            acquire_slot(id(self))
+        except ServerBusy:
+            client_limits.refund("start")  # no training started: the client's Start is given back
+            raise
         self._status = "preparing"
         self._started = time.monotonic()
         self.last_poll = time.monotonic()

@@ -3,6 +3,7 @@
 Uploads are extracted only below a directory the caller owns (the session's temp dir), with no absolute or
 ``..`` paths, no links, at most ``MAX_UPLOAD_UNCOMPRESSED`` bytes unpacked (counted while reading), and no
 pickle-style files: weights are loaded only from safetensors by ``bertcore.io.checkpoint.load_checkpoint``.
+Each client address loads at most BERTCORE_CLIENT_UPLOADS_PER_MINUTE of them a minute (``explorer.client_limits``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from bertcore.errors import CheckpointError
 from bertcore.io.checkpoint import load_checkpoint, save_checkpoint
+from explorer import client_limits
 
 MAX_UPLOAD_UNCOMPRESSED = 200 * 1024 * 1024  # bytes, checkpoint zip after extraction
 FORBIDDEN_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy")
@@ -112,7 +114,9 @@ def checkpoint_zip_bytes(bundle) -> bytes:
 def load_checkpoint_zip(data: bytes, tmp_root: Path, name: str = "checkpoint.zip"):
     """Safely extract an uploaded checkpoint zip below ``tmp_root`` and load it (safetensors only).
 
-    Raises BertcoreError subclasses only."""
+    Raises BertcoreError subclasses only: ``client_limits.ClientLimited`` when this client has loaded its
+    uploads per minute (BERTCORE_CLIENT_UPLOADS_PER_MINUTE), before anything is extracted."""
+    client_limits.charge("upload")
     slot = Path(tmp_root) / f"upload-{time.time_ns()}"
     root = safe_extract_zip(data, slot)
     try:

@@ -7,6 +7,8 @@ does (``rerun_script`` back messages with a page script hash or page name and wi
 visit through the pages, ``loadgen.runner`` runs many of them against one server and ``loadgen.report``
 turns the measurements into the JSON and the table printed by ``scripts/loadtest.py``.
 
-Only 127.0.0.1 is ever contacted, and every loop is bounded in count and in time.
+Only 127.0.0.1 is ever contacted, and every loop is bounded in count and in time. ``loadgen.flood`` is the
+attacker beside the class: one client address (another loopback address as its source, e.g. 127.0.0.2) opening
+many sessions and pressing Start in a loop.
 """
 HOST = "127.0.0.1"

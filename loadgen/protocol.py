@@ -42,13 +42,17 @@ _INPUT_KINDS = ("text_area", "text_input")
 _FRAGMENT_WAIT = 5.0  # seconds: at most one auto-rerun in flight; give up waiting for its finish after this
 
 
-async def http_get(port: int, path: str, timeout: float = 10.0,
-                   cookie: str = "") -> tuple[int, list[tuple[str, str]], bytes]:
-    """A minimal HTTP/1.1 GET to 127.0.0.1: (status, headers, body). Reads to the end (Connection: close)."""
+async def http_get(port: int, path: str, timeout: float = 10.0, cookie: str = "", source: str = "",
+                   headers: dict[str, str] | None = None) -> tuple[int, list[tuple[str, str]], bytes]:
+    """A minimal HTTP/1.1 GET to 127.0.0.1: (status, headers, body). Reads to the end (Connection: close).
+    ``source``: the local address to connect from (another loopback address, e.g. 127.0.0.2); ``headers``: more
+    request headers (e.g. X-Forwarded-For)."""
+    sent = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
+
     async def go():
-        reader, writer = await asyncio.open_connection(HOST, port)
+        reader, writer = await asyncio.open_connection(HOST, port, local_addr=(source, 0) if source else None)
         try:
-            extra = f"Cookie: {cookie}\r\n" if cookie else ""
+            extra = (f"Cookie: {cookie}\r\n" if cookie else "") + sent
             writer.write(f"GET {path} HTTP/1.1\r\nHost: {HOST}:{port}\r\n{extra}Connection: close\r\n\r\n".encode())
             await writer.drain()
             data = await reader.read(-1)
@@ -77,14 +81,18 @@ class StreamlitTab:
 
     ``on_payload(bytes)`` sees every raw forward message (for leak checks); ``on_element(kind, element)``
     sees every element as it arrives (for progress bars). ``max_seconds`` bounds the tab's whole life:
-    after it every wait fails and the auto-rerun loop stops.
+    after it every wait fails and the auto-rerun loop stops. ``source`` is the local address the tab connects
+    from (default: the system's choice, 127.0.0.1) and ``headers`` go with its page load and websocket handshake.
     """
 
     def __init__(self, port: int, *, timeout: float = 60.0, max_seconds: float = 3600.0,
                  on_payload: Callable[[bytes], None] | None = None,
-                 on_element: Callable[[str, object], None] | None = None):
+                 on_element: Callable[[str, object], None] | None = None,
+                 source: str = "", headers: dict[str, str] | None = None):
         self.url = f"ws://{HOST}:{int(port)}/_stcore/stream"
         self.port = int(port)
+        self.source = source
+        self.headers = dict(headers or {})
         self.timeout = float(timeout)
         self.end_by = time.monotonic() + float(max_seconds)
         self.on_payload = on_payload
@@ -116,14 +124,17 @@ class StreamlitTab:
         t0 = time.perf_counter()
         try:
             # the page's HTML first, as a browser loads it; keep its cookies (a sticky proxy may set one)
-            status, headers, _ = await http_get(self.port, "/" + path, self.timeout)
+            status, headers, _ = await http_get(self.port, "/" + path, self.timeout, source=self.source,
+                                                headers=self.headers)
             if status != 200:
                 return RunResult(time.perf_counter() - t0, False, f"GET /{path} answered HTTP {status}")
             cookies = "; ".join(v.split(";", 1)[0] for k, v in headers if k.lower() == "set-cookie")
+            extra = {**self.headers, **({"Cookie": cookies} if cookies else {})}
+            where = {"local_addr": (self.source, 0)} if self.source else {}
             self._ws = await asyncio.wait_for(
                 # no client pings: a browser sends none (the server pings, and pongs are automatic)
                 connect(self.url, subprotocols=["streamlit"], max_size=None, open_timeout=self.timeout,
-                        ping_interval=None, additional_headers={"Cookie": cookies} if cookies else None),
+                        ping_interval=None, additional_headers=extra or None, **where),
                 self.timeout)
         except Exception as e:  # noqa: BLE001 - reported as an error of this request
             return RunResult(time.perf_counter() - t0, False, f"connect failed: {type(e).__name__}: {e}")
@@ -147,6 +158,11 @@ class StreamlitTab:
         self._tasks = []
 
     # ------------------------------------------------------------------ what a user does
+    async def reload(self, path: str = "") -> RunResult:
+        """Ask for the page at URL path ``path`` again in this session, as the first request of a page load does
+        (without reconnecting): what a tab whose page shows no menu can still do."""
+        return await self._request(page_name=path)
+
     async def goto(self, path: str) -> RunResult:
         """Click the page with URL path ``path`` in the page menu."""
         page_hash = self.pages.get(path)

@@ -176,6 +176,16 @@ def format_table(rep: dict) -> str:
               f"training steps/s: solo {tr.get('solo_steps_per_s')} (the mean of {_solos(tr)}), under load {speeds}; "
               f"vs solo {rep['training_speed_vs_solo']}",
               f"isolation: {'ok' if rep['isolation_ok'] else 'FAILED'} ({rep['own_text_checks']} own-text checks)"]
+    fl = rep.get("flood")
+    if fl:  # the attacker beside the class (loadgen.flood); the lines above are the students' own
+        lines += [f"flood: {fl['sessions']} sessions from {fl['address']} ({fl['via']}"
+                  f"{', each with a forged X-Forwarded-For' if fl['forged_forwarded_for'] else ''}): "
+                  f"{fl['sessions_admitted']} of {fl['sessions_opened']} opened were let in; {fl['requests']} requests "
+                  f"({fl['requests_per_s']}/s), {fl['refused']} answered with the caps' message, p50 {fl['p50']} s, "
+                  f"p95 {fl['p95']} s; Start pressed {fl['starts_pressed']} times: {fl['starts_refused']} refused by "
+                  f"the client's cap, {fl['starts_busy']} 'server busy', {fl['starts_already_running']} 'already running', "
+                  f"{fl['trainings_started']} trainings started; "
+                  f"errors {fl['errors']}"]
     targets = rep.get("targets", {})
     if targets:
         lines.append("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in targets.items()))

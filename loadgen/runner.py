@@ -12,6 +12,10 @@ Phases (each bounded in time):
 4. **Solo training again**, once the load's trainings have ended: the baseline is the mean of the two solo runs,
    because this machine's speed drifts by 10-20% from one minute to the next (docs/BENCH.md, "One torch thread
    for the pages"), and a baseline taken only before the load made the ratio as noisy as that.
+
+With ``flood`` (``loadgen.flood``), one client address opens that many sessions during phase 3, from when the
+students' trainings have started, and presses Start in a loop beside the students; the report's pages, errors and
+trainings stay the students' own, and the flood's numbers go to its own entry, ``flood``.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import random
 import time
 from dataclasses import dataclass
 
+from loadgen.flood import FloodOutcome, FloodSettings, flood_report, run_flood
 from loadgen.protocol import http_get
 from loadgen.report import ServerMonitor, descendants, find_server_pid, page_stats
 from loadgen.student import (SOLO_MARKER, TRAIN_LABELS, VISIT, WARMUP_MARKER, Outcome, Page, Student, new_marker,
@@ -47,6 +52,7 @@ class Settings:
     seed: int = 0
     rounds: int = 0  # > 0: each student goes round the visit this many times, then leaves
     pids: tuple[int, ...] = ()  # processes to sample; default: the one listening on the port
+    flood: FloodSettings | None = None  # one client address flooding the server beside the students
 
 
 async def server_ready(port: int) -> bool:
@@ -92,6 +98,18 @@ async def solo_training(port: int, seconds: float, timeout: float) -> tuple[floa
     return speed, st.out
 
 
+async def _flood_after_trainers(s: Settings, students: list[Student], deadline: float) -> FloodOutcome:
+    """The flood, from when every trainer has pressed Start (at most ``timeout`` s after the load began): the
+    server's training slots go first come, first served, so a flood that came first would hold one, and the class's
+    trainings, whose speed the report judges, would meet "Server busy" (docs/LIMITS.md)."""
+    end = time.monotonic() + s.timeout
+    trainers = [st for st in students if st.train_steps is not None]
+    while time.monotonic() < end and not all(st.out.training_started or st.out.busy or st.out.errors
+                                              for st in trainers):
+        await asyncio.sleep(0.2)
+    return await run_flood(s.port, s.flood, deadline, s.timeout, s.seed)
+
+
 def _merge(outs: list[Outcome]) -> dict:
     times: dict[str, list[float]] = {}
     for label in step_labels() + list(TRAIN_LABELS):
@@ -127,10 +145,13 @@ async def run_load_test(s: Settings) -> dict:
     ramp = min(s.ramp, s.seconds / 2)
     mon_task = asyncio.create_task(monitor.run(s.seconds + 2 * s.timeout + 60))
     tasks = [asyncio.create_task(st.run(ramp * i / max(1, s.sessions))) for i, st in enumerate(students)]
+    flooding = s.flood is not None and s.flood.sessions > 0
+    flood_task = asyncio.create_task(_flood_after_trainers(s, students, deadline)) if flooding else None
     done, pending = await asyncio.wait(tasks, timeout=s.seconds + 2 * s.timeout + 30)
     for t in pending:
         t.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
+    flood = await flood_task if flood_task is not None else None
     monitor.stop()
     await mon_task
     own = 100.0 * (time.process_time() - own_cpu) / max(1e-9, time.monotonic() - own_t)
@@ -143,18 +164,19 @@ async def run_load_test(s: Settings) -> dict:
         solos += [after] if after else []
     crashed = [f"{st.out.name}: {t.exception()!r}" for st, t in zip(students, tasks)
                if t in done and t.exception() is not None]
-    rep = _report(s, students, extra, monitor, rss_start, solos, pids, load_before, crashed, len(pending))
+    rep = _report(s, students, extra, monitor, rss_start, solos, pids, load_before, crashed, len(pending), flood)
     rep["generator_cpu_pct_mean"] = round(own, 1)
     return rep
 
 
 def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor: ServerMonitor,
-            rss_start, solos: list[float], pids, load_before, crashed: list[str], stuck: int) -> dict:
+            rss_start, solos: list[float], pids, load_before, crashed: list[str], stuck: int,
+            flood: FloodOutcome | None = None) -> dict:
     outs = [st.out for st in students]
     every = outs + extra
     errors = [e for o in every for e in o.errors] + crashed + [f"{stuck} session(s) did not finish in time"] * bool(stuck)
     exceptions = [e for o in every for e in o.exceptions]
-    leaks = [e for o in every for e in o.leaks]
+    leaks = [e for o in every for e in o.leaks] + (flood.leaks if flood is not None else [])  # the flood's too
     if not any(o.own_text_seen + o.own_text_missing for o in outs):
         leaks.append("not checked: no session reached a page where it types (give it more --seconds)")
     trainers = [st for st in students if st.train_steps is not None]
@@ -193,6 +215,8 @@ def _report(s: Settings, students: list[Student], extra: list[Outcome], monitor:
         "exception_samples": exceptions[:10],
         "leak_samples": leaks[:10],
     }
+    if flood is not None:  # the flood's own numbers; everything above is the students'
+        rep["flood"] = flood_report(s.flood, flood, s.seconds)
     rep["targets"] = _targets(rep)
     return rep
 

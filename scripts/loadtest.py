@@ -12,11 +12,18 @@ trainings' speed against one training alone, whether every session saw only its 
 load generator's own CPU and the load average before and after. Exit status: 0 when there were no errors,
 no exceptions and isolation held; 1 otherwise; 2 for bad arguments, when no server answers on the port or
 when the server it starts does not come up. See docs/BENCH.md ("Classroom load test").
+
+    python scripts/loadtest.py --sessions 100 --seconds 120 --trainings 2 --flood 300
+
+adds the flood (loadgen/flood.py): one client address, 127.0.0.2 unless --flood-address says otherwise, opens 300
+sessions beside the students and presses Start in a loop; the report gives its numbers apart from the students'
+(docs/CLASSROOM.md, "One client cannot starve the class").
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import sys
 from pathlib import Path
@@ -45,6 +52,13 @@ def _think(text: str) -> tuple[float, float]:
     return lo, hi
 
 
+def _ip(text: str) -> bool:
+    try:
+        return str(ipaddress.ip_address(text)) == text and text != "127.0.0.1"
+    except ValueError:
+        return False
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=0,
@@ -67,6 +81,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "process listening on --port")
     p.add_argument("--rounds", type=int, default=0,
                    help="each student goes round the pages this many times, then leaves (default 0: until --seconds)")
+    p.add_argument("--flood", type=int, default=0, metavar="N",
+                   help="one client address opens N sessions beside the students and presses Start in a loop")
+    p.add_argument("--flood-address", default="127.0.0.2", metavar="IP",
+                   help="the flood's address: a loopback address other than 127.0.0.1 is its connections' source; "
+                        "any other is sent as X-Forwarded-For from 127.0.0.1, as a proxy would (default 127.0.0.2)")
+    p.add_argument("--flood-think", type=_think, default=(0.0, 0.0), metavar="MIN,MAX",
+                   help="the flood's pause between requests, uniform in seconds (default 0,0: a tight loop)")
+    p.add_argument("--flood-forge", action="store_true",
+                   help="each flood session from a loopback source also sends a forged X-Forwarded-For")
     a = p.parse_args(argv)
     checks = [
         (0 <= a.port <= 65535, f"--port must be 1..65535, or 0 to start a server (got {a.port})"),
@@ -78,6 +101,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         (1 <= a.timeout <= 600, f"--timeout must be 1..600 (got {a.timeout:g})"),
         (0 <= a.rounds <= 1000, f"--rounds must be 0..1000 (got {a.rounds})"),
         (all(p > 0 for p in a.pid), "--pid must be a process id"),
+        (0 <= a.flood <= MAX_SESSIONS, f"--flood must be 0..{MAX_SESSIONS} (got {a.flood})"),
+        (_ip(a.flood_address), f"--flood-address must be an IP address other than 127.0.0.1 (got {a.flood_address!r})"),
     ]
     for ok, msg in checks:
         if not ok:
@@ -101,6 +126,7 @@ def _start_server():
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    from loadgen.flood import FloodSettings
     from loadgen.runner import Settings, run_load_test, server_ready
 
     server = None
@@ -116,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         s = Settings(port=a.port, sessions=a.sessions, seconds=a.seconds, trainings=a.trainings, think=a.think,
                      ramp=a.ramp, solo_seconds=a.solo_seconds, warmup=not a.no_warmup, timeout=a.timeout,
-                     seed=a.seed, rounds=a.rounds, pids=tuple(a.pid))
+                     seed=a.seed, rounds=a.rounds, pids=tuple(a.pid),
+                     flood=FloodSettings(a.flood, a.flood_address, a.flood_think, ramp=a.ramp,
+                                         forge=a.flood_forge) if a.flood else None)
         rep = asyncio.run(run_load_test(s))
     finally:
         if server is not None:

@@ -90,6 +90,9 @@ def test_the_solo_yardstick_is_taken_before_and_after_the_load(server):
     (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "4"], "--trainings must be"),
     (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "0", "--think", "5,2"], "--think"),
     (["--port", "8501", "--sessions", "x", "--seconds", "5", "--trainings", "0"], "invalid int"),
+    (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "0", "--flood", "501"], "--flood must be"),
+    (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "0", "--flood", "9", "--flood-address",
+      "127.0.0.1"], "--flood-address must be an IP address other than 127.0.0.1"),
 ])
 def test_bad_arguments_exit_2(args, message):
     r = _loadtest(*args, timeout=60)
@@ -184,3 +187,65 @@ def test_the_untimed_sessions_words_are_whole_marker_words():
         assert MARKER_RE.fullmatch(word.encode()) and MARKER_RE.findall(word.encode()) == [word.encode()]
     typed = [a for p in VISIT for a in p.actions if isinstance(a, Type)]
     assert typed and all("{marker}" in a.text for a in typed)
+
+
+# ----------------------------------------------------------------------------- one client cannot starve the class
+CAPPED = {"BERTCORE_CLIENT_SESSIONS_PER_MINUTE": "4", "BERTCORE_CLIENT_RUNS_PER_MINUTE": "40",
+          "BERTCORE_CLIENT_STARTS_PER_MINUTE": "1", "BERTCORE_CLIENT_REFUSED_DELAY": "1"}
+
+
+@pytest.fixture(scope="module")
+def capped_server(tmp_path_factory):
+    """A server with small caps per client address (explorer/client_limits.py), so a short flood reaches them."""
+    d = tmp_path_factory.mktemp("flood")
+    srv = AppServer(d / "server.log", runs_dir=d / "runs", env=CAPPED).start()
+    yield srv
+    srv.stop()
+
+
+def test_a_flood_from_one_address_is_held_to_its_caps_beside_the_class(capped_server):
+    """8 flood sessions from 127.0.0.2, each with a forged X-Forwarded-For, beside 2 students from 127.0.0.1 (the
+    server machine itself: not capped). The forged header is not believed (127.0.0.2 is no trusted proxy): the 8 are
+    one client, so 4 sessions are let in and 4 refused, and 1 training starts in the minute. The students see no
+    error and only their own texts."""
+    r = _loadtest("--port", str(capped_server.port), "--sessions", "2", "--seconds", "45", "--trainings", "0",
+                  "--rounds", "1", "--think", "0.1,0.3", "--ramp", "1", "--solo-seconds", "0", "--no-warmup",
+                  "--flood", "8", "--flood-forge", "--json", timeout=240)
+    assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}\n{capped_server.log_tail()}"
+    rep = json.loads(r.stdout)
+    assert rep["errors"] == 0 and rep["exceptions"] == 0, rep["error_samples"] + rep["exception_samples"]
+    assert rep["isolation_ok"] is True and rep["own_text_checks"] == 4, rep["leak_samples"]
+    assert rep["pages"]["Overview"]["n"] == 2 and rep["pages"]["Embeddings"]["n"] == 2  # the students' round, whole
+    fl = rep["flood"]
+    assert (fl["address"], fl["via"], fl["forged_forwarded_for"]) == ("127.0.0.2", "source address", True)
+    assert fl["sessions_opened"] == 8 and fl["sessions_admitted"] == 4, fl
+    assert fl["trainings_started"] == 1 and fl["starts_pressed"] > fl["trainings_started"], fl
+    assert fl["refused"] >= 4 + fl["starts_refused"] and fl["errors"] == 0, fl
+
+
+def test_behind_a_proxy_on_loopback_the_forwarded_address_is_the_client(capped_server):
+    """From 127.0.0.1 (a trusted proxy, as nginx on the same machine) X-Forwarded-For names the client: the fifth
+    session of 203.0.113.7 gets the caps' message instead of the page, while 203.0.113.8 and the machine itself
+    (no header) are let in."""
+    import asyncio
+    import concurrent.futures
+
+    from loadgen.flood import REFUSED
+    from loadgen.protocol import StreamlitTab
+
+    async def one(headers):
+        tab = StreamlitTab(capped_server.port, timeout=120, headers=headers)
+        try:
+            r = await tab.open("")
+            return r.ok, REFUSED in tab.shown_bytes(), "train" in tab.pages
+        finally:
+            await tab.close()
+
+    async def visit():
+        same = [await one({"X-Forwarded-For": "203.0.113.7"}) for _ in range(5)]
+        return same, await one({"X-Forwarded-For": "203.0.113.8"}), await one({})
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # an event loop of its own (see the relay test)
+        same, other, local = pool.submit(asyncio.run, visit()).result(timeout=300)
+    assert same == [(True, False, True)] * 4 + [(True, True, False)]
+    assert other == (True, False, True) and local == (True, False, True)

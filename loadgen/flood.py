@@ -1,0 +1,198 @@
+"""The flood: one client address that opens many sessions and presses Start in a loop, beside the class (issue 45).
+
+Every session of the flood connects from one address of its own. By default that is another loopback address,
+127.0.0.2 (all of 127.0.0.0/8 is loopback on Linux): the server sees a TCP peer that is not 127.0.0.1, as it would
+see a student's machine, and no header is trusted for it. With ``forwarded_for`` the flood connects from 127.0.0.1
+and names its address in ``X-Forwarded-For`` instead, as nginx on the same machine does for a real client (the
+server trusts that header from 127.0.0.1 only, explorer/client_limits.py). ``forge`` makes every session of a
+127.0.0.2 flood send an ``X-Forwarded-For`` of its own as well, the attacker's trick: the server must ignore it.
+
+Each session of the flood, in a loop until the deadline and without think time (``think``, default none):
+
+* opens the app; a session the server refuses (the caps' message instead of the page) asks for the page again,
+  as a script that reloads would;
+* an admitted session opens the Train page and presses Start; when a training started, it presses Stop at once,
+  so that its next Start can start another one (the costliest thing a Start can ask for: a new training process).
+
+Every answer is sorted: refused by the client's caps (their message), "Server busy", a training started, or
+something else. The flood's own request times, errors and counts are reported apart from the class's.
+"""
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass, field
+
+from loadgen.protocol import RunResult, StreamlitTab
+from loadgen.student import MARKER_RE, STEPS_SLIDER
+
+REFUSED = b"from your network address"  # in each of the caps' messages (explorer.client_limits), in English
+BUSY = b"Server busy"
+ALREADY = b"already running in this workspace"  # Start while its own training has not stopped yet
+FLOOD_STEPS = 3000  # the flood's runs: long enough not to end before its Stop
+
+
+@dataclass
+class FloodSettings:
+    sessions: int = 0
+    address: str = "127.0.0.2"  # a loopback address: the source of its connections; anything else: X-Forwarded-For
+    think: tuple[float, float] = (0.0, 0.0)
+    ramp: float = 10.0
+    delay: float = 0.0  # seconds after the class's first student
+    forge: bool = False  # a 127.0.0.x flood also sends a forged X-Forwarded-For per session
+
+    @property
+    def loopback_source(self) -> bool:
+        return self.address.startswith("127.") and self.address != "127.0.0.1"
+
+
+@dataclass
+class FloodOutcome:
+    """What the whole flood did and got (one object for all its sessions)."""
+
+    sessions_opened: int = 0
+    sessions_admitted: int = 0
+    requests: int = 0
+    refused: int = 0  # answers that were the caps' message (sessions, page runs, Starts)
+    starts_pressed: int = 0
+    starts_refused: int = 0  # Start answered with the caps' message
+    starts_busy: int = 0  # Start answered "Server busy"
+    starts_already: int = 0  # Start answered "already running" (its last training had not stopped yet)
+    trainings_started: int = 0
+    times: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    leaks: list[str] = field(default_factory=list)
+
+    def note(self, name: str, r: RunResult, where: str) -> bool:
+        self.requests += 1
+        if r.ok:
+            self.times.append(r.seconds)
+        else:
+            self.errors.append(f"{name} {where}: {r.error}")
+        self.errors.extend(f"{name} {where}: exception {e}" for e in r.exceptions)
+        return r.ok
+
+
+class FloodSession:
+    """One tab of the flood."""
+
+    def __init__(self, i: int, port: int, s: FloodSettings, out: FloodOutcome, rng: random.Random,
+                 deadline: float, timeout: float):
+        self.name = f"flood{i:03d}"
+        self.s, self.out, self.rng, self.deadline = s, out, rng, deadline
+        headers = {}
+        if not s.loopback_source:
+            headers["X-Forwarded-For"] = s.address
+        elif s.forge:
+            headers["X-Forwarded-For"] = f"198.51.100.{i % 250 + 1}"  # forged: a different "client" per session
+        self.tab = StreamlitTab(port, timeout=timeout, max_seconds=deadline - time.monotonic() + timeout + 30,
+                                on_payload=self._scan, source=s.address if s.loopback_source else "",
+                                headers=headers)
+
+    def _scan(self, data: bytes) -> None:
+        for m in set(MARKER_RE.findall(data)):
+            self.out.leaks.append(f"{self.name} received a student's text {m.decode()!r}")
+
+    def _refused(self) -> bool:
+        return REFUSED in self.tab.shown_bytes()
+
+    async def _pause(self) -> bool:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            return False
+        lo, hi = self.s.think
+        if hi > 0:
+            await asyncio.sleep(min(left, self.rng.uniform(lo, hi)))
+        else:
+            await asyncio.sleep(0)
+        return time.monotonic() < self.deadline
+
+    async def run(self, start_delay: float) -> None:
+        try:
+            await asyncio.sleep(max(0.0, start_delay))
+            if time.monotonic() >= self.deadline:
+                return
+            self.out.sessions_opened += 1
+            if not self.out.note(self.name, await self.tab.open(""), "open /"):
+                return
+            while self._refused() or "train" not in self.tab.pages:  # not let in (yet): ask again
+                self.out.refused += self._refused()
+                if not await self._pause():
+                    return
+                if not self.out.note(self.name, await self.tab.reload(""), "reload /"):
+                    return
+            self.out.sessions_admitted += 1
+            await self._start_loop()
+        finally:
+            await self.tab.close()
+
+    async def _start_loop(self) -> None:
+        on_train = False
+        for _ in range(100_000):  # bounded; the deadline ends it long before
+            if not await self._pause():
+                return
+            start = self.tab.widget("button", "Start") if on_train else None
+            if start is None or start.disabled:  # not on the Train page, or its last training is still stopping
+                if not self.out.note(self.name, await self.tab.goto("train"), "open /train"):
+                    return
+                self.out.refused += self._refused()
+                on_train = not self._refused()
+                continue
+            sliders = {STEPS_SLIDER: FLOOD_STEPS} if self.tab.widget("slider", STEPS_SLIDER) else {}
+            self.out.starts_pressed += 1
+            if not self.out.note(self.name, await self.tab.interact(sliders=sliders, click="Start"), "press Start"):
+                return
+            shown = self.tab.shown_bytes()
+            stop = self.tab.widget("button", "Stop")
+            if REFUSED in shown:  # the client's Start cap, or its page-run cap (then no page was drawn)
+                self.out.refused += 1
+                self.out.starts_refused += 1
+            elif BUSY in shown:
+                self.out.starts_busy += 1
+            elif ALREADY in shown:
+                self.out.starts_already += 1
+            elif stop is not None and not stop.disabled:
+                self.out.trainings_started += 1
+                if not self.out.note(self.name, await self.tab.interact(click="Stop"), "press Stop"):
+                    return
+                self.out.refused += self._refused()
+            # else: a message of the page (e.g. a full workspace): counted as a press, nothing else
+
+
+async def run_flood(port: int, s: FloodSettings, deadline: float, timeout: float, seed: int = 0) -> FloodOutcome:
+    """Every session of the flood, started over ``s.ramp`` seconds after ``s.delay``, until ``deadline``."""
+    out = FloodOutcome()
+    rng = random.Random(seed + 1_000_003)
+    sessions = [FloodSession(i, port, s, out, random.Random(rng.random()), deadline, timeout)
+                for i in range(s.sessions)]
+    tasks = [asyncio.create_task(fs.run(s.delay + s.ramp * i / max(1, s.sessions)))
+             for i, fs in enumerate(sessions)]
+    done, pending = await asyncio.wait(tasks, timeout=max(1.0, deadline - time.monotonic()) + 2 * timeout + 30)
+    for t in pending:
+        t.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    out.errors += [f"flood session crashed: {t.exception()!r}" for t in done if t.exception() is not None]
+    out.errors += [f"{len(pending)} flood session(s) did not finish in time"] * bool(pending)
+    return out
+
+
+def flood_report(s: FloodSettings, out: FloodOutcome, seconds: float) -> dict:
+    """The flood's own numbers, for the report's "flood" entry."""
+    times = sorted(out.times)
+
+    def q(p: float):
+        return round(times[min(len(times) - 1, int(p * len(times)))], 3) if times else None
+
+    return {
+        "sessions": s.sessions, "address": s.address,
+        "via": "source address" if s.loopback_source else "X-Forwarded-For from 127.0.0.1",
+        "forged_forwarded_for": bool(s.forge and s.loopback_source),
+        "sessions_opened": out.sessions_opened, "sessions_admitted": out.sessions_admitted,
+        "requests": out.requests, "requests_per_s": round(out.requests / max(1e-9, seconds), 1),
+        "refused": out.refused, "starts_pressed": out.starts_pressed, "starts_refused": out.starts_refused,
+        "starts_busy": out.starts_busy, "starts_already_running": out.starts_already,
+        "trainings_started": out.trainings_started,
+        "p50": q(0.5), "p95": q(0.95), "max": round(times[-1], 3) if times else None,
+        "errors": len(out.errors), "error_samples": out.errors[:10], "leaks": out.leaks[:10],
+    }
