@@ -79,6 +79,7 @@ if refused:
 # expanded: every page in view, and no "View N more" button, which Streamlit writes in English only
 page = st.navigation(build_navigation(), position="sidebar", expanded=True)
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
+workspace.sync_share_param()  # ?share=<id>: a read-only link to one run opens it (explorer.share_links)
 training_slots.warmup_optimizer()
 if st.context.headers:  # a real server (AppTest has no request): its threads, switch interval and collector
     training_slots.tune_server_process()

@@ -101,6 +101,9 @@ def _jobs(run_dir: Path, spec: SAESpec, steps: list[int], model) -> None:
             st.error(tr(snap.message))
 
     progress()
+    if state.read_only():  # a run shown by a read-only link: its folder is not written from here
+        st.info(tr(state.READ_ONLY))
+        return
     have = (run_dir / SAES_DIR / spec.name() / FEATURES_FILE).is_file()
     c1, c2 = st.columns(2)
     label = tr("Train this SAE again") if have else tr("Train this SAE (about 30 s)")

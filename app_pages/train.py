@@ -141,7 +141,8 @@ def _saved_history(active, hist) -> None:
     run_dir = getattr(active.bundle, "run_dir", None)
     rows = read_probe_csv(Path(run_dir) / "probe.csv") if run_dir else []
     st.caption(tr("History of the active model, “{model}” (run folder `{run_dir}`).", model=active.label, run_dir=run_dir)
-               if run_dir else tr("History of the active model, “{model}”.", model=active.label))
+               if run_dir and not state.read_only()  # a shared run's folder names its owner's workspace
+               else tr("History of the active model, “{model}”.", model=active.label))
     probe = Probe(rows[0]["text"], rows[0]["pair_a"], rows[0]["pair_b"]) if rows else None
     skills = skills_view.saved_skills(run_dir)
     names = skills_view.skill_names(skills)
@@ -272,7 +273,10 @@ def render() -> None:
         st.error(tr("Cannot start: {problem}", problem=problem))
 
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
-    if b1.button(tr("Start"), key="train_start", type="primary", disabled=running or problem is not None):
+    if state.read_only():  # a run shown by a read-only link: nothing trains from this session (explorer.share_links)
+        st.info(tr(state.READ_ONLY))
+    if b1.button(tr("Start"), key="train_start", type="primary",
+                 disabled=running or problem is not None or state.read_only()):
         with user_action(tr("Start the training")):
             err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe,
                                                     skill_csv=skill_csv,

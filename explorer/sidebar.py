@@ -1,5 +1,9 @@
 """The sidebar drawn by app.py on every page: active model, live training status, model switcher, and the
-workspace's runs (switch, resume, rename, download, delete) in a compact expander."""
+workspace's runs (switch, resume, rename, download, share a read-only link, delete) in a compact expander.
+
+A session that shows a run by a read-only link (``?share=``, explorer.share_links) gets instead one block with
+"Copy into my workspace": no run list, no folder box. The folder box appears only where the server's folder
+policy offers folders (explorer.folder_access)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -7,7 +11,7 @@ import streamlit as st
 from bertcore.errors import BertcoreError
 from bertcore.model.bert import count_parameters
 from bertcore.training import runs
-from explorer import finetunes, i18n, state, training_run, workspace
+from explorer import finetunes, i18n, share_links, state, training_run, workspace
 from explorer.i18n import mark, tr
 from explorer.page_errors import error_text, user_action
 
@@ -137,6 +141,7 @@ def _run_actions(info) -> None:
             except BertcoreError as e:
                 _say("error", error_text(e))
             st.rerun()
+        _share_controls(info)
         if st.button(tr("Prepare zip"), key="sb_run_zip", help=tr("A zip of the run folder (a checkpoint)")):
             st.session_state["sb_zip"] = (info.id, runs.zip_run(info.path))
         z = st.session_state.get("sb_zip")
@@ -147,6 +152,7 @@ def _run_actions(info) -> None:
         sure = st.checkbox(tr("Yes, delete this run for good"), key=f"sb_run_sure_{info.id}")
         if st.button(tr("Delete"), key="sb_run_delete", disabled=not sure):
             try:
+                state.revoke_share(info.id)  # its read-only link goes with it
                 runs.delete_run(info.path, root=workspace.workspace_path())
             except BertcoreError as e:
                 _say("error", error_text(e))
@@ -157,8 +163,52 @@ def _run_actions(info) -> None:
             st.rerun()
 
 
+def share_url(share_id: str) -> str:
+    """The link that opens ``share_id`` on this server: the page's own address (st.context.url) with ?share=."""
+    try:
+        base = st.context.url or ""
+    except Exception:  # noqa: BLE001 - no browser (AppTest)
+        base = ""
+    return f"{base}?{workspace.SHARE_PARAM}={share_id}"
+
+
+def _share_controls(info) -> None:
+    """The owner's read-only link to one run: make it, show it, revoke it."""
+    if not info.loadable or info.live:
+        return
+    sid = share_links.share_of(workspace.workspace_id(), info.id)
+    if sid is None:
+        if st.button(tr("Share a read-only link"), key="sb_run_share",
+                     help=tr("A link of its own that shows this run only: it cannot delete, rename or train it, "
+                             "and shows none of your other runs. You can revoke it.")):
+            err = state.share_run(info.id)
+            if err:
+                _say("error", err)
+            st.rerun()
+        return
+    st.caption(tr("Read-only link to this run (anyone with it can look at it and copy it, nothing more):"))
+    st.code(share_url(sid), language=None)
+    if st.button(tr("Revoke the link"), key="sb_run_revoke"):
+        state.revoke_share(info.id)
+        _say("success", tr("The link to “{name}” is revoked: it opens nothing now.", name=info.name))
+        st.rerun()
+
+
+@user_action("Use the read-only link")
+def _shared_block(active) -> None:
+    st.info(tr("**Read-only link.** You see “{name}” on every page; it cannot be trained, renamed or deleted here, "
+               "and no other run of its owner is shown.", name=active.label))
+    if st.button(tr("Copy into my workspace"), key="sb_share_copy",
+                 help=tr("A copy of your own, in your workspace: train, rename or delete it there.")):
+        err = state.copy_shared()
+        _say(*(("error", err) if err else ("success", tr("Copied: the copy is now the active model."))))
+        st.rerun()
+
+
 @user_action("Open a local folder")
 def _open_folder() -> None:
+    if not workspace.folder_policy().shows_box:
+        return  # a shared server that offers no folders (BERTCORE_OPEN_ROOTS unset or empty): no box at all
     with st.expander(tr("Open a local folder")):
         path = st.text_input(tr("bertcore run / checkpoint folder, or a transformers BERT folder"), key="sb_hf_path",
                              placeholder=tr("/path/to/run (config.json + model.safetensors + vocab.txt)"))
@@ -186,8 +236,11 @@ def render_sidebar() -> None:
             st.caption(tr("This model has no trained MLM/NSP head: fill-mask / NSP are not meaningful."))
         _status_block()
         _switcher(active)
-        _run_manager()
-        _open_folder()
+        if state.read_only():
+            _shared_block(active)
+        else:
+            _run_manager()
+            _open_folder()
         msg = st.session_state.pop(_K_MSG, None)
         if msg:
             (st.error if msg[0] == "error" else st.success)(msg[1])

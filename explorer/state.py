@@ -5,7 +5,10 @@
   Its runs live on disk below ``bertcore.training.runs.workspace_dir(ws)``, with ``workspace.json``
   remembering the active model, so a reload, a deep link or a server restart finds them again.
 * The active model is named by a *key*: ``untrained``, ``minilm``, ``run:<run id>`` (a run of this workspace),
-  ``dir:<path>`` (a local checkpoint or transformers folder) or ``session:<label>`` (kept in this session only).
+  ``dir:<path>`` (a local checkpoint or transformers folder, as the server's folder policy allows:
+  explorer.folder_access), ``share:<id>`` (a read-only link to one run of another workspace: explorer.share_links;
+  while it is active the session is read-only: no training, no run list) or ``session:<label>`` (kept in this
+  session only).
 * The untrained default model is one shared, read-only resource (``st.cache_resource``);
   trainers never touch it (they build their own model).
 * The workspace id and the model choices live in ``explorer.workspace``; the background runner
@@ -15,6 +18,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 from pathlib import Path
 
@@ -27,6 +31,7 @@ from bertcore.data.corpus import tutorial_corpus
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import save_checkpoint
 from bertcore.training import runs
+from explorer import folder_access, share_links
 from explorer.i18n import mark, ntr, tr
 from explorer.training_run import Job, TrainingRun, find_live, fmt_seconds, register_live
 from explorer.training_slots import ServerBusy
@@ -38,9 +43,11 @@ from explorer.workspace import (
     WS_NOTE_KEY,
     ActiveModel,
     ModelChoices,
+    folder_policy,
     remember_active,
     resolve_model,
     shared_corpus_and_tokenizer,
+    runs_of_workspaces,
     untrained_model,
     workspace_id,
     workspace_path,
@@ -53,6 +60,9 @@ STATUS_LABELS = {"idle": mark("idle"), "preparing": mark("preparing"), "running"
 _K_RUN = "bx_run"  # TrainingRun of the Train page / default button
 _K_COMPARE = "bx_compare_run"  # TrainingRun of the Compare page
 _K_TMP = "bx_tmp"  # this session's temp dir (uploads)
+READ_ONLY = mark("This run is shown by a read-only link: it cannot be trained, renamed or deleted here. Copy it into "
+                 "your workspace (sidebar) to work with it, or switch to another model.")
+_log = logging.getLogger(__name__)
 
 
 def set_active(kind: str, bundle, label: str) -> ActiveModel:
@@ -84,9 +94,16 @@ def select_active(key_or_label: str) -> str | None:
 
 
 def open_folder(path: str) -> str | None:
-    """Make a local folder the active model: a bertcore run/checkpoint folder or a transformers folder."""
+    """Make a local folder the active model: a bertcore run/checkpoint folder or a transformers folder, as the
+    server's folder policy allows (explorer.folder_access). Off a personal machine every refusal is one message
+    that tells nothing about the disk; on one, the message says what is wrong with the path."""
     if is_blank(path):  # bertcore's rule: spaces and invisible characters only
         return tr("Type the path of a bertcore run/checkpoint folder or a transformers BERT folder first.")
+    pol = folder_policy()
+    if pol.restricted:
+        return _open_restricted(path, pol)
+    if folder_access.in_forbidden(path, [runs_of_workspaces()]):
+        return tr(folder_access.IN_WORKSPACES)
     try:
         p = Path(path.strip()).expanduser()
         is_dir = p.is_dir()
@@ -101,6 +118,56 @@ def open_folder(path: str) -> str | None:
     except (BertcoreError, OSError) as e:
         return error_text(e)
     remember_active(key)
+    return None
+
+
+def _open_restricted(path: str, pol: folder_access.Policy) -> str | None:
+    """open_folder off a personal machine: a folder below BERTCORE_OPEN_ROOTS that loads, else ``REFUSED``."""
+    p = folder_access.allowed(path, pol.roots, [runs_of_workspaces()]) if pol.mode == folder_access.ROOTS else None
+    if p is None:
+        return tr(folder_access.REFUSED)
+    key = f"dir:{p}"
+    try:
+        resolve_model(key)
+    except Exception as e:  # noqa: BLE001 - whatever a broken folder raises, the browser learns nothing from it
+        _log.info("a folder below BERTCORE_OPEN_ROOTS did not load (%s: %s)", type(e).__name__, e)
+        return tr(folder_access.REFUSED)
+    remember_active(key)
+    return None
+
+
+def read_only() -> bool:
+    """Whether the active model is a run shown by a read-only link (``share:<id>``): nothing may train then."""
+    return str(st.session_state.get(ACTIVE_KEY) or "").startswith("share:")
+
+
+def share_run(run_id: str) -> str | None:
+    """Make a read-only link to run ``run_id`` of this workspace (explorer.share_links); an error message or None."""
+    try:
+        share_links.create(workspace_id(), run_id)
+    except (BertcoreError, OSError) as e:
+        return error_text(e)
+    return None
+
+
+def revoke_share(run_id: str) -> bool:
+    """End the read-only link to run ``run_id`` of this workspace; whether there was one."""
+    try:
+        return share_links.revoke(workspace_id(), run_id)
+    except (BertcoreError, OSError):
+        return False
+
+
+def copy_shared() -> str | None:
+    """Copy the run the active read-only link shows into this workspace and make the copy the active model."""
+    key = str(st.session_state.get(ACTIVE_KEY) or "")
+    if not key.startswith("share:"):
+        return tr("No read-only link is open.")
+    try:
+        d = share_links.copy_run(key[len("share:"):], workspace_path(create=True))
+    except (BertcoreError, OSError) as e:
+        return error_text(e)
+    remember_active(f"run:{d.name}")
     return None
 
 
@@ -155,6 +222,8 @@ def _corpus_spec(corpus) -> str | None:
 def start_run(jobs, corpus, tokenizer=None, key: str = _K_RUN) -> str | None:
     """Start a background run stored under ``key``; its jobs write run directories into this workspace.
     Returns an error message (busy server, workspace full, already running) or None."""
+    if read_only():
+        return tr(READ_ONLY)
     old = get_run(key)
     if old is not None and old.running:
         return tr("A training is already running in this workspace; stop it first.")
@@ -186,6 +255,8 @@ def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
 
 def resume_run(run_id: str) -> str | None:
     """Continue a stopped run of this workspace in the background (Train page slot); an error message or None."""
+    if read_only():
+        return tr(READ_ONLY)
     d = runs.find_run(workspace_path(), run_id)
     if d is None:
         return tr("That run is no longer in this workspace.")

@@ -2,12 +2,15 @@
 
 A workspace is an unguessable id kept in the URL (``?ws=...``) and in ``st.session_state``; its runs and
 workspace.json live below ``bertcore.training.runs.workspace_dir(ws)``. Models are named by a key:
-``untrained``, ``minilm``, ``run:<run id>``, ``dir:<path>`` or ``session:<label>``; ``resolve_model`` loads one
-(once per session and file version) and ``ModelChoices`` lists them lazily.
+``untrained``, ``minilm``, ``run:<run id>``, ``dir:<path>``, ``share:<share id>`` (a read-only link to another
+workspace's run, explorer.share_links) or ``session:<label>``; ``resolve_model`` loads one (once per session and file
+version) and ``ModelChoices`` lists them lazily. A ``dir:`` key opens only what the server's folder policy allows
+(explorer.folder_access, ``folder_policy``), wherever the key came from.
 """
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +27,8 @@ from bertcore.io.checkpoint import ModelBundle, load_checkpoint
 from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
 from bertcore.model.bert import BertForPreTraining
 from bertcore.training import runs
+from explorer import folder_access, share_links
+from explorer.i18n import tr
 
 UNTRAINED_LABEL = "fresh untrained (shared)"
 MINILM_LABEL = "all-MiniLM-L6-v2 (pretrained)"
@@ -33,6 +38,8 @@ WS_KEY = "bx_ws"  # this browser's workspace id
 WS_NOTE_KEY = "bx_ws_note"  # a message about the link's workspace id (shown once in the sidebar)
 MODELS_KEY = "bx_models"  # key -> ActiveModel: models loaded by this session (a cache for runs and dirs)
 ACTIVE_KEY = "bx_active"  # key of the active model
+SHARE_PARAM = "share"  # ?share=<id>: a read-only link to one run (explorer.share_links)
+_SHARE_SEEN_KEY = "bx_share_seen"  # the ?share= id this session has already acted on
 
 
 # ----------------------------------------------------------------------------- workspace
@@ -95,6 +102,62 @@ def remember_in_browser() -> None:
         st.session_state[_COOKIE_KEY] = ws
         st.sidebar.iframe(f"<script>document.cookie = '{WS_COOKIE}={ws}; path=/; SameSite=Lax';</script>",
                           height=1)
+
+
+def sync_share_param() -> None:
+    """A ``?share=<id>`` link makes its run this session's active model (in this session only: the viewer's
+    workspace is not written); a dead or malformed id shows one message and opens nothing. While a shared run is
+    the active model the URL keeps its ``?share=`` (a reload opens it again); otherwise the parameter goes.
+    app.py calls this on every run, after ``sync_workspace_param``."""
+    q = st.query_params.get(SHARE_PARAM)
+    if q and st.session_state.get(_SHARE_SEEN_KEY) != q:
+        st.session_state[_SHARE_SEEN_KEY] = q
+        if share_links.lookup(q) is not None:
+            st.session_state[ACTIVE_KEY] = f"share:{q}"
+        else:
+            st.session_state[WS_NOTE_KEY] = tr(share_links.DEAD)
+            if str(st.session_state.get(ACTIVE_KEY, "")).startswith("share:"):
+                st.session_state[ACTIVE_KEY] = "untrained"
+    active = str(st.session_state.get(ACTIVE_KEY) or "")
+    want = active[len("share:"):] if active.startswith("share:") else None
+    if want and q != want:
+        st.query_params[SHARE_PARAM] = want
+    elif not want and q is not None:
+        st.query_params.pop(SHARE_PARAM, None)
+
+
+def folder_policy() -> folder_access.Policy:
+    """This session's folder policy: where the server listens, BERTCORE_OPEN_ROOTS, and whether the request came
+    through a proxy (explorer.folder_access)."""
+    try:
+        address = st.get_option("server.address")
+    except Exception:  # noqa: BLE001 - no config (bare mode): treat as every interface
+        address = None
+    try:
+        headers = dict(st.context.headers)
+    except Exception:  # noqa: BLE001 - no request (AppTest)
+        headers = {}
+    return folder_access.policy(address, os.environ, folder_access.proxied(headers))
+
+
+def runs_of_workspaces() -> Path:
+    """The folder of every browser workspace's runs: it never opens by path (explorer.folder_access)."""
+    return runs.runs_root() / "workspaces"
+
+
+def _may_open_dir(d: Path) -> bool:
+    """Whether a ``dir:`` key may load: a folder of this workspace (a fine-tune's model), else what the folder
+    policy allows (a key kept in workspace.json from before a policy change is checked again)."""
+    own = workspace_path().resolve()
+    here = Path(os.path.realpath(d))
+    if here == own or own in here.parents:
+        return True
+    pol = folder_policy()
+    if pol.mode == folder_access.ANY:
+        return not folder_access.inside(here, [Path(os.path.realpath(runs_of_workspaces()))])
+    if pol.mode == folder_access.NONE:
+        return False
+    return folder_access.allowed(str(d), pol.roots, [runs_of_workspaces()]) is not None
 
 
 def workspace_path(create: bool = False) -> Path:
@@ -204,8 +267,16 @@ def resolve_model(key: str, labels: dict | None = None) -> ActiveModel:
         if info.damaged:
             raise InputError(f"that run is damaged: {info.damaged}")
         label, kind = (labels or {}).get(key) or info.name, "trained"
+    elif key.startswith("share:"):
+        d = share_links.lookup(key[len("share:"):])
+        info = runs.read_run(d) if d is not None else None
+        if info is None or not info.loadable:
+            raise InputError(share_links.DEAD)
+        label, kind = tr("shared, read-only: {name}", name=info.name), "trained"
     elif key.startswith("dir:"):
         d = Path(key[4:])
+        if not _may_open_dir(d):
+            raise InputError(folder_access.REFUSED)
         label, kind = f"folder: {d.name}", "uploaded"
         if (d / runs.RUN_FILE).is_file():
             label, kind = runs.read_run(d).name, "trained"
@@ -221,7 +292,7 @@ def resolve_model(key: str, labels: dict | None = None) -> ActiveModel:
         return hit[1]
     bundle, loaded_kind = _load_dir(d)
     bundle.run_dir = d  # where its saved steps (replay), history and probe rows are
-    am = ActiveModel(bundle, label, kind if key.startswith("run:") else loaded_kind, True, key)
+    am = ActiveModel(bundle, label, kind if key.startswith(("run:", "share:")) else loaded_kind, True, key)
     cache[key] = (stamp, am)
     return am
 

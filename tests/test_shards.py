@@ -149,7 +149,7 @@ def tiny(**kw):
                       max_position_embeddings=64, **kw)
 
 
-def test_resume_continues_exactly_and_refuses_a_mismatch(data, tmp_path, capfd):
+def test_resume_continues_exactly_and_refuses_a_mismatch(data, tmp_path, capfd, monkeypatch):
     tc = TrainConfig(steps=12, batch_size=8, max_seq_len=40, eval_every=4, eval_size=16, snapshot_every=0, lr=3e-3,
                      warmup_steps=2, seed=4)
     full = service.train(service.RunSpec(tiny(), tc, data=str(data), name="full"), tmp_path / "full")
@@ -166,6 +166,7 @@ def test_resume_continues_exactly_and_refuses_a_mismatch(data, tmp_path, capfd):
     assert out.returncode == 0 and "[MASK] at position 3" in out.stdout, out.stderr
     from streamlit.testing.v1 import AppTest  # ... and in the app, through the sidebar's folder box
 
+    monkeypatch.setenv("BERTCORE_OPEN_ROOTS", str(tmp_path))  # the folder box is offered below these roots only
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
     next(t for t in at.sidebar.text_input if t.key == "sb_hf_path").input(str(tmp_path / "full"))
     next(b for b in at.sidebar.button if b.key == "sb_hf_import").click()
