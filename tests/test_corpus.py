@@ -193,3 +193,20 @@ def test_suggested_max_seq_len_shortens_long_pairs_only():
     assert suggested_max_seq_len(c, tok) == SHORT_MAX_SEQ_LEN
     assert suggested_max_seq_len(c, tok, default=24) == 24  # never longer than the default
     assert suggested_max_seq_len(Corpus("empty", []), tok) == 48
+
+
+def test_distinct_pairs_keeps_each_pair_once_in_the_order_drawn():
+    """The one generator of both built-in corpora (corpus_zh uses it too): a repeat is skipped, the documents follow
+    their pairs; a grammar with too few pairs is the caller's error after 20 * n + 1000 draws, never a hang."""
+    from bertcore.message import Message
+
+    drawn = iter([(0, "a", "b"), (1, "c", "d"), (0, "a", "b"), (2, "a", "x"), (3, "y", "z")])
+    pairs, docs = corpus_mod.distinct_pairs(lambda rng: next(drawn), None, 3, Message("too few"))
+    assert pairs == [("a", "b"), ("c", "d"), ("a", "x")] and docs == [0, 1, 2]
+    assert next(drawn) == (3, "y", "z")  # it stopped drawing at the third distinct pair
+
+    draws = []
+    with pytest.raises(CorpusError, match="could not make 2 pairs"):
+        corpus_mod.distinct_pairs(lambda rng: draws.append(rng) or (0, "a", "b"), "the rng", 2,
+                                  Message("could not make {n} pairs", n=2))
+    assert len(draws) == 20 * 2 + 1000 and set(draws) == {"the rng"}

@@ -317,6 +317,28 @@ def _pair(rng: random.Random) -> tuple[int, str, str]:
     return list(TOPICS).index(p.topic), p.a, p.b
 
 
+def distinct_pairs(draw, rng: random.Random, n_pairs: int,
+                   too_few: Message) -> tuple[list[tuple[str, str]], list[int]]:
+    """The pairs of a generated corpus (English here, Chinese in ``corpus_zh``): ``draw(rng)`` gives
+    ``(document, a, b)``; a pair drawn before is skipped, so the first ``n_pairs`` distinct (a, b) are kept in the
+    order drawn, with the document of each (BERT §3.2: a NotNext B comes from another document). After
+    ``20 * n_pairs + 1000`` draws the grammar is taken to have no more: ``CorpusError(too_few)``."""
+    seen: set[tuple[str, str]] = set()
+    pairs: list[tuple[str, str]] = []
+    docs: list[int] = []
+    draws = 0
+    while len(pairs) < n_pairs:
+        if draws == 20 * n_pairs + 1000:
+            raise CorpusError(too_few)
+        draws += 1
+        doc, a, b = draw(rng)
+        if (a, b) not in seen:
+            seen.add((a, b))
+            pairs.append((a, b))
+            docs.append(doc)
+    return pairs, docs
+
+
 def builtin_corpus(seed: int = 0, n_pairs: int = 24000) -> Corpus:
     """The generated English corpus (grammar in this module's docstring); ``n_pairs`` distinct pairs.
 
@@ -333,20 +355,8 @@ def _builtin_corpus(seed: int, n_pairs: int) -> Corpus:
     if not isinstance(n_pairs, int) or n_pairs < 2:
         raise CorpusError(Message("n_pairs={n_pairs} must be a whole number >= 2 (NSP needs other pairs for negatives)",
                                   n_pairs=repr(n_pairs)))
-    rng = random.Random(seed)
-    seen: set[tuple[str, str]] = set()
-    pairs: list[tuple[str, str]] = []
-    docs: list[int] = []
-    attempts = 0
-    while len(pairs) < n_pairs:
-        attempts += 1
-        if attempts > 20 * n_pairs + 1000:
-            raise CorpusError(Message("could not generate {n} distinct pairs; ask for fewer", n=n_pairs))
-        topic, a, b = _pair(rng)
-        if (a, b) not in seen:
-            seen.add((a, b))
-            pairs.append((a, b))
-            docs.append(topic)
+    pairs, docs = distinct_pairs(_pair, random.Random(seed), n_pairs,
+                                 Message("could not generate {n} distinct pairs; ask for fewer", n=n_pairs))
     return Corpus(f"builtin(seed={seed})", pairs,
                   Message("generated English: {topics} topics (one document each), number agreement, selectional "
                           "constraints, {pairs} distinct sentence pairs (seed {seed})",

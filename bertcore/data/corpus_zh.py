@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import random
 
-from bertcore.data.corpus import Corpus
+from bertcore.data.corpus import Corpus, distinct_pairs
 from bertcore.errors import CorpusError
 from bertcore.message import Message
 
@@ -169,20 +169,8 @@ def builtin_zh_corpus(seed: int = 0, n_pairs: int = 24000) -> Corpus:
 
 @functools.lru_cache(maxsize=4)
 def _builtin_zh_corpus(seed: int, n_pairs: int) -> Corpus:
-    rng = random.Random(seed)
-    seen: set[tuple[str, str]] = set()
-    pairs: list[tuple[str, str]] = []
-    docs: list[int] = []
-    attempts = 0
-    while len(pairs) < n_pairs:
-        attempts += 1
-        if attempts > 20 * n_pairs + 1000:
-            raise CorpusError(Message("could not generate {n} distinct Chinese pairs; ask for fewer", n=n_pairs))
-        topic, a, b = _pair(rng)
-        if (a, b) not in seen:
-            seen.add((a, b))
-            pairs.append((a, b))
-            docs.append(topic)
+    pairs, docs = distinct_pairs(_pair, random.Random(seed), n_pairs,
+                                 Message("could not generate {n} distinct Chinese pairs; ask for fewer", n=n_pairs))
     return Corpus(f"builtin-zh(seed={seed})", pairs,
                   Message("generated Chinese: {topics} topics (one document each), measure-word agreement, "
                           "selectional constraints, {pairs} distinct sentence pairs (seed {seed})",
