@@ -60,6 +60,11 @@ def runtime_of(args, local_rank: int = 0, **kw):
     when the device is absent, e.g. ``--device cuda`` on a machine without a GPU."""
     from bertcore.training.device import resolve_runtime
 
+    if getattr(args, "deterministic", False):  # train --deterministic: cuBLAS's setting before CUDA starts
+        from bertcore.training.determinism import prepare_environment
+
+        prepare_environment()
+        kw["deterministic"] = True
     return resolve_runtime(args.device, args.precision, local_rank, **kw)
 
 
@@ -141,7 +146,11 @@ class ProgressBar:
             return
         self.bar.update(1)
         if ev.trainer.step_count % 10 == 0 or ev.trainer.done:
-            self.bar.set_postfix(mlm=f"{ev.row['mlm_loss']:.3f}", nsp=f"{ev.row['nsp_loss']:.3f}", refresh=False)
+            from bertcore.training.flops import speed_fields
+
+            row = ev.trainer.history.last() or ev.row  # the last row read: on a GPU, asking for ev.row would wait
+            self.bar.set_postfix(mlm=f"{row['mlm_loss']:.3f}", nsp=f"{row['nsp_loss']:.3f}",
+                                 **speed_fields(ev.trainer, row), refresh=False)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -29,6 +29,8 @@ def add_prepare_parser(sub) -> None:
 def add_data_args(t) -> None:
     """``train`` options for pre-training from prepared shards (issue 15); see docs and ``cmd_train_data``."""
 
+    t.add_argument("--deterministic", action="store_true", help="the same seed gives the same curve on a GPU too, "
+                   "bit for bit (deterministic CUDA kernels: slower; a CPU run is deterministic already)")
     g = t.add_argument_group("training from prepared shards (python -m bertcore prepare)")
     g.add_argument("--data", metavar="DATA", help="a folder written by `prepare`: train on its shards instead of "
                    "--corpus (works under torchrun: each process trains on its own slice of every batch)")

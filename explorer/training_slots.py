@@ -55,8 +55,10 @@ def training_runtime() -> Runtime:
     name = os.environ.get("BERTCORE_TRAINING_DEVICE", "auto").strip().lower() or "auto"
     if name not in DEVICES:
         raise ConfigError(f"BERTCORE_TRAINING_DEVICE={name!r} is unknown; set it to one of {', '.join(DEVICES)}")
+    # BERTCORE_DETERMINISTIC=1: every training as `train --deterministic` (bertcore.training.determinism)
+    det = bool(env_number("BERTCORE_DETERMINISTIC", 0, minimum=0, maximum=1, integer=True))
     try:
-        return resolve_runtime(name, "auto")
+        return resolve_runtime(name, "auto", deterministic=det)
     except ConfigError as e:
         raise ConfigError(f"BERTCORE_TRAINING_DEVICE={name}: {e}") from None
 

@@ -33,6 +33,7 @@ class Runtime:
     rank: int = 0
     world_size: int = 1
     group: object = None  # torch.distributed process group (None: the default group when world_size > 1)
+    deterministic: bool = False  # CUDA: deterministic kernels, bit-identical curves (bertcore.training.determinism)
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:

@@ -9,12 +9,15 @@ it to its checkpoint's step. It is thread-safe: a training thread appends while 
 Readers take what they need without touching the rows: ``rows_since(n)`` (the live chart's new rows),
 ``series(columns, since)`` (the chart's lists, None for a missing value: the one conversion from rows to what a
 chart draws), ``frame()`` (a DataFrame, cached until the next row) and ``last_eval()``.
+
+On a GPU the trainer keeps a step's numbers on the device and reads them every few steps in one transfer
+(bertcore.training.guard); until then ``Trainer.step`` hands out a ``PendingRow``, which reads them when asked.
 """
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -123,6 +126,16 @@ class History:
         with self._lock:
             return dict(self._rows[-1]) if self._rows else {}
 
+    def row(self, step: int) -> dict | None:
+        """A copy of the row of ``step`` (None when there is none)."""
+        with self._lock:
+            for r in reversed(self._rows):
+                if r["step"] == step:
+                    return dict(r)
+                if r["step"] < step:
+                    break
+        return None
+
     def rows_since(self, n: int = 0) -> list[dict]:
         """Copies of the rows from index ``n`` on."""
         with self._lock:
@@ -153,3 +166,29 @@ class History:
 
     def to_csv(self) -> str:
         return self.frame().to_csv(index=False)
+
+
+class PendingRow(Mapping):
+    """The row of a step whose numbers are still on the device: ``row["step"]`` is known at once, any other key
+    (or ``dict(row)``) makes the trainer read its pending rows first (``read(step)`` gives the stored row). It is
+    never an evaluated row: a step that evaluates reads its numbers and returns a plain dict."""
+
+    def __init__(self, step: int, read: Callable[[int], dict]):
+        self.step, self._read, self._row = int(step), read, None
+
+    def _data(self) -> dict:
+        if self._row is None:
+            self._row = self._read(self.step)
+        return self._row
+
+    def __getitem__(self, key):
+        return self.step if key == "step" else self._data()[key]
+
+    def __iter__(self) -> Iterator:
+        return iter(self._data())
+
+    def __len__(self) -> int:
+        return len(self._data())
+
+    def __repr__(self) -> str:
+        return f"PendingRow(step={self.step})" if self._row is None else repr(self._row)

@@ -4,9 +4,16 @@
 fires ``step`` (and ``eval`` after an evaluated step) on the trainer's ``Callbacks``
 (``bertcore.training.callbacks``). While it runs, torch uses ``config.num_threads`` threads: the count is
 process-wide, so the baseline comes back when the last running loop ends.
+
+A trainer may offer two more things, and pretraining's does: ``running_ahead(target)``, a context in which the
+batches of the coming steps are made ahead (bertcore.training.prefetch; it ends, with its thread, however the loop
+ends), and ``flush()``, which brings rows whose numbers are still on the GPU into the history when the loop ends.
+A step's row may be a ``PendingRow`` (bertcore.training.history): reading its numbers costs a host read, so the
+loop never does; an evaluated step always returns a plain dict.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 
@@ -38,13 +45,17 @@ def run_steps(trainer, n: int | None = None) -> pd.DataFrame:
     stopped early. Returns the history as a DataFrame."""
     target = trainer.config.steps if n is None else min(trainer.config.steps, trainer.step_count + int(n))
     eval_key = trainer.history.eval_keys[-1]
+    ahead = getattr(trainer, "running_ahead", None)
     acquire_threads(trainer.config.num_threads)
     try:
-        while not trainer.done and trainer.step_count < target and not trainer.stopped:
-            row = trainer.step()
-            trainer.callbacks.fire("step", trainer, row=row)
-            if math.isfinite(row.get(eval_key, math.nan)):
-                trainer.callbacks.fire("eval", trainer, row=row)
+        with ahead(target) if ahead is not None else contextlib.nullcontext():
+            while not trainer.done and trainer.step_count < target and not trainer.stopped:
+                row = trainer.step()
+                trainer.callbacks.fire("step", trainer, row=row)
+                if isinstance(row, dict) and math.isfinite(row.get(eval_key, math.nan)):
+                    trainer.callbacks.fire("eval", trainer, row=row)
+        if hasattr(trainer, "flush"):
+            trainer.flush()
         if trainer.stopped and not trainer.done:
             trainer.finalize()
     finally:

@@ -10,7 +10,10 @@ a notebook, the CLI (``python -m bertcore train``) and the app's background thre
   and the dropout masks (a second private generator handed to ``model.set_dropout_generator``). Nothing
   touches the global torch RNG, so two trainers in two threads each match a solo run with the same seed.
 * NaN / inf: a non-finite loss or gradient is never applied. Training stops with ``error`` set and the
-  weights stay the last good ones.
+  weights stay the last good ones (``bertcore.training.guard``).
+* On a GPU a step does not wait for the GPU: its numbers stay there and are read every few steps
+  (``bertcore.training.guard``; ``step()`` returns a ``PendingRow`` until then), and the batches of the next steps
+  are made ahead on a background thread (``bertcore.training.prefetch``). The curve is the same either way.
 * ``history`` (``bertcore.training.history.History``): one row per step, held-out metrics every ``eval_every``
   steps and at the end.
 * ``snapshots``: attention probabilities on a fixed probe pair every ``snapshot_every`` steps (and at step 0
@@ -41,18 +44,17 @@ from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import ConfigError
 from bertcore.io.checkpoint import AttentionSnapshot
 from bertcore.model.bert import init_model
-from bertcore.training import distributed
+from bertcore.model.fast_path import FastPath, seed_device_dropout
+from bertcore.training import determinism, distributed
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime, to_device
-from bertcore.training.history import History
+from bertcore.training.guard import GOOD_COPY_EVERY, StepGuard
+from bertcore.training.history import History, PendingRow
 from bertcore.training.loop import Stoppable, run_steps
+from bertcore.training.prefetch import BatchSource, StepBatches, on_device
 from bertcore.model.modes import eval_mode
 
-# A finite loss above DIVERGENCE_FACTOR x the untrained loss stops training (lr far too high); the weights
-# roll back to the copy taken every GOOD_COPY_EVERY steps.
-DIVERGENCE_FACTOR = 4.0
-GOOD_COPY_EVERY = 10
-
+PREFETCH_DEPTH = 2  # steps made ahead on a GPU (bertcore.training.prefetch)
 
 
 def _has_loss_only(model) -> bool:
@@ -80,11 +82,14 @@ class Trainer(Stoppable):
     ``unigram_baseline`` and ``probe_ids``. ``runtime`` (bertcore.training.device.Runtime) sets the device,
     bf16 autocast, gradient accumulation, torch.compile and the process group of a distributed run.
     ``callbacks``: who listens (``bertcore.training.callbacks.Callbacks``; the trainer keeps its own copy).
+    ``prefetch``: steps whose batches ``run`` makes ahead on a background thread (default: PREFETCH_DEPTH on CUDA,
+    0 on the CPU); ``defer_rows``: keep each step's numbers on the device and read them every GOOD_COPY_EVERY
+    steps (default: on CUDA). Neither changes the curve.
     """
 
     def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus=None, tokenizer=None, model=None,
                  data=None, runtime=None, probe="default", callbacks: Callbacks | None = None,
-                 skills: SkillSuite | None = None):
+                 skills: SkillSuite | None = None, prefetch: int | None = None, defer_rows: bool | None = None):
         if data is not None:
             tokenizer = data.tokenizer
         elif tokenizer is None:
@@ -108,6 +113,8 @@ class Trainer(Stoppable):
         self.data = data
         self.runtime = rt = runtime if runtime is not None else Runtime()
         self.device = rt.torch_device
+        if getattr(rt, "deterministic", False):
+            determinism.apply(self.device)  # CUDA: deterministic kernels from here on; nothing to do on a CPU
         self.model = model if model is not None else init_model(model_config, tc.seed)
         self.model.to(self.device).train()
         self._gen = torch.Generator().manual_seed(tc.seed)  # data order + masking
@@ -116,6 +123,10 @@ class Trainer(Stoppable):
         self.deterministic_dropout = hasattr(self.model, "set_dropout_generator")
         if self.deterministic_dropout:
             self.model.set_dropout_generator(self._dropout_gen)
+        # CUDA: the fast path (bertcore.model.fast_path; fused dropout reseeded each step), none on a CPU
+        self.fast = FastPath.for_device(self.device, rt.compile) if hasattr(self.model, "set_fast_path") else FastPath()
+        if hasattr(self.model, "set_fast_path"):
+            self.model.set_fast_path(self.fast)
 
         decay, no_decay = [], []
         for name, p in self.model.named_parameters():
@@ -129,7 +140,7 @@ class Trainer(Stoppable):
         # (bertcore.model.mlm_loss; same loss and gradients); models without that switch get the plain call
         self._loss_only = {"return_mlm_logits": False} if _has_loss_only(self.model) else {}
         self._forward = distributed.wrap(self.model, rt)  # DDP when several processes, else the model itself
-        if rt.compile:
+        if rt.compile and not self.fast.compile_layers:  # compiled layers replace the whole-model compile
             self._forward = torch.compile(self._forward)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_schedule(tc.warmup_steps, tc.steps))
 
@@ -140,10 +151,15 @@ class Trainer(Stoppable):
         self.history = History.pretraining()
         self.callbacks = callbacks.copy() if callbacks is not None else Callbacks()
         self._eval_batches = None
-        self._good, self._good_step = None, 0
         # An untrained model predicts ~uniformly: loss ~ ln(V) + ln(2). Far above that, training has diverged.
         self._init_loss = math.log(model_config.vocab_size) + math.log(2)
-        self.divergence_threshold = DIVERGENCE_FACTOR * self._init_loss
+        on_gpu = self.device.type == "cuda"
+        self._guard = StepGuard(self._params, self.optimizer, self._init_loss, self.device,
+                                deferred=on_gpu if defer_rows is None else defer_rows)
+        self.divergence_threshold = self._guard.threshold
+        self.batches = BatchSource(self.data, self._gen, tc.batch_size, rt.grad_accum, self.device,
+                                   (PREFETCH_DEPTH if on_gpu else 0) if prefetch is None else prefetch,
+                                   lambda: self._next_batches())
         self.unigram_baseline = float(self.data.unigram_baseline())
         self.snapshots: list[AttentionSnapshot] = []
         self._probe = self._make_probe()
@@ -164,63 +180,82 @@ class Trainer(Stoppable):
 
     # ------------------------------------------------------------------ public API
     def step(self) -> dict:
-        """One optimizer step on a fresh batch; returns the history row (also appended to ``history``)."""
+        """One optimizer step on a fresh batch; returns the history row (also appended to ``history``). With
+        ``defer_rows`` a step between two reads returns a ``PendingRow`` (its numbers reach ``history`` later)."""
         if self.done:
             return self.history.last()
-        tc, model = self.config, self.model
+        tc, model, guard = self.config, self.model, self._guard
         t0 = time.perf_counter()
         if not model.training:
             model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        stats = self._accumulate_gradients(self._next_batches())
+        if self.fast.fused_dropout:  # this step's dropout masks: a function of (seed, rank, step)
+            seed_device_dropout(self.device, tc.seed, self.runtime.rank, self.step_count)
+        acc, counts = self._accumulate_gradients(self.batches.next(self.step_count))
         if tc.grad_clip > 0:
             gnorm = torch.nn.utils.clip_grad_norm_(self._params, tc.grad_clip, foreach=True)
         else:
             gnorm = torch.nn.utils.get_total_norm([p.grad for p in self._params if p.grad is not None], foreach=True)
-        lr = self.optimizer.param_groups[0]["lr"]
-        mlm_loss, nsp_loss, mlm_ok, n_sel, nsp_ok, n_ex, n_tok = stats
-        loss, gn = mlm_loss + nsp_loss, float(gnorm)
         step = self.step_count + 1
-        finite = math.isfinite(loss) and math.isfinite(gn)
-        if not finite or loss > self.divergence_threshold:
-            self.optimizer.zero_grad(set_to_none=True)
-            fix = "lower lr (e.g. <= 1e-2) or raise warmup_steps"
-            if finite:  # exploded but finite: roll back to the last copy taken while the loss was sane
-                good = self._restore_good()
-                self.error = (f"loss diverged at step {step} (loss {loss:.3g}, more than 4x the {self._init_loss:.2f} "
-                              f"of an untrained model; lr={lr:.3g}); {fix}; the last good weights (after step "
-                              f"{good}) are kept")
-            else:
-                what = "loss" if not math.isfinite(loss) else "gradient norm"
-                kind = "NaN" if math.isnan(loss if what == "loss" else gn) else "infinite"
-                self.error = (f"{what} became {kind} at step {step} (lr={lr:.3g}); {fix}; the last good weights "
-                              f"(after step {self.step_count}) are kept")
-            self.done = True
-            row = {"step": step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss, "mlm_acc": float("nan"),
-                   "nsp_acc": float("nan"), "lr": lr, "tokens_per_s": float("nan")}
-            row = self.history.append(row)
-            self._final_snapshot()
-            return row
+        guard.record(step, acc, gnorm, counts, self.optimizer.param_groups[0]["lr"], t0)
+        final = step >= tc.steps
+        evaluate = ((tc.eval_every and step % tc.eval_every == 0) or final) and self.runtime.is_main
+        snapshot = bool(tc.snapshot_every) and step % tc.snapshot_every == 0 and self.runtime.is_main
+        if guard.deferred and not (final or evaluate or snapshot or self.step_count % GOOD_COPY_EVERY == 0):
+            self.optimizer.step()  # skipped on the device if this or an earlier pending step was bad
+            self.scheduler.step()
+            self.step_count = step
+            self.train_seconds += time.perf_counter() - t0
+            return PendingRow(step, self._row_at)
+        reading = guard.read()  # every pending step, this one included, checked before this update
+        if reading.error:
+            return self._failed(reading)
         if self.step_count % GOOD_COPY_EVERY == 0:
-            self._save_good()
+            guard.save_good(self.step_count)
         self.optimizer.step()
         self.scheduler.step()
         self.step_count = step
-        row = {"step": step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
-               "mlm_acc": mlm_ok / n_sel if n_sel else float("nan"),
-               "nsp_acc": nsp_ok / n_ex, "lr": lr,
-               "tokens_per_s": n_tok / max(time.perf_counter() - t0, 1e-9)}
+        *before, row = reading.finish(time.perf_counter())
+        for r in before:
+            self.history.append(r)
         self.train_seconds += time.perf_counter() - t0
-        final = step >= tc.steps
-        if ((tc.eval_every and step % tc.eval_every == 0) or final) and self.runtime.is_main:
+        if evaluate:
             row.update(self.evaluate())
-        if tc.snapshot_every and step % tc.snapshot_every == 0 and self.runtime.is_main:
+        if snapshot:
             self._snapshot()
         row = self.history.append(row)
         if final:
             self.done = True
             self._final_snapshot()
         return row
+
+    def flush(self) -> None:
+        """Bring the rows still on the device into ``history`` (one read); a bad step among them ends training
+        as it would have at once. ``run`` calls it when it returns; a no-op on the CPU."""
+        if self._guard.pending:
+            reading = self._guard.read()
+            if reading.error:
+                self._failed(reading)
+                return
+            for r in reading.finish(time.perf_counter()):
+                self.history.append(r)
+
+    def _row_at(self, step: int) -> dict:
+        """The row of ``step`` after a flush (a PendingRow's numbers); NaN numbers for a step a failure dropped."""
+        self.flush()
+        row = self.history.row(step)
+        return row if row is not None else {"step": step, **{c: math.nan for c in self.history.columns[1:]}}
+
+    def _failed(self, reading) -> dict:
+        """A read found a bad step: training ends after the step before it (the guard kept those weights)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self.error, self.done = reading.error, True
+        rows = reading.finish(time.perf_counter())
+        self.step_count = rows[-1]["step"] - 1
+        for r in rows:
+            self.history.append(r)
+        self._final_snapshot()
+        return self.history.last()
 
     def run(self, n: int | None = None) -> pd.DataFrame:
         """Run ``n`` more steps (default: until ``train_config.steps``), or until ``stop()`` or a NaN; the history
@@ -230,6 +265,7 @@ class Trainer(Stoppable):
 
     def finalize(self) -> None:
         """Mark training finished: evaluate the current weights (if not yet) and take a last snapshot."""
+        self.flush()
         if self.done:
             return
         self.done = True
@@ -275,22 +311,27 @@ class Trainer(Stoppable):
         return [self.data.sample_batch(self.config.batch_size, self._gen, split="train")
                 for _ in range(self.runtime.grad_accum)]
 
-    def _accumulate_gradients(self, batches: list[dict]) -> list[float]:
-        """Forward + backward over the micro-batches; returns the global [mlm_loss, nsp_loss, mlm_ok, n_selected,
-        nsp_ok, n_examples, n_tokens] of the step.
+    def running_ahead(self, target: int):
+        """While ``run`` steps towards ``target``: the coming steps' batches are made ahead (bertcore.training.prefetch)."""
+        return self.batches.ahead(self.step_count, target)
+
+    def _accumulate_gradients(self, item: StepBatches) -> tuple[torch.Tensor, tuple[float, float, float]]:
+        """Forward + backward over the micro-batches; returns the global [mlm_sum, nsp_sum, mlm_ok, nsp_ok] of the
+        step on the device (no host read) and its global (masked tokens, examples, real tokens), counted on the CPU.
 
         Each micro-batch's mean losses are re-weighted by its share of the global masked tokens and examples
         (x world_size, which DDP's gradient averaging divides out again), so the gradient is that of the MLM
         mean over every masked token of the global batch plus the NSP mean over its examples (BERT §3.1, §3.2),
         however the batch is split over processes and accumulation steps.
         """
-        rt, dev = self.runtime, self.device
-        sizes = torch.tensor([[float((b["mlm_labels"] != -100).sum()), float(len(b["nsp_labels"]))] for b in batches])
-        totals = distributed.all_reduce_sum(sizes.sum(0).to(dev), rt).cpu()
-        n_sel_all, n_ex_all = max(float(totals[0]), 1.0), max(float(totals[1]), 1.0)
-        acc = torch.zeros(7, device=dev)
-        for i, (b, (n_sel, n_ex)) in enumerate(zip(batches, sizes.tolist())):
-            b = to_device(b, dev)
+        rt, dev, batches = self.runtime, self.device, item.batches
+        totals = [sum(c[k] for c in item.counts) for k in range(3)]  # masked tokens, examples, real tokens
+        if rt.distributed:  # whole numbers: float32 sums them exactly
+            totals = distributed.all_reduce_sum(torch.tensor(totals, device=dev), rt).tolist()
+        n_sel_all, n_ex_all = max(totals[0], 1.0), max(totals[1], 1.0)
+        acc = torch.zeros(4, device=dev)
+        for i, (b, (n_sel, n_ex, _)) in enumerate(zip(batches, item.counts)):
+            b = on_device(b, dev)
             sync = rt.distributed and i < len(batches) - 1
             with self._forward.no_sync() if sync else contextlib.nullcontext():  # all-reduce on the last only
                 with rt.autocast():
@@ -300,12 +341,12 @@ class Trainer(Stoppable):
                 loss = out.mlm_loss.float() * (n_sel / n_sel_all) + out.nsp_loss.float() * (n_ex / n_ex_all)
                 (loss * rt.world_size).backward()
             with torch.no_grad():
-                mlm_ok, _, nsp_ok = self._correct(out, b)
+                hits = getattr(out, "mlm_hits", None)  # counted by the fused loss: no host read
+                mlm_ok = hits.float() if hits is not None else self._correct(out, b)[0]
+                nsp_ok = (out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum().float()
                 acc += torch.stack([out.mlm_loss.float().detach() * n_sel, out.nsp_loss.float().detach() * n_ex,
-                                    mlm_ok, torch.tensor(n_sel, device=dev), nsp_ok, torch.tensor(n_ex, device=dev),
-                                    b["attention_mask"].sum().float()])
-        mlm_sum, nsp_sum, mlm_ok, n_sel, nsp_ok, n_ex, n_tok = distributed.all_reduce_sum(acc, rt).tolist()
-        return [mlm_sum / max(n_sel, 1.0), nsp_sum / max(n_ex, 1.0), mlm_ok, n_sel, nsp_ok, n_ex, n_tok]
+                                    mlm_ok, nsp_ok])
+        return distributed.all_reduce_sum(acc, rt), tuple(totals)
 
     @staticmethod
     def _correct(out, batch):
@@ -322,22 +363,6 @@ class Trainer(Stoppable):
             mlm_ok = (logits.argmax(-1) == targets).sum().float()
         nsp_ok = (out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().float()
         return mlm_ok, torch.tensor(float(targets.numel()), device=mlm_ok.device), nsp_ok
-
-    @torch.no_grad()
-    def _save_good(self) -> None:
-        """Copy the current weights (known good: they just gave a finite, sane loss) into reusable buffers."""
-        if self._good is None:
-            self._good = [p.detach().clone() for p in self._params]
-        else:
-            torch._foreach_copy_(self._good, [p.detach() for p in self._params])
-        self._good_step = self.step_count
-
-    @torch.no_grad()
-    def _restore_good(self) -> int:
-        if self._good is None:
-            return self.step_count
-        torch._foreach_copy_([p.detach() for p in self._params], self._good)
-        return self._good_step
 
     def _score_skills(self) -> None:
         """Score every skill at the current step (one row per step: a second evaluation replaces the first)."""
