@@ -176,7 +176,10 @@ class TrainingRun:
             raise
         return self
 
-    def stop(self, reason: str = "stopped by the user") -> None:
+    def stop(self, reason: str = "stopped by the user", wait: float = 0.0) -> bool:
+        """Ask the run to stop: the step under way completes (in its own process the child then saves and exits).
+        ``wait`` > 0: wait up to that many seconds for the run's end, an event (``join``): a stop takes a step and a
+        checkpoint, longer on a slow machine. True once the run has ended (its slot free, its status final)."""
         with self._lock:
             if not self._stopped.is_set():
                 self._stop_reason = reason
@@ -185,6 +188,9 @@ class TrainingRun:
                 self._stop.request(reason)
             if self._proc is not None:
                 self._proc.stop(reason)
+        if wait > 0 and threading.current_thread() is not self._thread:  # its own thread never waits for itself
+            return self.join(wait)
+        return not self.running
 
     def join(self, timeout: float | None = None) -> bool:
         if self._thread is not None:
@@ -257,25 +263,28 @@ class TrainingRun:
                                runtime=self.runtime)
 
     def _run(self) -> None:
+        failed = "the training thread ended unexpectedly"  # or the message of the error that ended the run
         try:
             if self.in_process:
                 self._run_in_process()
             else:
                 self._run_in_thread()
-            with self._lock:
-                if self._status not in ("abandoned", "error"):
-                    self._status = "stopped" if self._stopped.is_set() else "finished"
             last = next((d for d, b in zip(reversed(self.run_dirs), reversed(self.results)) if b is not None), None)
             if last is not None and self.on_end is not None and self._status != "error":
                 self.on_end(last)
+            failed = None
         except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
-            msg = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
-            with self._lock:
-                self._status, self._message = "error", msg
+            failed = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
         finally:
-            with self._lock:
-                self._finished = time.monotonic()
+            # The end, in this order: the slot is free before the status is final and the thread ends, so whoever
+            # sees the end (a poll, stop(wait=...), join) can start the next training at once.
             release_slot(id(self))
+            with self._lock:
+                if failed is not None:
+                    self._status, self._message = "error", failed
+                elif self._status not in ("abandoned", "error"):
+                    self._status = "stopped" if self._stopped.is_set() else "finished"
+                self._finished = time.monotonic()
 
     def _run_in_thread(self) -> None:
         torch.set_num_threads(1)

@@ -5,11 +5,13 @@ Phases (each bounded in time):
 1. **Warm-up** (not timed): one session opens every page once, as a teacher does before class, so that
    the first student does not pay the server's imports.
 2. **Solo training** (only with trainings > 0 and ``solo_seconds`` > 0): one session starts a training,
-   moves to the Overview and lets its sidebar poll for ``solo_seconds``; its steps/s is the baseline.
+   moves to the Overview and, from the first step its sidebar shows, lets it poll for ``solo_seconds``; its steps/s
+   is the baseline.
 3. **Load**: ``sessions`` students start within ``ramp`` seconds and follow ``loadgen.student.VISIT`` until
    ``seconds`` have passed; the first ``trainings`` of them start a training first. The server's RSS and
    CPU are sampled every second meanwhile.
-4. **Solo training again**, once the load's trainings have ended: the baseline is the mean of the two solo runs,
+4. **Solo training again**, once the load's trainings have ended (the server's child processes gone; an error if
+   they still run ``EVENT_TIMEOUTS`` x ``timeout`` after the load): the baseline is the mean of the two solo runs,
    because this machine's speed drifts by 10-20% from one minute to the next (docs/BENCH.md, "One torch thread
    for the pages"), and a baseline taken only before the load made the ratio as noisy as that.
 
@@ -36,6 +38,11 @@ SOLO_TRAIN_STEPS = 4990
 TARGET_P95 = 1.5
 TARGET_RSS_MB = 4096
 TARGET_TRAIN_RATIO = 0.6
+# A training's start and end are events that the generator waits for, at most 3 x --timeout each: a training
+# process starts (imports torch, builds its model; its first step came after 65 s on a 2-core machine with a load
+# average of 11) and the load's trainings end after their step and a checkpoint, or, with a Stop that never came,
+# once the server takes their tab for closed (BERTCORE_ABANDON_SECONDS)
+EVENT_TIMEOUTS = 3
 
 
 @dataclass
@@ -84,18 +91,40 @@ async def warm_up(port: int, timeout: float) -> Outcome:
 async def solo_training(port: int, seconds: float, timeout: float) -> tuple[float | None, Outcome]:
     """Steps/s of one training alone: start it, move to the Overview, let the sidebar poll, press Stop."""
     st = Student("solo", port, SOLO_MARKER, rng=random.Random(0), think=(0.0, 0.0),
-                 deadline=time.monotonic() + seconds + 2 * timeout, train_steps=SOLO_TRAIN_STEPS,
+                 deadline=time.monotonic() + seconds + (EVENT_TIMEOUTS + 3) * timeout, train_steps=SOLO_TRAIN_STEPS,
                  timeout=timeout, record=False)
     speed = None
     try:
         if st.note("Overview", await st.tab.open(""), "open /") and await st.start_training():
             st.note("Overview", await st.tab.goto(""), "open /")
-            await asyncio.sleep(seconds)
-            speed = st.steps_per_second()
+            if await _first_step(st, EVENT_TIMEOUTS * timeout):  # timed from its first step (its start is slow)
+                await asyncio.sleep(seconds)
+                speed = st.steps_per_second()
             await st.stop_training()
     finally:
         await st.tab.close()
     return speed, st.out
+
+
+async def _first_step(st: Student, timeout: float) -> bool:
+    """Wait until the sidebar has shown a step of ``st``'s own run, at most ``timeout`` s (else an error)."""
+    end = time.monotonic() + timeout
+    while not any(n > 0 for _, n in st.out.steps):
+        if time.monotonic() >= end or st.tab.closed_reason:
+            st.out.errors.append(f"{st.out.name}: its training showed no step within {timeout:g} s of its Start")
+            return False
+        await asyncio.sleep(0.2)
+    return True
+
+
+async def trainings_ended(pids: list[int], timeout: float) -> bool:
+    """Wait until the server processes ``pids`` have no child left (their trainings ended), at most ``timeout`` s."""
+    end = time.monotonic() + timeout
+    while any(descendants(p) for p in pids):
+        if time.monotonic() >= end:
+            return False
+        await asyncio.sleep(0.5)
+    return True
 
 
 async def _flood_after_trainers(s: Settings, students: list[Student], deadline: float) -> FloodOutcome:
@@ -156,10 +185,11 @@ async def run_load_test(s: Settings) -> dict:
     await mon_task
     own = 100.0 * (time.process_time() - own_cpu) / max(1e-9, time.monotonic() - own_t)
     if solos:  # phase 4, after the load's trainings have ended (their processes gone)
-        quiet = time.monotonic() + 60
-        while pids and any(descendants(p) for p in pids) and time.monotonic() < quiet:
-            await asyncio.sleep(0.5)
+        ended = await trainings_ended(pids, EVENT_TIMEOUTS * s.timeout)
         after, out = await solo_training(s.port, s.solo_seconds, s.timeout)
+        if not ended:
+            out.errors.append(f"the load's trainings still ran {EVENT_TIMEOUTS * s.timeout:g} s after the load; the "
+                              "solo run after it trained beside them")
         extra.append(out)
         solos += [after] if after else []
     crashed = [f"{st.out.name}: {t.exception()!r}" for st, t in zip(students, tasks)

@@ -11,7 +11,7 @@ import pytest
 
 from playwright.sync_api import expect
 
-from bench.harness import CHROMIUM, CHROMIUM_ARGS, UPDATE, AppServer, apply_budgets
+from bench.harness import CHROMIUM, CHROMIUM_ARGS, SLOWDOWN, UPDATE, AppServer, apply_budgets
 from browser_marks import SERVER_ENV
 
 # How long a browser test waits (bench/harness.py sets the budgets, for every machine; docs/TESTING.md): an
@@ -46,6 +46,12 @@ def context(context):
     return context
 
 
+# How long a test waits for a training's end, in s: a training's end is an event (``run.stop(wait=TRAINING_END)``,
+# ``run.join(TRAINING_END)``), never a moment after a fixed sleep; a stopped one ends after its step under way and a
+# checkpoint, which on a slow machine beside other work took longer than the 5 s tests once gave it. Only a hung
+# training waits this out. BERTCORE_TEST_SLOWDOWN scales it, as it scales the browser budgets (docs/TESTING.md).
+TRAINING_END = 120 * SLOWDOWN
+
 # TrainingRun objects a test started (``from conftest import TRAINING_RUNS``); stopped after every test so
 # no training thread outlives the test that made it.
 TRAINING_RUNS: list = []
@@ -66,7 +72,7 @@ def _stop_training_runs():
     for r in TRAINING_RUNS:
         r.stop()
     for r in TRAINING_RUNS:
-        r.join(10)
+        r.join(TRAINING_END)
     TRAINING_RUNS.clear()
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import TRAINING_END
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 from explorer import figures_train as ft
@@ -188,7 +189,7 @@ def test_stop_takes_effect_at_the_next_step(small, where):
     _wait_steps(r, 3)
     r.stop()
     at_stop = _steps_done(r)  # read after stop(): at least the steps done when it was called
-    assert r.join(120), "the run did not stop"
+    assert r.join(TRAINING_END), "the run did not stop"
     s = r.snapshot()
     assert s.status == "stopped" and 3 <= s.total_done <= _last_allowed_step(r, at_stop), (at_stop, s.total_done)
     assert r.results[0] is not None  # the partly trained model is kept
@@ -204,7 +205,7 @@ def test_abandoned_run_stops_itself(small, where):
     _wait_steps(r, 2)
     r.last_poll = polled = time.monotonic()  # the tab's last heartbeat: nobody polls from here on
     r.abandon_after = 1.0
-    assert r.join(120), "an unpolled run must stop itself"
+    assert r.join(TRAINING_END), "an unpolled run must stop itself"
     assert r.status == "abandoned"
     assert r._finished - polled >= r.abandon_after  # it trained on until the heartbeat was abandon_after old
 
@@ -213,7 +214,7 @@ def test_abandoned_run_stops_itself(small, where):
     _wait_steps(r, 2)
     r.last_poll -= 2 * 3600  # the heartbeat is stale now
     stale = _steps_done(r)
-    assert r.join(120), "a run with a stale heartbeat must stop itself"
+    assert r.join(TRAINING_END), "a run with a stale heartbeat must stop itself"
     assert r.status == "abandoned" and _steps_done(r) <= _last_allowed_step(r, stale), (stale, _steps_done(r))
 
 
@@ -225,11 +226,10 @@ def test_cap_on_concurrent_trainings(small, monkeypatch):
     with pytest.raises(training_slots.ServerBusy, match="Server busy: 1 training running"):
         r2.start()
     assert not r2.running
-    r1.stop()
-    r1.join(5)
+    assert r1.stop(wait=TRAINING_END)  # its end is an event: waited for, with a deadline for this machine
     assert training_slots.running_trainings() == 0
     r2.start()  # a slot is free again
-    assert r2.join(60)
+    assert r2.join(TRAINING_END)
 
 
 # ------------------------------------------------------------------ uploads

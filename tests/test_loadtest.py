@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from bench.harness import LOAD, REPO, AppServer, free_port
+from bench.harness import LOAD, REPO, SLOWDOWN, UPDATE, AppServer, free_port
 from loadgen.student import step_labels
 
 SCRIPT = REPO / "scripts" / "loadtest.py"
@@ -69,8 +69,12 @@ def test_three_sessions_once_round_the_pages(server):
 def test_the_solo_yardstick_is_taken_before_and_after_the_load(server):
     """The trainings' ratio is judged against the mean of a solo training before the load and one after it, once
     the load's own training has ended (the machine's speed drifts between the two)."""
-    r = _loadtest("--port", str(server.port), "--sessions", "1", "--seconds", "20", "--trainings", "1",
-                  "--think", "0.5,1", "--solo-seconds", "12", "--no-warmup", "--json", timeout=300)
+    # The generator waits for events (each solo training's first step, the load's trainings' end), each at most
+    # 3 x --timeout: the tests' UPDATE budget, scaled to the machine (BERTCORE_TEST_SLOWDOWN), as is the load's
+    # length, in which the load's training must start and show its speed
+    r = _loadtest("--port", str(server.port), "--sessions", "1", "--seconds", f"{20 * SLOWDOWN:g}", "--trainings", "1",
+                  "--think", "0.5,1", "--solo-seconds", "12", "--no-warmup", "--json", "--timeout", f"{UPDATE / 1000:g}",
+                  timeout=8 * UPDATE / 1000)
     assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}\n{server.log_tail()}"
     rep = json.loads(r.stdout)
     assert rep["errors"] == 0, rep["error_samples"]
@@ -78,6 +82,7 @@ def test_the_solo_yardstick_is_taken_before_and_after_the_load(server):
     assert before > 0 and after > 0
     assert rep["training"]["solo_steps_per_s"] == pytest.approx((before + after) / 2, abs=0.01)
     speed = rep["training"]["steps_per_s"][0]
+    assert speed is not None, f"the load's training showed no speed in its {20 * SLOWDOWN:g} s: {rep['training']}"
     assert rep["training_speed_vs_solo"] == pytest.approx(speed / ((before + after) / 2), abs=0.01)
 
 

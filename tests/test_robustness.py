@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TRAINING_END
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -397,7 +398,7 @@ def _run(small, steps=20, abandon_after=None, **kw):
     return r
 
 
-def _poll_until_done(*runs, timeout=120):
+def _poll_until_done(*runs, timeout=TRAINING_END):
     t0 = time.time()
     while any(r.running for r in runs) and time.time() - t0 < timeout:
         for r in runs:
@@ -438,7 +439,7 @@ def test_cap_gives_busy_message_through_the_session_api(small, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("BERTCORE_MAX_TRAININGS", "1")
-    blocker = _run(small, steps=100_000).start()
+    blocker = _run(small, steps=100_000, abandon_after=3600.0).start()  # never abandoned while AppTest runs
     try:
         at = AppTest.from_file(TRAIN_PAGE, default_timeout=60).run()
         at.button(key="train_start").click().run()
@@ -447,9 +448,10 @@ def test_cap_gives_busy_message_through_the_session_api(small, monkeypatch):
                    for e in at.error), [e.value for e in at.error]
         assert "bx_run" not in at.session_state
     finally:
-        blocker.stop()
-        blocker.join(5)
-    assert training_slots.running_trainings() == 0
+        ended = blocker.stop(wait=TRAINING_END)  # the end is an event: waited for, with a deadline for this machine
+    assert ended, "the stopped training did not end"
+    assert training_slots.running_trainings() == 0  # its slot was free once stop() returned
+    assert blocker.status == "stopped"  # final once stop() returned
 
 
 def test_abandoned_run_stops_and_threads_return_to_baseline(small, monkeypatch):
@@ -460,13 +462,13 @@ def test_abandoned_run_stops_and_threads_return_to_baseline(small, monkeypatch):
     for r in runs:
         r.start()
     t0 = time.time()
-    while any([r.snapshot().total_done < 1 for r in runs]) and time.time() - t0 < 120:  # a list: poll both
+    while any([r.snapshot().total_done < 1 for r in runs]) and time.time() - t0 < TRAINING_END:  # a list: poll both
         time.sleep(0.02)  # polled until both trained a step; then the "tab is closed"
     for r in runs:
-        assert r.join(120), "an unpolled run must stop itself"
+        assert r.join(TRAINING_END), "an unpolled run must stop itself"
     assert [r.status for r in runs] == ["abandoned", "abandoned"]  # (never before abandon_after: test_app_core.py)
     assert all(r.results[0] is not None for r in runs)  # the partly trained model is kept
-    deadline = time.time() + 120  # threads end on their own; a wait, not a speed limit
+    deadline = time.time() + TRAINING_END  # threads end on their own; a wait, not a speed limit
     while threading.active_count() > baseline and time.time() < deadline:
         time.sleep(0.05)
     assert threading.active_count() <= baseline

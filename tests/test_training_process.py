@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import TRAINING_END
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 from bertcore.analysis.live_probe import Probe
@@ -128,7 +129,7 @@ def test_bad_input_a_crash_and_a_failed_run_are_messages(data, tmp_path, monkeyp
     while r.snapshot().total_done < 2 and time.time() - t0 < 120:
         time.sleep(0.05)
     os.kill(r._proc.proc.pid, signal.SIGKILL)
-    assert r.join(60)
+    assert r.join(TRAINING_END)
     s = r.snapshot()
     assert s.status == "error" and "ended unexpectedly" in s.message and "-9" in s.message
     assert training_slots.running_trainings() == 0  # its slot is free again
@@ -161,8 +162,7 @@ def test_the_server_going_away_leaves_a_resumable_run(data, tmp_path):
     t0 = time.time()
     while r.snapshot().total_done < end["steps"] + 2 and time.time() - t0 < 120:
         time.sleep(0.05)
-    r.stop()
-    assert r.join(60)
+    assert r.stop(wait=TRAINING_END)  # its end is an event: waited for, with a deadline for this machine
     steps = r.snapshot().histories[0].frame()["step"].tolist()
     assert steps == list(range(1, len(steps) + 1)) and len(steps) >= end["steps"] + 2  # continued, each step once
 
