@@ -132,9 +132,9 @@ class TrainingRun:
         self.on_end = on_end
         self.abandon_after = abandon_seconds() if abandon_after is None else float(abandon_after)
         self.nice = training_nice()  # read here, so a bad value is an error on Start, never in the thread
+        self.runtime = training_runtime()  # the same: a bad BERTCORE_TRAINING_DEVICE says so on Start
         self.in_process = own_process()
         self._proc: worker.TrainingProcess | None = None  # the child, when the run trains in its own process
-        self.runtime = training_runtime()  # the same: a bad BERTCORE_TRAINING_DEVICE says so on Start
         self._stop_reason = "stopped by the user"
         self.stop_steps: list = [None for _ in self.jobs]  # in its own process: the step a stop request found
         self._lock = threading.Lock()
