@@ -47,6 +47,8 @@ WINDOW_SECONDS = 60.0
 MAX_CLIENTS = 10_000  # addresses remembered per action; the least recently counted one is forgotten first
 LOCAL = "local"  # the key of connections from the server machine itself (st.context.ip_address is None)
 _ADMITTED = "bx_client_admitted"  # st.session_state: this session was counted as a new session
+_REFUSALS = "bx_client_refusals"  # st.session_state: this session's refused runs in a row (the delay doubles)
+MAX_REFUSED_DELAY = 60.0  # the longest a refused run waits: one window, after which its count may have dropped
 sleep = time.sleep  # how a refused page run waits (refused_delay); a test puts a recorder here
 
 
@@ -166,6 +168,17 @@ def refused_delay() -> float:
     return env_number("BERTCORE_CLIENT_REFUSED_DELAY", 3, minimum=0, maximum=30)
 
 
+def escalated_delay(refusals: int, base: float | None = None) -> float:
+    """The wait before the ``refusals``-th refused run in a row of one session answers: the base delay
+    (``refused_delay``), doubled at each further refusal, at most MAX_REFUSED_DELAY. A person over a cap gets the
+    message after the base delay; a script that asks again at once gets one answer a minute from each of its
+    sessions after six refusals, so a session that only asks costs the server ever less."""
+    base = refused_delay() if base is None else base
+    if refusals <= 0 or base <= 0:
+        return 0.0
+    return min(MAX_REFUSED_DELAY, base * 2.0 ** min(refusals - 1, 16))
+
+
 def client_key(address: str | None) -> str:
     """The key an address is counted under: ``local`` for None or empty, an IPv4 address as written (an
     IPv4-mapped IPv6 address as its IPv4), an IPv6 address as its /64 network, anything else (not an IP address)
@@ -228,7 +241,7 @@ def refund(action: str, address: str | None = None) -> None:
 def admit_run() -> str | None:
     """app.py, at every full run: the session's first admitted run counts as a new session, and every run as a
     page run. None when the run may go on; else the message to show instead of the page (a refused session asks
-    again at its next run), given after ``refused_delay`` seconds. A server setting that is not a number gives its
+    again at its next run), given after ``escalated_delay`` seconds (doubling with each refusal in a row). A server setting that is not a number gives its
     own message."""
     import streamlit as st
 
@@ -240,7 +253,11 @@ def admit_run() -> str | None:
                 st.session_state[_ADMITTED] = True
         text = text or refusal("run")
         if text:
-            sleep(refused_delay())
+            n = int(st.session_state.get(_REFUSALS, 0)) + 1
+            st.session_state[_REFUSALS] = n
+            sleep(escalated_delay(n))
+        else:
+            st.session_state[_REFUSALS] = 0
         return text
     except BertcoreError as e:
         return tr(reason(e))

@@ -195,11 +195,20 @@ def test_page_runs_over_the_cap_show_the_message_and_keep_the_session(monkeypatc
     assert _texts(at).startswith("Too many page requests from your network address: at most 2 a minute")
     assert not at.title
     assert slept == [2.5]  # a refused run answers after the delay (a tight loop gets one answer per delay)
+    at.run()
+    at.run()
+    assert slept == [2.5, 5.0, 10.0]  # each refusal in a row of this session waits twice as long
     cl.WINDOWS["run"].clear()
     at.run()
     assert not at.error and at.title  # the same session, its page and workspace as they were
-    assert slept == [2.5]  # an allowed run does not wait
+    assert slept == [2.5, 5.0, 10.0] and at.session_state["bx_client_refusals"] == 0  # admitted: the count restarts
     assert (at.session_state["bx_ws"] if "bx_ws" in at.session_state else None) == ws
+
+
+def test_the_refused_delay_doubles_up_to_a_minute():
+    assert [cl.escalated_delay(n, 3.0) for n in range(0, 9)] == [0.0, 3.0, 6.0, 12.0, 24.0, 48.0, 60.0, 60.0, 60.0]
+    assert cl.escalated_delay(10_000, 3.0) == 60.0  # no overflow however long a script insists
+    assert cl.escalated_delay(5, 0.0) == 0.0  # BERTCORE_CLIENT_REFUSED_DELAY=0: no delay at all
 
 
 def test_start_over_the_cap_starts_nothing_and_says_so(monkeypatch, _runs_dir_in_tmp):
