@@ -45,6 +45,7 @@ from explorer.workspace import (
     ModelChoices,
     folder_policy,
     remember_active,
+    trust_own_dir,
     resolve_model,
     shared_corpus_and_tokenizer,
     runs_of_workspaces,
@@ -298,6 +299,7 @@ def adopt_finished_runs() -> bool:
     run.adopted = True
     for d, bundle in zip(reversed(run.run_dirs), reversed(run.results)):
         if bundle is not None and d is not None:
+            trust_own_dir(Path(d))  # a path the server made, not one typed in the browser
             remember_active(_key_of_dir(Path(d)))
             return True
     return False

@@ -145,12 +145,22 @@ def runs_of_workspaces() -> Path:
     return runs.runs_root() / "workspaces"
 
 
+OWN_DIRS_KEY = "bx_own_dirs"  # st.session_state: folders of runs this session itself trained (server-made paths)
+
+
+def trust_own_dir(d: Path) -> None:
+    """Mark the folder of a run this session trained (``state.adopt_finished_runs``) as its own: it opens whatever
+    the folder policy, as the path came from the server, never from the browser."""
+    st.session_state.setdefault(OWN_DIRS_KEY, set()).add(os.path.realpath(d))
+
+
 def _may_open_dir(d: Path) -> bool:
-    """Whether a ``dir:`` key may load: a folder of this workspace (a fine-tune's model), else what the folder
-    policy allows (a key kept in workspace.json from before a policy change is checked again)."""
+    """Whether a ``dir:`` key may load: a folder of this workspace (a fine-tune's model) or of a run this session
+    trained, else what the folder policy allows (a key kept in workspace.json from before a policy change is
+    checked again)."""
     own = workspace_path().resolve()
     here = Path(os.path.realpath(d))
-    if here == own or own in here.parents:
+    if here == own or own in here.parents or str(here) in st.session_state.get(OWN_DIRS_KEY, ()):
         return True
     pol = folder_policy()
     if pol.mode == folder_access.ANY:
