@@ -15,7 +15,6 @@ No timing is asserted anywhere; the numbers are for reading (docs/BENCH.md, "GPU
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
@@ -34,6 +33,9 @@ import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch starts its thr
 from bench import gpu_report, gpu_runs, gpu_steps
 from bench.gpu_report import STEP_HEADER, render, render_determinism, render_step_row, targets
 from bench.training import FLOPS_FORMULA
+from bertcore.training.determinism import prepare_environment
+from bertcore.training.device import Runtime
+from bertcore.training.flops import measured_bf16_peak
 
 SECTIONS = gpu_report.SECTIONS
 LOOP_PLAN = {"mini": (200, 20), "base": (100, 10)}  # shape: (steps of the train --data run, first steps left out)
@@ -82,21 +84,15 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int) -> dict:
     return {"n": n, "tflops": 2 * n ** 3 / statistics.median(times) / 1e12}
 
 
-def flops_note() -> str:
-    if importlib.util.find_spec("bertcore.training.flops") is None:
-        return "bertcore.training.flops is missing: FLOPs counted by bench.training.flops_per_step (flops_formula)"
-    return ("FLOPs counted by bertcore.training.flops.train_flops_per_step at the batches' masked share (the terms "
-            "of flops_formula's 'useful' count, as issue 43's table)")
+FLOPS_NOTE = ("FLOPs counted by bertcore.training.flops.train_flops_per_step at the batches' masked share (the terms "
+              "of flops_formula's 'useful' count, as in the table of the GPU targets)")
 
 
 # ----------------------------------------------------------------------------- the sections
 def run_peak(ctx) -> dict:
     n = 512 if ctx.quick else 8192
     out = {"bf16": matmul_peak(ctx.device, torch.bfloat16, n), "fp32": matmul_peak(ctx.device, torch.float32, n)}
-    try:  # the library's own yardstick (best of its repeats, cached per process): measured here, before any model
-        from bertcore.training.flops import measured_bf16_peak
-    except ImportError:
-        return out
+    # the library's own yardstick (best of its repeats, cached per process): measured here, before any model
     v = measured_bf16_peak(str(ctx.device))
     out["bertcore_flops_bf16_tflops"] = v / 1e12 if v else None
     return out
@@ -124,7 +120,7 @@ def run_steps(ctx) -> dict:
                 ctx.empty_cache()
             rows.append(row)
             say(render_step_row(row))
-    ctx.notes.append(flops_note())
+    ctx.notes.append(FLOPS_NOTE)
     return {"rows": rows, "flops_formula": FLOPS_FORMULA}
 
 
@@ -160,15 +156,13 @@ def run_loop(ctx) -> dict:
 
 def run_app(ctx) -> dict:
     log("bench.gpu: the default app run ...")
-    return gpu_runs.default_app_run(ctx.work, 20 if ctx.quick else None, ctx.notes)
+    return gpu_runs.default_app_run(ctx.work, 20 if ctx.quick else None)
 
 
 def run_determinism(ctx) -> dict:
     shape = gpu_steps.QUICK_SHAPES["tiny"] if ctx.quick else gpu_steps.SHAPES["mini"]
     steps = 6 if ctx.quick else 100
     if ctx.pair:  # a child process: one pair of runs here
-        if ctx.pair == "deterministic" and not gpu_runs.has_deterministic():
-            return {"skipped": "bertcore.training.device.Runtime has no deterministic field"}
         return gpu_runs.determinism_pair(shape, _shards(ctx), ctx.work, str(ctx.device), ctx.run_precision,
                                          ctx.make_runtime, steps, ctx.pair == "deterministic")
     data, out = _shards(ctx), {"shape": list(shape), "precision": ctx.run_precision, "steps": steps}
@@ -211,7 +205,7 @@ class Context:
         self.precisions = ["fp32", "bf16"] if bf16 else ["fp32"]
         self.run_precision = "bf16" if device.type == "cuda" and bf16 else "fp32"  # what `auto` picks
         self.notes: list[str] = r["notes"]
-        self.make_runtime = gpu_runs.runtime_maker(self.notes)
+        self.make_runtime = Runtime
         self.shards, self.pair, self._corpus = args.shards, args.pair, None
         self.t0, self.budget = time.perf_counter(), args.budget_s
 
@@ -263,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --device cuda: torch sees no CUDA GPU; use --device cpu or auto", file=sys.stderr)
         return 2
     if args.pair == "deterministic":  # as the CLI does: cuBLAS's workspace setting before CUDA starts
-        gpu_runs.prepare_deterministic_environment()
+        prepare_environment()
     old_threads = torch.get_num_threads()
     torch.set_num_threads(max(1, args.threads))
     device = torch.device("cuda:0" if args.device != "cpu" and torch.cuda.is_available() else "cpu")

@@ -16,7 +16,6 @@ import math
 import os
 import sys
 import time
-from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -26,40 +25,6 @@ from bench.gpu_steps import free, sync
 from bench.training import padded_tokenizer
 
 TIME_COLUMNS = ("tokens_per_s",)  # history columns that are timings, not training results
-
-
-def runtime_maker(notes: list[str]):
-    """``make(device, precision, **kw) -> Runtime``; what the installed bertcore lacks is noted once."""
-    from bertcore.training import device as dev
-
-    known = {f.name for f in fields(dev.Runtime)}
-
-    def make(device: str, precision: str, **kw):
-        for k in [k for k in kw if k not in known]:
-            note = f"bertcore.training.device.Runtime has no field {k!r}: run without it"
-            if note not in notes:
-                notes.append(note)
-            kw.pop(k)
-        return dev.Runtime(device, precision, **kw)
-
-    return make
-
-
-def has_deterministic() -> bool:
-    from bertcore.training import device as dev
-
-    return any(f.name == "deterministic" for f in fields(dev.Runtime))
-
-
-def prepare_deterministic_environment() -> None:
-    """cuBLAS's reproducible workspace setting, set before CUDA starts (bertcore.training.determinism when it is
-    there, else NVIDIA's documented value)."""
-    try:
-        from bertcore.training.determinism import prepare_environment
-    except ImportError:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    else:
-        prepare_environment()
 
 
 def prepare_shards(work: Path, corpus, vocab_size: int, sentences_per_doc: int = 24) -> Path:
@@ -147,19 +112,14 @@ def loop_vs_step(name: str, shape: tuple, data: Path, work: Path, device: str, p
             "real_tokens_per_batch": tokens, "loop_tokens_s": loop_sps * tokens, "loop_run_wall_s": wall}
 
 
-def default_app_run(work: Path, steps: int | None, notes: list[str]) -> dict:
+def default_app_run(work: Path, steps: int | None) -> dict:
     """The Train page's Start with its defaults (built-in corpus, word vocabulary, the tiny model, skills and
     live probe, ~20 evaluations) through ``service.train``, on what ``--device auto --precision auto`` picks."""
     from bertcore.config import BertConfig, TrainConfig, measure_cadence
     from bertcore.training import device as dev
     from bertcore.training import service
 
-    if hasattr(dev, "resolve_runtime"):
-        rt = dev.resolve_runtime("auto", "auto")
-    else:
-        notes.append("bertcore.training.device.resolve_runtime is missing: the app run used "
-                     "Runtime(resolve_device('auto')), fp32")
-        rt = dev.Runtime(dev.resolve_device("auto"))
+    rt = dev.resolve_runtime("auto", "auto")
     n = steps or TrainConfig.steps
     tc = TrainConfig(steps=n, **measure_cadence(n))
     spec = service.RunSpec(BertConfig(), tc, corpus="builtin", tokenizer="word", runtime=rt,

@@ -16,7 +16,8 @@ import time
 
 import torch
 
-from bench.training import flops_per_step, hf_model, long_pairs, pad_to, padded_tokenizer
+from bertcore.training.flops import train_flops_per_step
+from bench.training import hf_model, long_pairs, pad_to, padded_tokenizer
 
 # name: (vocab, hidden, layers, heads, ffn, seq, batch), as in issue 43's table
 SHAPES = {
@@ -130,11 +131,7 @@ class HFTrainStep:
 def useful_flops(cfg, B: int, T: int, n_sel: float) -> tuple[float, str]:
     """(training FLOPs of one step, who counted them): the matmuls every BERT needs for this batch (the encoder on
     B x T tokens, the MLM head on the masked positions only, NSP; backward = 2 x forward), the same count for both
-    sides. bertcore.training.flops when it is there, else bench.training's FLOPS_FORMULA (the same terms)."""
-    try:
-        from bertcore.training.flops import train_flops_per_step
-    except ImportError:
-        return flops_per_step(cfg, B, T, n_sel, False), "bench.training.flops_per_step"
+    sides (bench.training's FLOPS_FORMULA has the same terms)."""
     return train_flops_per_step(cfg, B, T, n_sel / (B * T)), "bertcore.training.flops.train_flops_per_step"
 
 
