@@ -124,8 +124,9 @@ class Trainer(Stoppable):
         if self.deterministic_dropout:
             self.model.set_dropout_generator(self._dropout_gen)
         # CUDA: the fast path (bertcore.model.fast_path; fused dropout reseeded each step), none on a CPU
-        self.fast = FastPath.for_device(self.device, rt.compile) if hasattr(self.model, "set_fast_path") else FastPath()
+        self.fast = FastPath()
         if hasattr(self.model, "set_fast_path"):
+            self.fast = FastPath.for_device(self.device, rt.compile)
             self.model.set_fast_path(self.fast)
 
         decay, no_decay = [], []
