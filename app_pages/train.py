@@ -8,7 +8,7 @@ from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate,
 from bertcore.errors import ConfigError
 from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS
 from bertcore.presets import preset as preset_configs
-from bertcore.training import service
+from bertcore.jobs import service
 from bertcore.training.history import History
 from explorer import livechart, skills_view, state, train_form, training_run, uploads
 from explorer.i18n import tr

@@ -13,9 +13,9 @@ Build and train (BERT §3: pre-training on MLM §3.1 + NSP §3.2)
     PRESETS             every preset's tiny pair, by name (bertcore.presets)
 
 Runs (what the CLI and the app write and read)
-    RunSpec             what to train: configs, corpus, tokenizer, preset (bertcore.training.service)
+    RunSpec             what to train: configs, corpus, tokenizer, preset (bertcore.jobs.service)
     train               train a RunSpec into a run directory, the route of the CLI and the app
-                        (bertcore.training.service)
+                        (bertcore.jobs.service)
     load_checkpoint     open a run or checkpoint directory: a ModelBundle with .model and .tokenizer
                         (bertcore.io.checkpoint)
 
@@ -63,8 +63,8 @@ _FRONT_DOOR = {
     "Trainer": "bertcore.training.trainer",
     "preset": "bertcore.presets",
     "PRESETS": "bertcore.presets",
-    "RunSpec": "bertcore.training.service",
-    "train": "bertcore.training.service",
+    "RunSpec": "bertcore.jobs.service",
+    "train": "bertcore.jobs.service",
     "load_checkpoint": "bertcore.io.checkpoint",
     "builtin_corpus": "bertcore.data.corpus",
     "builtin_zh_corpus": "bertcore.data.corpus_zh",

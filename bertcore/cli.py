@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _train_spec(args):
     from bertcore.presets import preset_tokenizer
-    from bertcore.training.service import RunSpec
+    from bertcore.jobs.service import RunSpec
 
     from bertcore.data.corpora import get_corpus, is_builtin_spec
     from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer, train_config_for
@@ -199,7 +199,7 @@ def cmd_train(args) -> int:
     if args.data is not None or (args.resume is not None and is_shard_run(args.resume)):
         return cmd_train_data(args)
     refuse_data_options(args)
-    from bertcore.training import service
+    from bertcore.jobs import service
 
     if args.resume is not None:
         given = [o for o, v in (("--out", args.out), ("--steps", args.steps), ("--seed", args.seed),

@@ -53,7 +53,7 @@ def refuse_data_options(args) -> None:
 
 
 def is_shard_run(run_dir) -> bool:
-    from bertcore.training.service import SHARDS_PREFIX
+    from bertcore.jobs.service import SHARDS_PREFIX
 
     try:
         meta = json.loads(open(os.path.join(os.path.expanduser(run_dir), "run.json"), encoding="utf-8").read())
@@ -86,7 +86,7 @@ def cmd_train_data(args) -> int:
                 del argv[k:k + (1 if "=" in a else 2)]
                 break
         return distributed.launch(args.nproc_per_node, argv)
-    from bertcore.training import service
+    from bertcore.jobs import service
 
     try:
         rt = runtime_of(args, local, grad_accum=args.grad_accum, compile=args.compile, rank=rank, world_size=world)

@@ -10,7 +10,7 @@ import streamlit as st
 from bertcore.analysis.skills import LEVELS, first_passes, skill_label
 from bertcore.data.skill_items import MAX_USER_BYTES, USER_PREFIX, parse_skill_csv
 from bertcore.training.history import History
-from bertcore.training.service import read_skills_csv
+from bertcore.jobs.service import read_skills_csv
 from explorer.i18n import mark, tr
 from explorer.page_errors import user_action
 

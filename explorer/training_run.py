@@ -1,8 +1,8 @@
 """Background training runner of the explorer (no streamlit here: the thread never calls ``st.*``).
 
-``TrainingRun`` drives the one training route, ``bertcore.training.service`` (``train`` / ``resume``), for one or
+``TrainingRun`` drives the one training route, ``bertcore.jobs.service`` (``train`` / ``resume``), for one or
 more ``Job`` s, one after the other: each job becomes a run directory below ``runs_dir`` (the browser's workspace),
-written while it trains. By default the jobs train in a child process (``bertcore.training.worker``: its own
+written while it trains. By default the jobs train in a child process (``bertcore.jobs.worker``: its own
 interpreter lock, so a class's page scripts do not slow it down) and a plain ``threading.Thread`` relays its
 events into the same records a training thread fills (``BERTCORE_TRAINING_PROCESS=0``: they train in that thread).
 Runs are also registered per workspace (``find_live``), so a reloaded tab of the same workspace finds the run still
@@ -30,7 +30,8 @@ import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is import
 from bertcore.analysis.live_probe import Probe
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import load_checkpoint
-from bertcore.training import runs, service, worker
+from bertcore.training import runs
+from bertcore.jobs import service, worker
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 from bertcore.training.history import History
@@ -306,7 +307,7 @@ class TrainingRun:
             if self._errors[i]:
                 break
 
-    # -- the same in a child process (bertcore.training.worker): this thread only relays its events --
+    # -- the same in a child process (bertcore.jobs.worker): this thread only relays its events --
     def _run_in_process(self) -> None:
         folder = Path(tempfile.mkdtemp(prefix="bertx-job-"))
         try:

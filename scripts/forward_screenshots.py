@@ -47,7 +47,8 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
 
     from bertcore.config import BertConfig, TrainConfig, measure_cadence
-    from bertcore.training import runs, service
+    from bertcore.training import runs
+    from bertcore.jobs import service
 
     runs_dir = Path(tempfile.mkdtemp(prefix="fw-shot-"))
     os.environ["BERTCORE_RUNS_DIR"] = str(runs_dir)

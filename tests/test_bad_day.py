@@ -21,7 +21,8 @@ from bertcore.errors import CheckpointError
 from bertcore.io import checkpoint as ck
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.steps import list_steps, load_step, step_path
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.resume import read_resume_step
 
@@ -222,7 +223,7 @@ def test_a_full_disk_through_the_cli_and_the_app_runner(corpus, tmp_path, monkey
     assert code == 2 and err.startswith("error: could not write the checkpoint after step 0 (No space left")
     assert f"--resume {out}" in err and "Traceback" not in err
 
-    from bertcore.training import service as svc
+    from bertcore.jobs import service as svc
 
     s = spec(corpus, steps=30)
     monkeypatch.setattr(svc, "save_checkpoint", _fail_after(ck.save_checkpoint, 2, full))  # step 0, 5, then full

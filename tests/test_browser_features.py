@@ -10,7 +10,8 @@ from browser_marks import BROWSER, LOAD, MAIN, TRAIN
 from playwright.sync_api import Page, expect
 
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 
 pytestmark = BROWSER
 WS = "featuresBrowserWorkspace01"

@@ -14,7 +14,8 @@ from bench.harness import AppServer
 from bertcore.analysis.patching import default_pairs
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.checkpoint import load_checkpoint
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 
 pytestmark = BROWSER
 WS = "lensBrowserWorkspace01234"

@@ -6,7 +6,8 @@ from browser_marks import BROWSER, LOAD, MAIN
 from playwright.sync_api import Page, expect
 
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 
 pytestmark = BROWSER
 WS = "probesBrowserWorkspace0123"

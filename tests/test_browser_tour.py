@@ -12,7 +12,8 @@ from browser_marks import BROWSER, LOAD, MAIN, SERVER_ENV, until
 from playwright.sync_api import Page, expect
 
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from explorer import forward_stages as FS
 from explorer import tour
 

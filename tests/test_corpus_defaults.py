@@ -50,7 +50,7 @@ def test_builtin_keeps_the_preset_and_an_override_wins(tmp_path):
 
 
 def test_the_run_records_the_defaults(tmp_path):
-    from bertcore.training import service
+    from bertcore.jobs import service
     path = _prose(tmp_path / "p.txt", 20, n_paras=20)
     spec = _train_spec(build_parser().parse_args(["train", "--corpus", str(path), "--steps", "2"]))
     result = service.train(spec, tmp_path / "run")

@@ -17,7 +17,8 @@ from bertcore.cli import main
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.steps import list_steps, step_path
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 

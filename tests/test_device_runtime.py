@@ -16,7 +16,8 @@ from safetensors.torch import load_file, save_file
 from bertcore import cli
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import ConfigError
-from bertcore.training import runs, service, worker
+from bertcore.training import runs
+from bertcore.jobs import service, worker
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime, resolve_precision, resolve_runtime
 from bertcore.training.drive import StopSignal

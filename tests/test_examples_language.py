@@ -47,7 +47,7 @@ def test_chinese_first_only_where_the_vocabulary_knows_it(zh_corpus, zh_tok):
 @pytest.fixture(scope="module")
 def zh_model(tmp_path_factory):
     from bertcore.config import BertConfig, TrainConfig
-    from bertcore.training import service
+    from bertcore.jobs import service
     from explorer.workspace import ActiveModel
 
     spec = service.RunSpec(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),

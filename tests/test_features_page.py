@@ -17,7 +17,8 @@ from bertcore.analysis.sae_runs import SAESpec, features_of, open_sae, saes_over
 from bertcore.analysis.steering import steer_text
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.sae_io import CFG_FILE, hook_of
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from explorer import sae_jobs, training_slots
 
 torch.set_num_threads(1)

@@ -18,7 +18,8 @@ from bertcore.finetune.tuner import FinetuneConfig, FineTuner
 from bertcore.io.checkpoint import builtin_tokenizer
 from bertcore.model.bert import init_model
 from bertcore.model.classification import BertForSequenceClassification
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal, open_run_dir
 

@@ -26,7 +26,8 @@ from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.io.steps import load_step
 from bertcore.model.bert import init_model
 from bertcore.presets import PRESETS, preset
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from explorer import forward_math as FM
 from explorer import forward_stages as FS
 from explorer.export import matrix_csv

@@ -19,7 +19,7 @@ from bertcore.data.tokenization import canonical_special
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.hf_interop import export_hf
 from bertcore.io.steps import list_steps, load_step
-from bertcore.training import service
+from bertcore.jobs import service
 
 torch.set_num_threads(1)
 TEXTS = ["the cow eats grass .", "Ben reads a book in the library.\tHe walks to the school.",

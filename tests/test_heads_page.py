@@ -19,7 +19,8 @@ from bertcore.analysis.ablation import held_out_batches
 from bertcore.analysis.pruning import pruning_curve
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from explorer.export import head_measures_csv
 from explorer.workspace import ActiveModel
 

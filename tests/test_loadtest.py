@@ -60,7 +60,7 @@ def test_three_sessions_once_round_the_pages(server):
     assert len(rep["training"]["progress_seen"]) == 1 and rep["training"]["progress_seen"][0] >= 1
     assert rep["server_pids"] == [server.proc.pid]
     assert rep["server_rss_mb"] > 50
-    # the training ran in its own process below the server (bertcore.training.worker): sampled apart, counted in
+    # the training ran in its own process below the server (bertcore.jobs.worker): sampled apart, counted in
     # the total that the RSS target judges
     assert rep["children_rss_mb"] > 50 and rep["children_cpu_pct_mean"] > 0
     assert rep["total_rss_mb"] >= rep["server_rss_mb"]

@@ -16,7 +16,8 @@ import pytest
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import load_checkpoint
-from bertcore.training import locks, runs, service
+from bertcore.training import locks, runs
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 
@@ -120,7 +121,7 @@ def test_a_run_training_in_a_thread_is_running_for_another_process_and_cannot_be
 _RACER = """
 import sys, time
 from bertcore.cli import main
-from bertcore.training import service  # torch imported before the start line, so both start together
+from bertcore.jobs import service  # torch imported before the start line, so both start together
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
 sys.exit(main(["train", "--resume", sys.argv[1], "--quiet"]))
 """

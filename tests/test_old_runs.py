@@ -18,7 +18,8 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import ModelBundle, load_checkpoint, save_checkpoint
 from bertcore.io.steps import STEPS_DIR, list_steps, load_step
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 

@@ -15,7 +15,8 @@ from bertcore.analysis.lens import logit_lens
 from bertcore.analysis.patching import activation_patching
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from explorer.figures_interp import lens_table
 
 torch.set_num_threads(1)

@@ -10,7 +10,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.data.shards import prepare
 from bertcore.data.tokenization import SPECIAL_TOKENS
-from bertcore.training import service
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
 from bertcore.training.drive import StopSignal

@@ -13,7 +13,7 @@ import torch
 from bertcore.analysis.probing import probe_step
 from bertcore.cli import main
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.training import service
+from bertcore.jobs import service
 
 torch.set_num_threads(1)
 LAYER_KEYS = {"layer", "accuracy", "control_accuracy", "selectivity", "chance", "control_chance"}

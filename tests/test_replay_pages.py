@@ -13,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 from bertcore.analysis.inference import fill_mask, inspect_pair
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from explorer.figures_inspect import grid_tile
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,8 @@ import torch
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.io.checkpoint import load_checkpoint
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 

@@ -32,7 +32,7 @@ from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import BertcoreError, CheckpointError, ConfigError
 from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.model.bert import init_model
-from bertcore.training import service
+from bertcore.jobs import service
 from bertcore.training.history import number
 from explorer import training_run, training_slots, uploads
 

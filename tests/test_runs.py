@@ -12,7 +12,8 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import load_checkpoint
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")

@@ -15,7 +15,7 @@ from bertcore.data.shard_batches import _HELD_OUT, _TRAIN, ShardData
 from bertcore.data.shards import META, ShardReader, prepare
 from bertcore.data.tokenization import SPECIAL_TOKENS
 from bertcore.errors import CorpusError, InputError
-from bertcore.training import service
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 

@@ -20,7 +20,7 @@ from bertcore.data.skill_items import (CHANCE, SKILLS, SkillItem, TrainingText, 
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import InputError
 from bertcore.model.bert import init_model
-from bertcore.training import service
+from bertcore.jobs import service
 
 MAX_LEN = 64
 

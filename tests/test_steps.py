@@ -8,7 +8,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.steps import list_steps, load_step, save_step, step_path, thin
 from bertcore.model.bert import init_model
-from bertcore.training import service
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 

@@ -7,7 +7,8 @@ import json
 from streamlit.testing.v1 import AppTest
 
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.training import runs, service
+from bertcore.training import runs
+from bertcore.jobs import service
 from explorer import tour
 from tests.apptest_pages import APP
 

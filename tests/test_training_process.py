@@ -1,4 +1,4 @@
-"""A training in its own process (bertcore.training.worker, explorer.training_run with BERTCORE_TRAINING_PROCESS=1):
+"""A training in its own process (bertcore.jobs.worker, explorer.training_run with BERTCORE_TRAINING_PROCESS=1):
 the same run as in a thread, every row relayed once, stop / a crash / a vanished server handled, no pickles."""
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import Corpus, builtin_corpus
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.model.bert import init_model
-from bertcore.training import runs, service, worker
+from bertcore.training import runs
+from bertcore.jobs import service, worker
 from bertcore.training.history import History
 from explorer import training_slots
 from explorer.training_run import Job, TrainingRun

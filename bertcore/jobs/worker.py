@@ -3,13 +3,13 @@
 The explorer's server runs each training this way (``explorer.training_run``), so a training has its own
 interpreter lock and its own core: in a server process a training thread and a hundred page scripts share one
 lock, and the training got about a third of its solo speed (docs/BENCH.md, "Trainings in their own processes").
-Everything still goes through the one training route, ``bertcore.training.service`` (``train`` / ``resume``),
+Everything still goes through the one training route, ``bertcore.jobs.service`` (``train`` / ``resume``),
 in the child.
 
 The parent writes the folder with ``write_job`` (no pickles: JSON, the tokenizer's own files and, for a prepared
 initial model, a safetensors checkpoint; the ``Runtime`` the parent resolved, e.g. cuda:0 and bf16, as its
 ``to_dict``, so every child of one server trains on the one GPU) and starts ``TrainingProcess(folder)``, i.e.
-``python -m bertcore.training.worker FOLDER``. The child trains the jobs one after the other and writes, on its
+``python -m bertcore.jobs.worker FOLDER``. The child trains the jobs one after the other and writes, on its
 stdout, one JSON object per line::
 
     {"ev": "job", "job": i}                                  job i is being prepared
@@ -48,7 +48,7 @@ from bertcore.data.corpus import Corpus
 from bertcore.data.tokenization import load_tokenizer
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
-from bertcore.training import service
+from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
 from bertcore.training.drive import StopSignal
@@ -124,7 +124,7 @@ class TrainingProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
         self._log = open(self.folder / LOG_FILE, "wb")  # noqa: SIM115 - closed in wait()
         self._lock = threading.Lock()
-        self.proc = subprocess.Popen([sys.executable, "-m", "bertcore.training.worker", str(self.folder)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "bertcore.jobs.worker", str(self.folder)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                      env=env, text=True, encoding="utf-8", bufsize=1)
 
@@ -279,7 +279,7 @@ def _runtime(d: dict | None) -> Runtime | None:
 
 
 def child(folder: str | Path) -> int:
-    """``python -m bertcore.training.worker FOLDER``: train the folder's jobs, reporting on stdout."""
+    """``python -m bertcore.jobs.worker FOLDER``: train the folder's jobs, reporting on stdout."""
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed goes to the log, never into the event stream
     folder = Path(folder)
@@ -348,6 +348,6 @@ def child(folder: str | Path) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.stderr.write("error: usage: python -m bertcore.training.worker JOB_FOLDER\n")
+        sys.stderr.write("error: usage: python -m bertcore.jobs.worker JOB_FOLDER\n")
         sys.exit(2)
     sys.exit(child(sys.argv[1]))
