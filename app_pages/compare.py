@@ -137,7 +137,7 @@ def render() -> None:
 
     if run is not None and not running and any(b is not None for b in run.results):
         st.subheader(tr("Attention on the same probe pair, after training"))
-        st.caption(tr("Each grid is layers × heads (`Trainer.snapshots`, the last snapshot), numbered from 1 as on "
+        st.caption(tr("Each grid is layers × heads (`TrainingRecords.snapshots`, the last snapshot), numbered from 1 as on "
                       "the Attention page; one shared colour scale from 0 to 1 per grid."))
         cols = st.columns(len(run.results))
         for col, job, bundle in zip(cols, run.jobs, run.results):

@@ -40,11 +40,13 @@ from bertcore.data.corpus import builtin_corpus
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.analysis.skills import SkillSuite
 from bertcore.training.trainer import Trainer
+from bertcore.analysis.records import TrainingRecords
 seconds, warm = float(sys.argv[1]), int(sys.argv[2])
 corpus = builtin_corpus()
 tok = WordTokenizer.build(corpus.texts())
 skills = SkillSuite.for_run(corpus, tok, TrainConfig().max_seq_len)  # as the app's runs score them (issue 23)
-tr = Trainer(BertConfig(), TrainConfig(), corpus, tokenizer=tok, skills=skills)
+tr = Trainer(BertConfig(), TrainConfig(), corpus, tokenizer=tok)
+TrainingRecords.attach(tr, "default", skills)
 for _ in range(warm):
     tr.step()
 t0, n = time.perf_counter(), 0

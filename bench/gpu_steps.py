@@ -103,7 +103,7 @@ class HFTrainStep:
     schedule. It reads the loss back (``float``) as ``bench.training.HFStep`` does, which issue 43's baseline ran."""
 
     def __init__(self, model, tc, device: torch.device, precision: str):
-        from bertcore.training.trainer import lr_schedule
+        from bertcore.training.optim import lr_schedule
 
         self.model, self.tc, self.device, self.precision = model.to(device).train(), tc, device, precision
         decay, no_decay = [], []
@@ -161,7 +161,7 @@ def measure_shape(name: str, shape: tuple, precision: str, device: torch.device,
     tok, batches = batches if batches is not None else fixed_batches(shape, corpus, device)
     warm = 2 if quick else 5
     before = _start_peak(device)
-    tr = Trainer(cfg, tc, data=FixedBatches(tok, batches), runtime=make_runtime(str(device), precision), probe=None)
+    tr = Trainer(cfg, tc, data=FixedBatches(tok, batches), runtime=make_runtime(str(device), precision))
     for _ in range(warm):
         tr.step()
     sync(device)

@@ -78,7 +78,7 @@ def measure(run_dir: Path, reps: int, page: bool = True) -> dict:
     from bertcore.analysis.pruning import pruning_curve
     from bertcore.io.checkpoint import load_checkpoint
     from bertcore.io.steps import list_steps, load_step
-    from bertcore.jobs.service import run_corpus
+    from bertcore.training.run_corpus import run_corpus
 
     torch.set_num_threads(1)
     base = load_checkpoint(run_dir)

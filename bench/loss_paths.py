@@ -81,7 +81,7 @@ def skill_race(seed: int, block: int, cap_steps: int = 600) -> dict:
 
     corpus = builtin_corpus()
     tc = TrainConfig(seed=seed, eval_every=0, snapshot_every=0)
-    runs = {k: Trainer(BertConfig(), tc, corpus, probe=None) for k in ("fused", "logits")}
+    runs = {k: Trainer(BertConfig(), tc, corpus) for k in ("fused", "logits")}
     runs["logits"]._loss_only = {}
     secs = {k: 0.0 for k in runs}
     hit: dict[str, dict] = {k: {} for k in runs}

@@ -25,9 +25,11 @@ import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
 
 def _train(corpus, tok, steps: int, suite) -> float:
     from bertcore.config import BertConfig, TrainConfig
+    from bertcore.analysis.records import TrainingRecords
     from bertcore.training.trainer import Trainer
 
-    tr = Trainer(BertConfig(), TrainConfig(), corpus, tokenizer=tok, skills=suite)
+    tr = Trainer(BertConfig(), TrainConfig(), corpus, tokenizer=tok)
+    TrainingRecords.attach(tr, "default", suite)
     t0 = time.perf_counter()
     for _ in range(steps):
         tr.step()

@@ -145,7 +145,7 @@ class HFStep:
     bertcore's Trainer, torch's default AdamW implementation (what a transformers user gets)."""
 
     def __init__(self, model, tc):
-        from bertcore.training.trainer import lr_schedule
+        from bertcore.training.optim import lr_schedule
 
         self.model, self.tc = model, tc
         decay, no_decay = [], []

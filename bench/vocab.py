@@ -38,7 +38,7 @@ def text_trainer(path: Path, overrides: dict | None = None):
 
     corpus, tok, chosen = upload_defaults(path)
     tc = train_config_for(TrainConfig(), chosen).replace(eval_every=0, snapshot_every=0, **(overrides or {}))
-    return Trainer(BertConfig(), tc, corpus, tokenizer=tok, probe=None), chosen
+    return Trainer(BertConfig(), tc, corpus, tokenizer=tok), chosen
 
 
 def builtin_trainer():
@@ -49,7 +49,7 @@ def builtin_trainer():
 
     b = builtin_corpus()
     tc = TrainConfig(eval_every=0, snapshot_every=0)
-    return Trainer(BertConfig(), tc, b, tokenizer=WordTokenizer.build(b.texts()), probe=None)
+    return Trainer(BertConfig(), tc, b, tokenizer=WordTokenizer.build(b.texts()))
 
 
 class Clock:

@@ -53,7 +53,7 @@ def refuse_data_options(args) -> None:
 
 
 def is_shard_run(run_dir) -> bool:
-    from bertcore.jobs.service import SHARDS_PREFIX
+    from bertcore.training.run_corpus import SHARDS_PREFIX
 
     try:
         meta = json.loads(open(os.path.join(os.path.expanduser(run_dir), "run.json"), encoding="utf-8").read())

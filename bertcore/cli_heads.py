@@ -31,7 +31,7 @@ def _texts(args, bundle) -> tuple[list, str]:
             return hd.parse_texts(f.read(), args.texts), args.texts
     from bertcore.data.corpora import get_corpus
     from bertcore.errors import BertcoreError
-    from bertcore.jobs.service import run_corpus
+    from bertcore.training.run_corpus import run_corpus
 
     try:
         corpus = run_corpus(args.dir)

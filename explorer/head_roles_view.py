@@ -24,7 +24,7 @@ from bertcore.analysis.pruning import pruning_curve
 from bertcore.data.corpora import get_corpus
 from bertcore.errors import BertcoreError
 from bertcore.training import runs
-from bertcore.jobs.service import run_corpus
+from bertcore.training.run_corpus import run_corpus
 from explorer import replay
 from explorer.export import head_measures_csv, plotly_config
 from explorer.figures_heads import pruning_curve_figure, role_map_figure, role_timeline_figure

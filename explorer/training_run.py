@@ -28,6 +28,7 @@ import torch
 
 import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 from bertcore.analysis.live_probe import Probe
+from bertcore.analysis.records import TrainingRecords
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs
@@ -80,9 +81,9 @@ class RunSnapshot:
     message: str | None
     errors: list  # Trainer.error per job (NaN stop etc.)
     run_dirs: list = field(default_factory=list)  # one run directory (or None) per job
-    probes: list = field(default_factory=list)  # Trainer.probe_history rows per job
+    probes: list = field(default_factory=list)  # TrainingRecords.probe_history rows per job
     baselines: list = field(default_factory=list)  # Trainer.unigram_baseline per job (None before it exists)
-    skills: list = field(default_factory=list)  # Trainer.skills_history per job (a History, or None: no skills)
+    skills: list = field(default_factory=list)  # TrainingRecords.skills_history per job (a History, or None: no skills)
     runtime: str = ""  # where it trains, e.g. "cuda:0, bf16" (bertcore.training.device.Runtime.label)
 
     @property
@@ -230,20 +231,21 @@ class TrainingRun:
                            self.runtime.label)
 
     # -- worker thread: never calls st.* --
-    def _callbacks(self, i: int) -> Callbacks:
-        """What the thread listens to while job ``i`` trains (bertcore.training.callbacks)."""
+    def _callbacks(self, i: int, records: TrainingRecords) -> Callbacks:
+        """What the thread listens to while job ``i`` trains (bertcore.training.callbacks); ``records``: where the
+        training route keeps its probe rows and skills (bertcore.analysis.records)."""
         def on_start(ev):
             trainer = ev.trainer  # a resumed run starts with its history so far
             with self._lock:
                 self.histories[i], self.run_dirs[i], self._status = trainer.history, ev.run_dir, "running"
                 self._baselines[i] = trainer.unigram_baseline
-                self.probe_objects[i] = trainer.probe
-                self._probes[i] = list(trainer.probe_history)
-                self._skills[i] = trainer.skills_history
+                self.probe_objects[i] = records.probe
+                self._probes[i] = list(records.probe_history)
+                self._skills[i] = records.skills_history
 
         def on_eval(ev):
             with self._lock:
-                self._probes[i] = list(ev.trainer.probe_history)
+                self._probes[i] = list(records.probe_history)
 
         def on_step(ev):
             if time.monotonic() - self.last_poll > self.abandon_after and not self._stopped.is_set():
@@ -253,7 +255,7 @@ class TrainingRun:
 
         return Callbacks(start=on_start, step=on_step, eval=on_eval)
 
-    def _spec(self, job: Job, callbacks=None):
+    def _spec(self, job: Job, callbacks=None, records: TrainingRecords | None = None):
         """What ``service`` trains for ``job``: its run directory (a resume) or a RunSpec."""
         if job.resume_dir is not None:
             return Path(job.resume_dir)
@@ -261,7 +263,7 @@ class TrainingRun:
                                tokenizer=self.tokenizer if self.tokenizer is not None else "word",
                                preset=job.preset, name=job.label, source=TRAINED_LABEL, probe=job.probe,
                                model=job.model, callbacks=callbacks, skill_csv=job.skill_csv, defaults=job.defaults,
-                               runtime=self.runtime)
+                               runtime=self.runtime, records=records)
 
     def _run(self) -> None:
         failed = "the training thread ended unexpectedly"  # or the message of the error that ended the run
@@ -298,12 +300,14 @@ class TrainingRun:
                 self._job, self._status, self._stop = i, "preparing", stop
                 if self._stopped.is_set():
                     stop.request(self._stop_reason)
-            spec = self._spec(job, self._callbacks(i))
+            records = TrainingRecords()
+            spec = self._spec(job, self._callbacks(i, records), records)
             if isinstance(spec, Path):
-                result = service.resume(spec, stop=stop, callbacks=self._callbacks(i), runtime=self.runtime)
+                result = service.resume(spec, stop=stop, callbacks=self._callbacks(i, records), runtime=self.runtime,
+                                        records=records)
             else:
                 result = service.train(spec, parent=self._parent(), stop=stop)
-            self._finish_job(i, result)
+            self._finish_job(i, result, records)
             if self._errors[i]:
                 break
 
@@ -381,13 +385,13 @@ class TrainingRun:
     def _parent(self):
         return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()
 
-    def _finish_job(self, i: int, result) -> None:
-        """Job ``i`` ended in this process's thread: the trainer's own records and model."""
+    def _finish_job(self, i: int, result, records: TrainingRecords) -> None:
+        """Job ``i`` ended in this process's thread: the trainer's history, the run's records and model."""
         trainer = result.trainer
         with self._lock:
             self.histories[i] = trainer.history  # a resumed run's history replaced the first one
-            self._probes[i] = list(trainer.probe_history)
-            self._skills[i] = trainer.skills_history
+            self._probes[i] = list(records.probe_history)
+            self._skills[i] = records.skills_history
         error = trainer.error or (result.reason if result.status == "failed" else None)
         self._keep(i, result.bundle, result.run_dir, error)  # the bundle's history is the trainer's, as saved
 

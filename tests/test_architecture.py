@@ -192,3 +192,53 @@ def test_the_new_rules_can_fail(tmp_path, monkeypatch):
         except AssertionError:
             continue
         raise AssertionError(f"{rule.__name__} passed on a file that breaks it")
+
+
+# ---------------------------------------------------------------------------------------------- bertcore's layers
+# Lowest first; a module imports only its own layer and the ones below (lazily too). The jobs layer wires the
+# others together (the pretraining route, the training process); the trainer only trains, and what a run records
+# besides its curve (bertcore.analysis.records) listens through its callbacks.
+LAYERS = (
+    ("errors", "message", "settings", "config", "presets"),
+    ("data", "model"),
+    ("io",),
+    ("training",),
+    ("analysis",),
+    ("finetune",),
+    ("jobs",),
+    ("cli", "__main__", "__init__"),
+)
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "bertcore":
+        return None
+    head = parts[1] if len(parts) > 1 else "__init__"
+    is_module = (ROOT / "bertcore" / head).is_dir() or (ROOT / "bertcore" / f"{head}.py").is_file()
+    if head != "__init__" and not is_module:
+        return None  # `import bertcore` / `from bertcore import __version__`: the package itself, imported by all
+    if head.startswith("cli"):
+        head = "cli"
+    for rank, names in enumerate(LAYERS):
+        if head in names:
+            return rank
+    raise AssertionError(f"{module}: add its package to LAYERS in tests/test_architecture.py")
+
+
+def test_bertcore_imports_only_its_own_layer_and_below():
+    bad = []
+    for path in (ROOT / "bertcore").rglob("*.py"):
+        mine = _layer(_module_name(path))
+        for mod in _imports(path):
+            theirs = _layer(mod) if mod.startswith("bertcore.") else None
+            if theirs is not None and theirs > mine:
+                bad.append(f"{path.relative_to(ROOT)} imports {mod}")
+    assert not bad, bad
+
+
+def test_the_layer_check_sees_an_upward_import():
+    """The trainer importing an analysis would be caught: the rule is not vacuous."""
+    assert _layer("bertcore.training.trainer") < _layer("bertcore.analysis.records") < _layer("bertcore.jobs.service")
+    assert _layer("bertcore.io.checkpoint") < _layer("bertcore.training.runs")
+    assert _layer("bertcore.cli_heads") == _layer("bertcore.__main__") == len(LAYERS) - 1

@@ -15,6 +15,7 @@ from bertcore.errors import CheckpointError
 from bertcore.io.checkpoint import ModelBundle, load_checkpoint, save_checkpoint, untrained_bundle
 from bertcore.model.bert import init_model
 from bertcore.training.trainer import Trainer
+from bertcore.analysis.records import TrainingRecords
 
 
 @pytest.fixture(scope="module")
@@ -79,17 +80,18 @@ def test_roundtrip_wordpiece(tmp_path, corpus):
 def test_roundtrip_trained_bundle_with_history_and_snapshots(tmp_path, corpus, word_tok):
     tc = TrainConfig(steps=6, batch_size=4, eval_every=3, eval_size=8, snapshot_every=3, max_seq_len=32)
     t = Trainer(tiny(word_tok.vocab_size), tc, corpus, tokenizer=word_tok)
+    rec = TrainingRecords.attach(t)
     t.run()
-    b = ModelBundle(model=t.model, tokenizer=t.tokenizer, history=t.history.frame(), name="run", snapshots=t.snapshots,
-                    probe_tokens=t.probe_tokens, notes=["n1"], train_config=tc.to_dict())
+    b = ModelBundle(model=t.model, tokenizer=t.tokenizer, history=t.history.frame(), name="run", snapshots=rec.snapshots,
+                    probe_tokens=rec.probe_tokens, notes=["n1"], train_config=tc.to_dict())
     save_checkpoint(b, tmp_path / "tr")
     b2 = load_checkpoint(tmp_path / "tr")
     assert_same(b, b2)
     pd.testing.assert_frame_equal(b2.history, t.history.frame(), check_dtype=False)
-    assert [s.step for s in b2.snapshots] == [s.step for s in t.snapshots] == [0, 3, 6]
-    for s1, s2 in zip(t.snapshots, b2.snapshots):
+    assert [s.step for s in b2.snapshots] == [s.step for s in rec.snapshots] == [0, 3, 6]
+    for s1, s2 in zip(rec.snapshots, b2.snapshots):
         assert (s1.attentions == s2.attentions).all()
-    assert b2.probe_tokens == t.probe_tokens and b2.notes == ["n1"]
+    assert b2.probe_tokens == rec.probe_tokens and b2.notes == ["n1"]
     assert TrainConfig.from_dict(b2.train_config) == tc
     cfg = json.loads((tmp_path / "tr" / "config.json").read_text())
     assert cfg["tokenizer_kind"] == "word" and "bertcore_version" in cfg

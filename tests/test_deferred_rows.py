@@ -60,10 +60,10 @@ def host_reads(monkeypatch):
 
 
 def test_deferred_steps_read_once_per_ten_and_keep_the_curve(corpus, host_reads):
-    at_once = Trainer(tiny(), tc(), corpus, probe=None)
+    at_once = Trainer(tiny(), tc(), corpus)
     for _ in range(30):  # step() alone, as below (run() would set the thread count)
         at_once.step()
-    t = Trainer(tiny(), tc(), corpus, probe=None, defer_rows=True)
+    t = Trainer(tiny(), tc(), corpus, defer_rows=True)
     reads_per_step = []
     for _ in range(30):
         before = host_reads["n"]
@@ -79,7 +79,7 @@ def test_deferred_steps_read_once_per_ten_and_keep_the_curve(corpus, host_reads)
 
 
 def test_a_pending_row_reads_when_asked_and_run_flushes(corpus):
-    t = Trainer(tiny(), tc(), corpus, probe=None, defer_rows=True)
+    t = Trainer(tiny(), tc(), corpus, defer_rows=True)
     t.step()  # step 1 is read (the first good copy)
     row = t.step()
     assert isinstance(row, PendingRow) and row["step"] == 2 and len(t.history) == 1 and t._guard.reads == 1
@@ -109,7 +109,7 @@ def poison_from(t, step: int) -> None:
 def test_nan_mid_window_ends_as_if_read_at_once(corpus, bad_step):
     runs = {}
     for deferred in (False, True):
-        t = Trainer(tiny(), tc(), corpus, probe=None, defer_rows=deferred)
+        t = Trainer(tiny(), tc(), corpus, defer_rows=deferred)
         poison_from(t, bad_step)
         t.run()
         runs[deferred] = t
@@ -128,7 +128,7 @@ def test_nan_mid_window_ends_as_if_read_at_once(corpus, bad_step):
 def test_divergence_ends_as_if_read_at_once(corpus):
     runs = {}
     for deferred in (False, True):
-        t = Trainer(tiny(), tc(steps=50, lr=10.0, warmup_steps=0), corpus, probe=None, defer_rows=deferred)
+        t = Trainer(tiny(), tc(steps=50, lr=10.0, warmup_steps=0), corpus, defer_rows=deferred)
         t.run()
         runs[deferred] = t
     a, b = runs[False], runs[True]

@@ -106,12 +106,12 @@ def test_cpu_default_is_bit_identical_to_an_explicit_fp32_runtime(tmp_path):
 
     corpus = builtin_corpus(seed=0, n_pairs=200)
     b, t = tiny_configs()
-    plain = Trainer(b, t, corpus, probe=None)
+    plain = Trainer(b, t, corpus)
     plain.run()
-    auto = Trainer(b, t, corpus, probe=None, runtime=resolve_runtime("cpu", "auto"))
+    auto = Trainer(b, t, corpus, runtime=resolve_runtime("cpu", "auto"))
     auto.run()
     assert plain.history.frame().drop(columns="tokens_per_s").equals(auto.history.frame().drop(columns="tokens_per_s"))
-    half = Trainer(b, t, corpus, probe=None, runtime=Runtime("cpu", "bf16"))
+    half = Trainer(b, t, corpus, runtime=Runtime("cpu", "bf16"))
     half.run()
     assert half.history.last()["mlm_loss"] != plain.history.last()["mlm_loss"]  # bf16 really ran
 
@@ -175,7 +175,7 @@ def test_every_saved_weight_goes_through_cpu(tmp_path, monkeypatch):
 def _stopped_run(tmp_path) -> Path:
     b, t = tiny_configs(steps=6)
     stop = StopSignal()
-    spec = service.RunSpec(b, t, corpus="tutorial", probe=None, skills=False, runtime=Runtime(),
+    spec = service.RunSpec(b, t, corpus="tutorial", skills=False, runtime=Runtime(),
                            callbacks=Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 2 else None))
     res = service.train(spec, tmp_path / "run", stop=stop)
     assert res.status == "stopped" and json.loads((res.run_dir / "run.json").read_text())["runtime"] == "cpu, fp32"
@@ -222,7 +222,7 @@ def test_app_trainings_resolve_to_the_gpu_and_the_job_json_carries_it(tmp_path, 
 
 def test_the_worker_process_trains_with_the_runtime_of_the_job_json(tmp_path):
     b, t = tiny_configs(steps=3)
-    spec = service.RunSpec(b, t, corpus="tutorial", probe=None, skills=False, name="bf16 child",
+    spec = service.RunSpec(b, t, corpus="tutorial", skills=False, name="bf16 child",
                            runtime=Runtime("cpu", "bf16"))
     folder = worker.write_job(tmp_path / "job", [spec], tmp_path / "runs")
     proc = worker.TrainingProcess(folder)

@@ -43,7 +43,7 @@ def test_speed_fields_on_a_cpu_show_tokens_per_second_only():
     assert measured_bf16_peak("cpu") is None
     t = Trainer(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
                 TrainConfig(steps=2, batch_size=4, eval_every=0, snapshot_every=0, max_seq_len=24),
-                builtin_corpus(n_pairs=100), probe=None, runtime=Runtime("cpu", "bf16"))
+                builtin_corpus(n_pairs=100), runtime=Runtime("cpu", "bf16"))
     assert speed_fields(t, {"tokens_per_s": 123_456.0}) == {"tok/s": "123k"}
     assert speed_fields(t, {"tokens_per_s": 950.4}) == {"tok/s": "950"}
     assert speed_fields(t, {"tokens_per_s": math.nan}) == {}
@@ -59,7 +59,7 @@ def test_deterministic_is_accepted_and_two_runs_are_identical(monkeypatch):
     frames = []
     for det in (True, True, False):
         rt = Runtime(deterministic=det)
-        t = Trainer(bert, tc, corpus, probe=None, runtime=rt)
+        t = Trainer(bert, tc, corpus, runtime=rt)
         t.run()
         frames.append(t.history.frame().drop(columns=["tokens_per_s"]).to_numpy())
         assert rt.to_dict()["deterministic"] is det  # the app's job file carries it to its training process

@@ -19,6 +19,7 @@ from bertcore.data.tokenization import canonical_special
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.hf_interop import export_hf
 from bertcore.io.steps import list_steps, load_step
+from bertcore.training.run_corpus import run_corpus
 from bertcore.jobs import service
 
 torch.set_num_threads(1)
@@ -130,7 +131,7 @@ def test_heads_bad_input(run, tmp_path, capsys):
 def test_ablate_curve_json(run, capsys):
     got = _json(capsys, "ablate", run, "--curve", "--examples", 32, "--json")
     b = load_checkpoint(run)
-    batches = ablation.held_out_batches(b.tokenizer, service.run_corpus(run), b.train_config, 32, max_len=48)
+    batches = ablation.held_out_batches(b.tokenizer, run_corpus(run), b.train_config, 32, max_len=48)
     assert got["points"][0] == {"removed": 0, "heads_left": 4, **ablation.evaluate(b.model, batches)}
     imp = {(r["layer"], r["head"]): r["importance"] for r in got["importance"]}
     assert [imp[(o["layer"], o["head"])] for o in got["order"]] == sorted(imp.values())

@@ -20,6 +20,7 @@ from bertcore.analysis.pruning import pruning_curve
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training import runs
+from bertcore.training.run_corpus import run_corpus
 from bertcore.jobs import service
 from explorer.export import head_measures_csv
 from explorer.workspace import ActiveModel
@@ -64,7 +65,7 @@ def test_role_map_at_a_step_timeline_and_pruning_curve(run_in_workspace):
     assert "Head roles at step 10" in charts
     role_map = charts["Head roles at step 10"]["data"][0]
     step10 = load_step(d, 10)
-    texts = hd.held_out_texts(service.run_corpus(d), step10.tokenizer, step10.train_config)
+    texts = hd.held_out_texts(run_corpus(d), step10.tokenizer, step10.train_config)
     want = hd.head_measures(step10.model, step10.tokenizer, texts)
     z = plotly_array(role_map["z"]).reshape(2, 2)
     assert [[hd.ROLES[int(v)] for v in row] for row in z] == want["roles"]
@@ -82,7 +83,7 @@ def test_role_map_at_a_step_timeline_and_pruning_curve(run_in_workspace):
     assert shown == [p["roles"] for p in over["per_step"]]  # rows L1 H1, L1 H2, L2 H1, L2 H2; columns = steps
 
     curve = next(c for c in charts.values() if c["data"] and c["data"][0].get("name") == "MLM accuracy")
-    batches = held_out_batches(step10.tokenizer, service.run_corpus(d), step10.train_config, 256, max_len=48)
+    batches = held_out_batches(step10.tokenizer, run_corpus(d), step10.train_config, 256, max_len=48)
     points = pruning_curve(step10.model, batches)["points"]
     np.testing.assert_allclose(plotly_array(curve["data"][0]["y"]), [p["mlm_acc"] for p in points], atol=1e-12)
     np.testing.assert_allclose(plotly_array(curve["data"][1]["y"]), [p["nsp_acc"] for p in points], atol=1e-12)

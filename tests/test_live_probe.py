@@ -1,4 +1,4 @@
-"""The live probe (bertcore.analysis.live_probe + Trainer.probe_history): BERT §3.1 fill-mask and §3.2 P(IsNext)
+"""The live probe (bertcore.analysis.live_probe + TrainingRecords.probe_history): BERT §3.1 fill-mask and §3.2 P(IsNext)
 asked at every evaluation, equal to what inference gives on the checkpoint of that step."""
 import math
 
@@ -21,6 +21,7 @@ from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import ModelBundle, load_checkpoint, save_checkpoint
 from bertcore.training.trainer import Trainer
+from bertcore.analysis.records import TrainingRecords
 
 
 @pytest.fixture(scope="module")
@@ -46,12 +47,13 @@ def small_tc(**kw):
 
 def test_probe_rows_equal_inference_on_the_checkpoint_of_that_step(corpus, tok, tmp_path):
     probe = default_probe(corpus, tok)
-    tr = Trainer(small_cfg(), small_tc(), corpus, tokenizer=tok, probe=probe)
+    tr = Trainer(small_cfg(), small_tc(), corpus, tokenizer=tok)
+    rec = TrainingRecords.attach(tr, probe)
     saved = {}
 
     def keep(ev):  # a checkpoint whenever the probe was asked at this step
         trainer = ev.trainer
-        if trainer.probe_history and trainer.probe_history[-1]["step"] == trainer.step_count:
+        if rec.probe_history and rec.probe_history[-1]["step"] == trainer.step_count:
             d = tmp_path / f"step{trainer.step_count}"
             save_checkpoint(ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer), d)
             saved[trainer.step_count] = d
@@ -61,10 +63,10 @@ def test_probe_rows_equal_inference_on_the_checkpoint_of_that_step(corpus, tok, 
     saved[0] = d0
     tr.callbacks.on("step", keep)
     tr.run()
-    steps = [r["step"] for r in tr.probe_history]
+    steps = [r["step"] for r in rec.probe_history]
     assert steps == [0, 8, 16, 24]
     assert sorted(saved) == steps
-    for row in tr.probe_history:
+    for row in rec.probe_history:
         b = load_checkpoint(saved[row["step"]])
         fm = fill_mask(b.model, b.tokenizer, probe.text, top_k=3)
         cands = fm.masks[0].candidates
@@ -73,17 +75,17 @@ def test_probe_rows_equal_inference_on_the_checkpoint_of_that_step(corpus, tok, 
         assert row["p1"] >= row["p2"] >= row["p3"]
         assert row["p_is_next"] == pytest.approx(nsp_probability(b.model, b.tokenizer, probe.a, probe.b), abs=1e-6)
     # the model changed, and so did what the probe saw
-    assert tr.probe_history[0]["p1"] != tr.probe_history[-1]["p1"]
+    assert rec.probe_history[0]["p1"] != rec.probe_history[-1]["p1"]
 
 
 def test_probe_does_not_change_training(corpus, tok):
     """Asking the probe uses no training randomness: the loss curve is the same with and without it."""
-    a = Trainer(small_cfg(), small_tc(steps=10, eval_every=5), corpus, tokenizer=tok, probe=None)
+    a = Trainer(small_cfg(), small_tc(steps=10, eval_every=5), corpus, tokenizer=tok)
     a.run()
     b = Trainer(small_cfg(), small_tc(steps=10, eval_every=5), corpus, tokenizer=tok)
+    rec = TrainingRecords.attach(b)
     b.run()
-    assert a.probe_history == []
-    assert len(b.probe_history) == 3
+    assert len(rec.probe_history) == 3
     assert a.history.frame()["mlm_loss"].tolist() == b.history.frame()["mlm_loss"].tolist()
     for pa, pb in zip(a.model.parameters(), b.model.parameters()):
         assert torch.equal(pa, pb)

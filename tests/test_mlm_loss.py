@@ -95,8 +95,8 @@ def test_trainer_steps_fused_and_evaluates_the_full_cross_entropy():
     cross-entropy over the whole vocabulary at the masked positions of the fixed evaluation batches."""
     corpus = builtin_corpus()
     tc = TrainConfig(steps=6, batch_size=32, eval_every=0, snapshot_every=0, eval_size=64)
-    fused = Trainer(BertConfig(), tc, corpus, probe=None)
-    plain = Trainer(BertConfig(), tc, corpus, probe=None)
+    fused = Trainer(BertConfig(), tc, corpus)
+    plain = Trainer(BertConfig(), tc, corpus)
     assert fused._loss_only == {"return_mlm_logits": False}
     plain._loss_only = {}  # the (N, V) logits, then the loss: the path before the fused one
     for _ in range(5):

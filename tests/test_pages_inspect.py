@@ -94,16 +94,18 @@ def trained(untrained):
     from bertcore.data.corpus import builtin_corpus
     from bertcore.io.checkpoint import ModelBundle
     from bertcore.training.trainer import Trainer
+    from bertcore.analysis.records import TrainingRecords
     from explorer.workspace import ActiveModel
 
     tok = untrained.tokenizer
     tr = Trainer(BertConfig(vocab_size=tok.vocab_size),
                  TrainConfig(steps=20, warmup_steps=2, snapshot_every=5, eval_every=0, batch_size=8),
                  builtin_corpus(seed=0), tokenizer=tok)
+    rec = TrainingRecords.attach(tr)
     tr.run()
     tr.model.eval()
     bundle = ModelBundle(model=tr.model, tokenizer=tr.tokenizer, history=tr.history.frame(), name="t20",
-                         source="test", snapshots=list(tr.snapshots), probe_tokens=list(tr.probe_tokens))
+                         source="test", snapshots=list(rec.snapshots), probe_tokens=list(rec.probe_tokens))
     return ActiveModel(bundle, "trained in this session", "trained", True)
 
 

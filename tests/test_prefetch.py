@@ -57,7 +57,7 @@ def prefetch_threads() -> list:
 def test_prefetching_gives_the_same_curve_and_data_state(corpus):
     runs, makers = {}, {}
     for depth in (0, 3):
-        t = Trainer(tiny(), tc(), corpus, probe=None, runtime=Runtime(grad_accum=2), prefetch=depth)
+        t = Trainer(tiny(), tc(), corpus, runtime=Runtime(grad_accum=2), prefetch=depth)
         makers[depth] = watch(t.data, "sample_batch")
         t.run(6)  # two runs of run(): each makes its own thread
         t.run()
@@ -74,7 +74,7 @@ def test_prefetching_gives_the_same_curve_and_data_state(corpus):
 
 def test_an_error_while_making_a_batch_is_raised_at_the_same_step_and_the_thread_ends(corpus):
     for depth in (0, 2):
-        t = Trainer(tiny(), tc(eval_every=0), corpus, probe=None, prefetch=depth)
+        t = Trainer(tiny(), tc(eval_every=0), corpus, prefetch=depth)
         real, calls = t.data.sample_batch, []
 
         def failing(*a, real=real, calls=calls, **kw):
@@ -91,7 +91,7 @@ def test_an_error_while_making_a_batch_is_raised_at_the_same_step_and_the_thread
 
 
 def test_stop_and_ctrl_c_end_the_thread(corpus):
-    t = Trainer(tiny(), tc(steps=200, eval_every=0), corpus, probe=None, prefetch=4)
+    t = Trainer(tiny(), tc(steps=200, eval_every=0), corpus, prefetch=4)
     t.callbacks.on("step", lambda ev: ev.trainer.stop() if ev.trainer.step_count == 3 else None)
     t.run()
     assert t.step_count == 3 and t.done and not prefetch_threads()
@@ -100,7 +100,7 @@ def test_stop_and_ctrl_c_end_the_thread(corpus):
         if ev.trainer.step_count == 2:
             raise KeyboardInterrupt
 
-    t = Trainer(tiny(), tc(steps=200, eval_every=0), corpus, probe=None, prefetch=4,
+    t = Trainer(tiny(), tc(steps=200, eval_every=0), corpus, prefetch=4,
                 callbacks=Callbacks(step=interrupt))
     with pytest.raises(KeyboardInterrupt):
         t.run()
@@ -167,10 +167,10 @@ def test_resume_with_prefetching_continues_the_same_curve(source, corpus, shards
                       max_position_embeddings=64, hidden_dropout_prob=0.1)
     t = tc(steps=12, eval_every=4, max_seq_len=40)
     src = {"corpus": corpus} if source == "corpus" else {"data": str(shards)}
-    plain = service.train(service.RunSpec(bert, t, **src, name="plain", probe=None, skills=False),
+    plain = service.train(service.RunSpec(bert, t, **src, name="plain", skills=False),
                           tmp_path / "plain")
     stop = StopSignal()
-    part = service.train(service.RunSpec(bert, t, **src, name="part", probe=None, skills=False,
+    part = service.train(service.RunSpec(bert, t, **src, name="part", skills=False,
                                          callbacks=ahead(2, 6, stop)), tmp_path / "part", stop=stop)
     assert part.status == "stopped" and part.trainer.step_count == 6 and not prefetch_threads()
     done = service.resume(tmp_path / "part", callbacks=ahead(2))

@@ -13,6 +13,7 @@ from bertcore.data.corpus import builtin_corpus
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs
+from bertcore.training.run_corpus import load_run_corpus
 from bertcore.jobs import service
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +160,7 @@ def test_uploaded_corpus_is_stored_for_resume():
     r = service.train(tiny_spec("c", corpus=corpus), parent=runs.cli_runs_dir())
     meta = runs.read_run_json(r.run_dir)
     assert meta["corpus_spec"] == "run:corpus.tsv"
-    rebuilt = service._load_corpus(meta["corpus_spec"], r.run_dir, meta["corpus"])
+    rebuilt = load_run_corpus(meta["corpus_spec"], r.run_dir, meta["corpus"])
     assert rebuilt.pairs == corpus.pairs
 
 

@@ -14,7 +14,8 @@ from sklearn.metrics import roc_auc_score
 
 from bertcore.analysis import steering
 from bertcore.analysis.features import average_ranks, label_scores
-from bertcore.analysis.sae import SAETrainConfig, SparseAutoencoder, quality, train_sae
+from bertcore.analysis.sae import SAETrainConfig, quality, train_sae
+from bertcore.model.sae import SparseAutoencoder
 from bertcore.analysis.sae_runs import SAESpec, features_of, open_sae, saes_over_training, train_run_sae
 from bertcore.analysis.steering import Steered, random_direction, steer_text, steering_vector
 from bertcore.cli import main

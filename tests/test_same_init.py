@@ -66,8 +66,8 @@ def test_trainer_starts_from_the_prepared_model(switch):
     ref = init_model(cfg(), 5)
     other = init_model(cfg(**switch), 11)
     same_init(ref, other)
-    t1 = Trainer(cfg(), tc, corpus, tokenizer=tok, model=ref, probe=None)
-    t2 = Trainer(cfg(**switch), tc, corpus, tokenizer=tok, model=other, probe=None)
+    t1 = Trainer(cfg(), tc, corpus, tokenizer=tok, model=ref)
+    t2 = Trainer(cfg(**switch), tc, corpus, tokenizer=tok, model=other)
     assert t1.model is ref and t2.model is other
     t1.run()
     t2.run()

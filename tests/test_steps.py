@@ -8,6 +8,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.steps import list_steps, load_step, save_step, step_path, thin
 from bertcore.model.bert import init_model
+from bertcore.training.run_corpus import run_corpus
 from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
@@ -72,4 +73,4 @@ def test_run_corpus_rebuilds_what_the_run_trained_on(tmp_path):
     from bertcore.data.corpus import builtin_corpus
 
     r = service.train(_spec(steps=2, eval_every=0), tmp_path / "run")
-    assert service.run_corpus(r.run_dir).pairs == builtin_corpus(seed=3).pairs
+    assert run_corpus(r.run_dir).pairs == builtin_corpus(seed=3).pairs

@@ -13,6 +13,7 @@ from bertcore.io.checkpoint import AttentionSnapshot
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.history import PRETRAINING_COLUMNS
 from bertcore.training.trainer import Trainer
+from bertcore.analysis.records import TrainingRecords
 
 LOSS_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc", "lr",
              "eval_mlm_loss", "eval_nsp_loss", "eval_mlm_acc", "eval_nsp_acc"]
@@ -71,6 +72,7 @@ def test_history_columns_eval_rows_and_snapshots(corpus):
     rows, evals = [], []
     t = Trainer(tiny(), tc(steps=25), corpus,
                 callbacks=Callbacks(step=lambda ev: rows.append(ev.row), eval=lambda ev: evals.append(ev.row["step"])))
+    rec = TrainingRecords.attach(t)
     t.run()
     h = t.history.frame()
     assert list(h.columns) == list(PRETRAINING_COLUMNS)
@@ -87,15 +89,15 @@ def test_history_columns_eval_rows_and_snapshots(corpus):
     assert h.lr.iloc[0] < h.lr.iloc[2] and h.lr.iloc[-1] < h.lr.iloc[5]
     assert h.lr.max() == pytest.approx(t.config.lr)
     assert 0 < t.unigram_baseline < 1
-    assert [s.step for s in t.snapshots] == [0, 10, 20, 25]
+    assert [s.step for s in rec.snapshots] == [0, 10, 20, 25]
     L, H = t.model_config.num_hidden_layers, t.model_config.num_attention_heads
-    T = len(t.probe_tokens)
-    assert t.probe_tokens[0] == "[CLS]" and t.probe_tokens[-1] == "[SEP]"
-    for s in t.snapshots:
+    T = len(rec.probe_tokens)
+    assert rec.probe_tokens[0] == "[CLS]" and rec.probe_tokens[-1] == "[SEP]"
+    for s in rec.snapshots:
         assert isinstance(s, AttentionSnapshot)
         assert s.attentions.shape == (L, H, T, T) and s.attentions.dtype == np.float32
         np.testing.assert_allclose(s.attentions.sum(-1), 1.0, atol=1e-5)
-    assert not np.allclose(t.snapshots[0].attentions, t.snapshots[-1].attentions)
+    assert not np.allclose(rec.snapshots[0].attentions, rec.snapshots[-1].attentions)
     assert t.history.frame() is t.history.frame()  # cached between steps
     assert t.model.training  # evaluation/snapshots restore train mode
 

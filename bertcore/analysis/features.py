@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from bertcore.analysis.lens import NO_MLM_HEAD, has_mlm_head
-from bertcore.analysis.sae import SparseAutoencoder
+from bertcore.model.sae import SparseAutoencoder
 from bertcore.analysis.sae_data import Activations
 from bertcore.model.modes import eval_mode
 from bertcore.model.tap import Tap

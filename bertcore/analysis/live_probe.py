@@ -1,10 +1,11 @@
 """A live probe of the two pretraining tasks, re-asked at every evaluation while a model trains.
 
 The probe is one sentence with a single ``[MASK]`` (masked LM, BERT §3.1) and one sentence pair (next
-sentence prediction, BERT §3.2). ``Trainer.evaluate`` calls :func:`run_probe` and appends the row to
-``Trainer.probe_history``, so a learner watches "the cat [MASK] the cheese" go from "." to "eats" and
-P(IsNext) for a true pair leave 0.5. The numbers are exactly what :func:`bertcore.analysis.inference.fill_mask`
-and :func:`~bertcore.analysis.inference.nsp_probability` return for the weights of that step.
+sentence prediction, BERT §3.2). At every evaluation (the trainer's ``evaluated`` event) the run's records
+(bertcore.analysis.records) call :func:`run_probe` and append the row to ``TrainingRecords.probe_history``, so a
+learner watches "the cat [MASK] the cheese" go from "." to "eats" and P(IsNext) for a true pair leave 0.5.
+The numbers are exactly what :func:`bertcore.analysis.inference.fill_mask` and
+:func:`~bertcore.analysis.inference.nsp_probability` return for the weights of that step.
 """
 from __future__ import annotations
 

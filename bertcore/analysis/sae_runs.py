@@ -29,7 +29,7 @@ from bertcore.io.steps import list_steps, load_step
 from bertcore.message import Message
 from bertcore.settings import env_number
 from bertcore.training.runs import read_run_json
-from bertcore.jobs.service import run_corpus
+from bertcore.training.run_corpus import run_corpus
 
 EFFECTS_FILE = "output_effects.safetensors"  # (d_sae, V) float16: each feature's mean Δlogit (steering's targets)
 DEFAULT_SIZE, MAX_SIZE, DEFAULT_K = 8, 64, 8

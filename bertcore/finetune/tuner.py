@@ -31,6 +31,7 @@ from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime, to_device
 from bertcore.training.history import History
 from bertcore.training.loop import Stoppable, run_steps
+from bertcore.training.optim import dropout_seed, scheduler, takes_weight_decay
 from bertcore.model.modes import eval_mode
 
 
@@ -122,22 +123,17 @@ class FineTuner(Stoppable):
         model.set_freeze_encoder(config.freeze_encoder)
         model.to(self.device).train()
         self._gen = torch.Generator().manual_seed(config.seed)  # batch order (on the CPU, whatever the device)
-        model.set_dropout_generator(torch.Generator(self.device).manual_seed(config.seed ^ 0x5EED_D20B))
+        model.set_dropout_generator(torch.Generator(self.device).manual_seed(dropout_seed(config.seed)))
+        # the classifier head has its own learning rate (head_lr); weight decay as in pretraining
         groups: dict[tuple[bool, bool], list] = {(h, d): [] for h in (False, True) for d in (False, True)}
         for name, p in model.named_parameters():
             if p.requires_grad:  # (is the classifier head, takes weight decay)
-                groups[(name.startswith("classifier."), not (p.ndim < 2 or "LayerNorm" in name))].append(p)
+                groups[(name.startswith("classifier."), takes_weight_decay(name, p))].append(p)
         self._params = [p for g in groups.values() for p in g]
         self.optimizer = torch.optim.AdamW(
             [{"params": ps, "lr": config.head_lr if head else config.lr,
               "weight_decay": config.weight_decay if decay else 0.0} for (head, decay), ps in groups.items() if ps])
-        warm = int(round(config.warmup_frac * config.steps))
-        total = config.steps
-
-        def schedule(s: int) -> float:
-            return (s + 1) / warm if s < warm else max(0.0, (total - s) / max(1, total - warm))
-
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
+        self.scheduler = scheduler(self.optimizer, int(round(config.warmup_frac * config.steps)), config.steps)
         self._order = torch.empty(0, dtype=torch.long)
         self._pos = 0
         self.step_count = 0

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from bertcore.analysis.sae import ARCHITECTURES, SparseAutoencoder
+from bertcore.model.sae import ARCHITECTURES, SparseAutoencoder
 from bertcore.errors import CheckpointError
 from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write, load_safetensors
 from bertcore.message import Message

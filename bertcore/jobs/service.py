@@ -18,11 +18,12 @@ from typing import Any
 import pandas as pd
 
 from bertcore.analysis.live_probe import read_probe_csv, write_probe_csv
+from bertcore.analysis.records import TrainingRecords
 from bertcore.analysis.skills import SkillSuite
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
-from bertcore.data.corpora import get_corpus, is_builtin_spec
-from bertcore.data.corpus import load_corpus_file, suggested_vocab_size
+from bertcore.data.corpora import is_builtin_spec
+from bertcore.data.corpus import suggested_vocab_size
 from bertcore.data.pretraining import MaskingRates
 from bertcore.data.shard_batches import ShardData
 from bertcore.data.shards import ShardReader
@@ -39,13 +40,12 @@ from bertcore.training.device import Runtime
 from bertcore.training.drive import Route, RunResult, StopSignal, drive, drive_quietly, open_run_dir
 from bertcore.training.history import History
 from bertcore.training.resume import RESUME_FILE, load_trainer_state, save_trainer_state
+from bertcore.training.run_corpus import CORPUS_FILE, DOCUMENTS_FILE, SHARDS_PREFIX, load_run_corpus
 from bertcore.training.trainer import Trainer
 
-CORPUS_FILE = "corpus.tsv"
 PROBE_FILE = "probe.csv"  # the live probe's rows (bertcore.analysis.live_probe)
 SKILLS_FILE = "skills.csv"  # step x skill: the share of items passed at every evaluation (bertcore.analysis.skills)
 SKILL_ITEMS_FILE = "skills_items.jsonl"  # the items scored (skill, text, right, wrong[, text_b]), to recompute them
-DOCUMENTS_FILE = "corpus_documents.txt"  # the document id of each corpus.tsv line, when the corpus has them
 
 
 def max_model_mb() -> float:
@@ -93,38 +93,7 @@ class RunSpec:
     skills: bool = True  # score the built-in grammar's skills at every evaluation (bertcore.analysis.skills)
     skill_csv: tuple[str, bytes] | None = None  # (name, bytes) of a user's own items (text,right,wrong), scored too
     defaults: dict | None = None  # bertcore.data.corpus_defaults.CorpusDefaults.to_dict(): recorded in run.json
-
-
-def _is_rebuildable(spec: str) -> bool:
-    return is_builtin_spec(spec)
-
-
-def _load_corpus(spec: str, run_dir: Path | None = None, name: str | None = None):
-    if spec == f"run:{CORPUS_FILE}":
-        if run_dir is None or not (run_dir / CORPUS_FILE).is_file():
-            raise InputError(Message("the run's {file} is missing; this run cannot be resumed", file=CORPUS_FILE))
-        corpus = load_corpus_file(run_dir / CORPUS_FILE, name=name, mode="pairs")
-        try:
-            docs = [int(x) for x in (run_dir / DOCUMENTS_FILE).read_text(encoding="utf-8").split()]
-        except (OSError, ValueError):
-            docs = None
-        if docs is not None and len(docs) == len(corpus.pairs):
-            corpus.documents = docs
-        return corpus
-    return get_corpus(spec)
-
-
-def run_corpus(run_dir: str | Path):
-    """The corpus a run trained on, rebuilt from its run.json (``builtin``, ``tutorial``, a file, or the run's own
-    corpus.tsv); None for a run trained from prepared shards. InputError when it cannot be rebuilt."""
-    d = Path(run_dir).expanduser()
-    meta = runs.read_run_json(d)
-    spec = str(meta.get("corpus_spec") or "")
-    if not spec:
-        raise InputError(Message("{run} does not record its corpus (run.json has no corpus_spec)", run=d.name))
-    if spec.startswith(SHARDS_PREFIX):
-        return None
-    return _load_corpus(spec, d, meta.get("corpus"))
+    records: TrainingRecords | None = None  # where the probe rows, skills and snapshots go (None: the route's own)
 
 
 def _tokenizer(spec: RunSpec, corpus):
@@ -141,30 +110,30 @@ def _tokenizer(spec: RunSpec, corpus):
     return spec.tokenizer
 
 
-def _bundle(trainer, meta: dict) -> ModelBundle:
+def _bundle(records: TrainingRecords, trainer, meta: dict) -> ModelBundle:
     return ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history.frame(),
-                       name=meta.get("name", ""), source=meta.get("source", ""), snapshots=list(trainer.snapshots),
-                       probe_tokens=list(trainer.probe_tokens), train_config=trainer.config.to_dict())
+                       name=meta.get("name", ""), source=meta.get("source", ""), snapshots=list(records.snapshots),
+                       probe_tokens=list(records.probe_tokens), train_config=trainer.config.to_dict())
 
 
-def _save_pretraining(trainer, run_dir: Path, meta: dict) -> None:
+def _save_pretraining(records: TrainingRecords, trainer, run_dir: Path, meta: dict) -> None:
     """The pretraining route's files (all but run.json): checkpoint, the weights of this step (replay),
     probe.csv, the skills scored so far (skills.csv) and their items (skills_items.jsonl), the resume state."""
-    save_checkpoint(_bundle(trainer, meta), run_dir)
+    save_checkpoint(_bundle(records, trainer, meta), run_dir)
     save_step(trainer.model, run_dir, trainer.step_count)
-    if trainer.probe_history:
-        write_probe_csv(trainer.probe_history, run_dir / PROBE_FILE)
-    if trainer.skills is not None:
+    if records.probe_history:
+        write_probe_csv(records.probe_history, run_dir / PROBE_FILE)
+    if records.skills is not None:
         if not (run_dir / SKILL_ITEMS_FILE).is_file():
-            atomic_write(run_dir / SKILL_ITEMS_FILE, write_items_jsonl(trainer.skills.items))
-        atomic_write(run_dir / SKILLS_FILE, trainer.skills_history.to_csv())
+            atomic_write(run_dir / SKILL_ITEMS_FILE, write_items_jsonl(records.skills.items))
+        atomic_write(run_dir / SKILLS_FILE, records.skills_history.to_csv())
     save_trainer_state(trainer, run_dir / RESUME_FILE)
 
 
-PRETRAINING = Route(_save_pretraining, lambda trainer: trainer.history.last_eval(), _bundle)
-
-
-SHARDS_PREFIX = "shards:"  # corpus_spec of a run trained from prepared shards: "shards:/abs/DATA"
+def pretraining_route(records: TrainingRecords) -> Route:
+    """What a pretraining run keeps in its folder (bertcore.training.drive.Route), with its ``records``."""
+    return Route(lambda trainer, run_dir, meta: _save_pretraining(records, trainer, run_dir, meta),
+                 lambda trainer: trainer.history.last_eval(), lambda trainer, meta: _bundle(records, trainer, meta))
 
 
 def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=None, callbacks=None) -> Trainer:
@@ -185,14 +154,16 @@ def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=N
 
 
 def prepare(spec: RunSpec):
-    """Validate ``spec`` and build (trainer, corpus spec to record, corpus). Raises BertcoreError on bad input:
-    the configs must agree before anything is loaded, and fit the budget once the vocabulary size is known."""
+    """Validate ``spec`` and build (trainer, corpus spec to record, corpus, records); the records (live probe,
+    skills, attention snapshots: bertcore.analysis.records) listen on the main process only. Raises BertcoreError on
+    bad input: the configs must agree before anything is loaded, and fit the budget once the vocabulary size is
+    known."""
     bert, tc = spec.model_config, spec.train_config
     check_compatible(bert, tc)
     if spec.data is not None:
         trainer = _shard_trainer(spec.data, bert, tc, spec.runtime, callbacks=spec.callbacks)
-        return trainer, SHARDS_PREFIX + str(Path(spec.data).resolve()), None
-    corpus = _load_corpus(spec.corpus) if isinstance(spec.corpus, str) else spec.corpus
+        return trainer, SHARDS_PREFIX + str(Path(spec.data).resolve()), None, _attach(trainer, spec, None, None)
+    corpus = load_run_corpus(spec.corpus) if isinstance(spec.corpus, str) else spec.corpus
     corpus_spec = spec.corpus if isinstance(spec.corpus, str) else spec.corpus_spec
     model = None
     if spec.init_from is not None:
@@ -207,9 +178,17 @@ def prepare(spec: RunSpec):
         model = spec.model
     own = parse_skill_csv(spec.skill_csv[1], spec.skill_csv[0], tokenizer) if spec.skill_csv else None
     suite = SkillSuite.for_run(corpus, tokenizer, tc.max_seq_len, own, builtin=spec.skills)
-    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, probe=spec.probe, callbacks=spec.callbacks,
-                      skills=suite, runtime=spec.runtime)
-    return trainer, corpus_spec, corpus
+    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, callbacks=spec.callbacks,
+                      runtime=spec.runtime)
+    return trainer, corpus_spec, corpus, _attach(trainer, spec, spec.probe, suite)
+
+
+def _attach(trainer, spec: RunSpec, probe, skills, first: bool = True) -> TrainingRecords:
+    """The run's records listening to ``trainer`` (``spec.records`` when the caller keeps them); a distributed
+    run's other processes record nothing."""
+    if not trainer.runtime.is_main:
+        return TrainingRecords()
+    return TrainingRecords.attach(trainer, probe, skills, first=first, records=spec.records)
 
 
 def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Path | None = None,
@@ -218,7 +197,7 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
 
     Bad input raises BertcoreError before any folder is created. NaN/divergence ends with status "failed"
     and the last good weights saved; ``stop`` ends with "stopped" and a resumable checkpoint."""
-    trainer, corpus_spec, corpus = prepare(spec)
+    trainer, corpus_spec, corpus, records = prepare(spec)
     tc = spec.train_config
     if not trainer.runtime.is_main:  # a distributed run's other processes train, rank 0 writes
         return drive_quietly(trainer, stop)
@@ -226,8 +205,8 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
     d = open_run_dir(run_dir, parent, name)
     lock = locks.hold(d)  # RunBusy, before anything is written, when another process trains this folder
     try:
-        return drive(trainer, d, _new_run_files(spec, d, trainer, corpus, corpus_spec, name), stop, PRETRAINING,
-                     lock=lock)
+        return drive(trainer, d, _new_run_files(spec, d, trainer, corpus, corpus_spec, name), stop,
+                     pretraining_route(records), lock=lock)
     finally:
         lock.release()
 
@@ -235,7 +214,7 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
 def _new_run_files(spec: RunSpec, d: Path, trainer, corpus, corpus_spec, name: str) -> dict:
     """A new run's corpus.tsv (when its corpus cannot be rebuilt from a spec) and its run.json fields."""
     tc = spec.train_config
-    if corpus is not None and (corpus_spec is None or not _is_rebuildable(corpus_spec)):
+    if corpus is not None and (corpus_spec is None or not is_builtin_spec(corpus_spec)):
         atomic_write(d / CORPUS_FILE, "".join(f"{a}\t{b}\n" for a, b in corpus.pairs))
         if getattr(corpus, "documents", None) is not None:  # NotNext comes from another document (BERT §A.1)
             atomic_write(d / DOCUMENTS_FILE, "".join(f"{int(k)}\n" for k in corpus.documents))
@@ -249,19 +228,19 @@ def _new_run_files(spec: RunSpec, d: Path, trainer, corpus, corpus_spec, name: s
 
 
 def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Callbacks | None = None,
-           runtime=None) -> RunResult:
+           runtime=None, records: TrainingRecords | None = None) -> RunResult:
     """Continue a stopped run from its last checkpoint: same weights, AdamW moments, LR schedule position,
     data order and masking/dropout RNG streams, so the losses match an uninterrupted run. ``runtime``: where it
     goes on now (default CPU, fp32), whatever the run was trained on before; run.json's ``runtime`` says so. The run's lock is held
     from the checks on, so two processes (or server replicas) never resume the same run: the second gets RunBusy."""
     d = Path(run_dir).expanduser()
     if runtime is not None and not runtime.is_main:  # a distributed run's other ranks: rank 0 checks and locks
-        return _resume(d, stop, callbacks, runtime, None)
+        return _resume(d, stop, callbacks, runtime, None, records)
     _check_resumable(d, runs.read_run(d))
     lock = locks.hold(d)
     try:
         _check_resumable(d, runs.read_run(d))  # again under the lock: another process may have resumed it
-        return _resume(d, stop, callbacks, runtime, lock)
+        return _resume(d, stop, callbacks, runtime, lock, records)
     finally:
         lock.release()
 
@@ -282,7 +261,7 @@ def _check_resumable(d: Path, info) -> None:
                                  file=RESUME_FILE))
 
 
-def _resume(d: Path, stop, callbacks, runtime, lock) -> RunResult:
+def _resume(d: Path, stop, callbacks, runtime, lock, records) -> RunResult:
     meta = runs.read_run_json(d)
     bundle = load_checkpoint(d)
     if bundle.train_config is None:
@@ -294,34 +273,33 @@ def _resume(d: Path, stop, callbacks, runtime, lock) -> RunResult:
         trainer = _shard_trainer(spec_str[len(SHARDS_PREFIX):], model.config, tc, runtime, model=model,
                                  callbacks=callbacks)
     else:
-        corpus = _load_corpus(spec_str, d, meta.get("corpus"))
+        corpus = load_run_corpus(spec_str, d, meta.get("corpus"))
         trainer = Trainer(model.config, tc, corpus, tokenizer=bundle.tokenizer, model=model, callbacks=callbacks,
-                          skills=run_skills(d, bundle.tokenizer, tc.max_seq_len), runtime=runtime)
+                          runtime=runtime)
     step = load_trainer_state(trainer, d / RESUME_FILE)
     truncate_after(d, step)
-    _restore_records(trainer, bundle, d, step)
-    if not trainer.runtime.is_main:
-        return drive_quietly(trainer, stop)
-    meta["runtime"] = trainer.runtime.label  # where it goes on now (docs/TRAINING.md, "Resume on another device")
-    return drive(trainer, d, meta, stop, PRETRAINING, lock=lock)
-
-
-def _restore_records(trainer: Trainer, bundle: ModelBundle, run_dir: Path, step: int) -> None:
-    """Put the history, attention snapshots and probe rows up to ``step`` back into a resumed trainer."""
     trainer.history = History.read_frame(bundle.history)
     trainer.history.truncate(step)
-    snaps = [s for s in bundle.snapshots if s.step <= step]
-    if snaps:
-        trainer.snapshots = snaps
-    rows = read_probe_csv(run_dir / PROBE_FILE)
-    if rows:
-        trainer.probe_history = [r for r in rows if int(r.get("step", 0)) <= step]
-    if trainer.skills is not None:
-        done = read_skills_csv(run_dir, trainer.skills.names)
-        if done is not None:
-            done.truncate(step)
-            trainer.skills_history = done
-            trainer.train_seconds = float(done.last().get("seconds") or 0.0)
+    if not trainer.runtime.is_main:
+        return drive_quietly(trainer, stop)
+    skills = run_skills(d, bundle.tokenizer, tc.max_seq_len) if trainer.corpus is not None else None
+    records = _restored_records(trainer, bundle, d, step, skills, records)
+    meta["runtime"] = trainer.runtime.label  # where it goes on now (docs/TRAINING.md, "Resume on another device")
+    return drive(trainer, d, meta, stop, pretraining_route(records), lock=lock)
+
+
+def _restored_records(trainer: Trainer, bundle: ModelBundle, run_dir: Path, step: int, skills,
+                      records: TrainingRecords | None) -> TrainingRecords:
+    """The attention snapshots, probe rows and skills of a resumed run up to ``step``, listening from there on."""
+    rec = records if records is not None else TrainingRecords()
+    rec.snapshots = [s for s in bundle.snapshots if s.step <= step]
+    rec.probe_history = [r for r in read_probe_csv(run_dir / PROBE_FILE) if int(r.get("step", 0)) <= step]
+    done = read_skills_csv(run_dir, skills.names) if skills is not None else None
+    if done is not None:
+        done.truncate(step)
+        rec.skills_history = done
+        trainer.train_seconds = float(done.last().get("seconds") or 0.0)
+    return TrainingRecords.attach(trainer, "default", skills, first=False, records=rec)
 
 
 def run_skills(run_dir: str | Path, tokenizer, max_len: int) -> SkillSuite | None:

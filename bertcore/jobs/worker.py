@@ -43,6 +43,7 @@ import torch
 
 import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
 from bertcore.analysis.live_probe import Probe
+from bertcore.analysis.records import TrainingRecords
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import Corpus
 from bertcore.data.tokenization import load_tokenizer
@@ -211,6 +212,7 @@ class _Job:
     def __init__(self, i: int, send: _Sender):
         self.i, self.send = i, send
         self.trainer = None
+        self.records = TrainingRecords()  # the live probe's rows and the skills, filled by the training route
         self.sent = self.sent_skills = self.sent_probes = 0
         self.last = 0.0
 
@@ -221,24 +223,26 @@ class _Job:
         self.last = time.monotonic()
         msg: dict = {"history": _batch(tr.history, self.sent)}
         self.sent = len(tr.history)
-        if len(tr.probe_history) != self.sent_probes or force:
-            msg["probes"] = list(tr.probe_history)
-            self.sent_probes = len(tr.probe_history)
-        if tr.skills_history is not None and (len(tr.skills_history) != self.sent_skills or force):
-            msg["skills"] = _batch(tr.skills_history, self.sent_skills)
-            self.sent_skills = len(tr.skills_history)
+        rec = self.records
+        if len(rec.probe_history) != self.sent_probes or force:
+            msg["probes"] = list(rec.probe_history)
+            self.sent_probes = len(rec.probe_history)
+        if rec.skills_history is not None and (len(rec.skills_history) != self.sent_skills or force):
+            msg["skills"] = _batch(rec.skills_history, self.sent_skills)
+            self.sent_skills = len(rec.skills_history)
         self.send(ev="rows", job=self.i, **msg)
 
     def callbacks(self) -> Callbacks:
         def on_start(ev):
             tr = self.trainer = ev.trainer
-            sk = tr.skills_history
-            self.sent, self.sent_probes = len(tr.history), len(tr.probe_history)
+            rec = self.records
+            sk = rec.skills_history
+            self.sent, self.sent_probes = len(tr.history), len(rec.probe_history)
             self.sent_skills = len(sk) if sk is not None else 0
             self.last = time.monotonic()
             self.send(ev="start", job=self.i, run_dir=str(ev.run_dir), baseline=tr.unigram_baseline,
                       runtime=tr.runtime.label,
-                      probe=tr.probe.to_dict() if tr.probe is not None else None, probes=list(tr.probe_history),
+                      probe=rec.probe.to_dict() if rec.probe is not None else None, probes=list(rec.probe_history),
                       history=_batch(tr.history, 0),
                       skills=None if sk is None else {"columns": list(sk.columns), "eval_keys": list(sk.eval_keys),
                                                       **_batch(sk, 0)})
@@ -246,7 +250,7 @@ class _Job:
         return Callbacks(start=on_start, step=lambda ev: self.flush(), eval=lambda ev: self.flush(force=True))
 
 
-def _spec(e: dict, folder: Path, callbacks):
+def _spec(e: dict, folder: Path, callbacks, records: TrainingRecords | None = None):
     """The ``RunSpec`` of one job entry of job.json."""
     corpus = e["corpus"]
     if isinstance(corpus, dict):
@@ -270,7 +274,8 @@ def _spec(e: dict, folder: Path, callbacks):
                            tokenizer=tok if tok is not None else "word", preset=e.get("preset"),
                            name=e.get("name") or "", source=e.get("source") or "bertcore train", probe=probe,
                            model=model, callbacks=callbacks, skills=bool(e.get("skills", True)),
-                           skill_csv=skill_csv, defaults=e.get("defaults"), runtime=_runtime(e.get("runtime")))
+                           skill_csv=skill_csv, defaults=e.get("defaults"), runtime=_runtime(e.get("runtime")),
+                           records=records)
 
 
 def _runtime(d: dict | None) -> Runtime | None:
@@ -323,9 +328,10 @@ def child(folder: str | Path) -> int:
                     stop.request(state["reason"])
             if "resume" in e:
                 result = service.resume(e["resume"], stop=stop, callbacks=rec.callbacks(),
-                                        runtime=_runtime(job.get("runtime")))
+                                        runtime=_runtime(job.get("runtime")), records=rec.records)
             else:
-                result = service.train(_spec(e, folder, rec.callbacks()), parent=job["parent"], stop=stop)
+                result = service.train(_spec(e, folder, rec.callbacks(), rec.records), parent=job["parent"],
+                                       stop=stop)
             rec.trainer = result.trainer
             rec.flush(force=True)
             error = result.trainer.error or (result.reason if result.status == "failed" else None)

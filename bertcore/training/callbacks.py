@@ -7,11 +7,15 @@ rank 0 and the run-directory writer (``bertcore.training.drive``) all listen the
     start       the run directory exists and training begins         (trainer, run_dir)
     step        after every optimizer step                           (trainer, row)
     eval        after a step that ran a held-out evaluation          (trainer, row)
+    evaluated   inside ``evaluate()``: held-out metrics measured     (trainer, row = the metrics)
+    done        the trainer stopped changing the weights (last step,  (trainer)
+                a stop's ``finalize``, a failure)
     checkpoint  after the run directory was rewritten                (trainer, run_dir, meta = run.json)
     end         training ended (finished, stopped or failed)         (trainer, run_dir, meta)
 
 ``step`` and ``eval`` come from the step loop (``run_steps``), so a trainer run without a run directory (a
-notebook, a benchmark) fires them too; the other three come from ``drive``. A callback may call
+notebook, a benchmark) fires them too; ``evaluated`` and ``done`` from the trainer itself (what a run records
+besides its curve listens to them: bertcore.analysis.records); the other three from ``drive``. A callback may call
 ``event.trainer.stop()``; the loop ends after that step.
 """
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-EVENTS = ("start", "step", "eval", "checkpoint", "end")
+EVENTS = ("start", "step", "eval", "evaluated", "done", "checkpoint", "end")
 
 
 @dataclass

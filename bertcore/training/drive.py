@@ -5,7 +5,7 @@ to its end, a ``StopSignal``, a NaN stop or Ctrl-C; it keeps run.json's status l
 pid, then finished / stopped / failed with a reason), rewrites the run directory at every held-out evaluation
 and fires ``start``, ``checkpoint`` and ``end`` on the trainer's callbacks (``bertcore.training.callbacks``; the
 step loop fires ``step`` and ``eval``). A ``Route`` says what one kind of training keeps in its folder
-(pretraining's is ``bertcore.jobs.service.PRETRAINING``, fine-tuning's ``bertcore.finetune.route.FINETUNE``);
+(pretraining's is ``bertcore.jobs.service.pretraining_route``, fine-tuning's ``bertcore.finetune.route.FINETUNE``);
 ``open_run_dir`` is the one place a run directory is created. Layout of the folder: ``bertcore.training.runs``.
 While it trains, ``drive`` holds the run's lock (``bertcore.training.locks``), so no other process or server
 replica trains the same folder. A checkpoint that cannot be written (a full disk) ends the training as "failed"

@@ -9,7 +9,7 @@ vocab.txt / tokenizer.json, model.safetensors, history.csv, snapshots.safetensor
     .lock                 held (flock) by the process that trains the run (bertcore.training.locks)
     resume.safetensors    weights + AdamW state + RNG states for ``--resume`` (bertcore.training.resume)
     corpus.tsv            the corpus as A<TAB>B lines when it cannot be rebuilt from a spec (an upload)
-    probe.csv             ``Trainer.probe_history`` rows, when the trainer has them
+    probe.csv             ``TrainingRecords.probe_history`` rows (bertcore.analysis.records), when the run has them
 
 The root of all runs is env ``BERTCORE_RUNS_DIR``, else ``$XDG_DATA_HOME/bertcore/runs``, else
 ``~/.local/share/bertcore/runs``::

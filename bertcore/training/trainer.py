@@ -16,12 +16,11 @@ a notebook, the CLI (``python -m bertcore train``) and the app's background thre
   are made ahead on a background thread (``bertcore.training.prefetch``). The curve is the same either way.
 * ``history`` (``bertcore.training.history.History``): one row per step, held-out metrics every ``eval_every``
   steps and at the end.
-* ``snapshots``: attention probabilities on a fixed probe pair every ``snapshot_every`` steps (and at step 0
-  and at the end) for the app's attention-over-training view.
-* ``probe_history``: at step 0 and at every evaluation, the live probe (``bertcore.analysis.live_probe``): top-3
-  fill-mask candidates for a sentence with [MASK] and P(IsNext) for a pair, one dict row per step.
-* ``skills_history``: with a ``skills`` suite (``bertcore.analysis.skills``), at step 0 and at every evaluation
-  the share of each skill's items passed, and the training seconds so far (a History: step, seconds, skills).
+* The trainer only trains. What else a run records (the live probe, the skills, attention snapshots) listens
+  through ``callbacks``: ``bertcore.analysis.records.TrainingRecords.attach(trainer)``. The trainer fires
+  ``evaluated`` inside ``evaluate()`` and ``done`` when it stops changing the weights (the last step, a stop's
+  ``finalize``, a failure), and reads the GPU's pending rows at every ``snapshot_every`` step, where a listener
+  reads the weights.
 """
 from __future__ import annotations
 
@@ -31,18 +30,13 @@ import math
 import threading
 import time
 
-import numpy as np
 import pandas as pd
 import torch
 
-from bertcore.analysis.inference import encode_pair
-from bertcore.analysis.live_probe import default_probe, run_probe
-from bertcore.analysis.skills import SkillSuite
 from bertcore.config import BertConfig, TrainConfig, check_compatible
 from bertcore.data.pretraining import MaskingRates, PretrainingData
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import ConfigError
-from bertcore.io.checkpoint import AttentionSnapshot
 from bertcore.model.bert import init_model
 from bertcore.model.fast_path import FastPath, seed_device_dropout
 from bertcore.training import determinism, distributed
@@ -53,21 +47,13 @@ from bertcore.training.history import History, PendingRow
 from bertcore.training.loop import Stoppable, run_steps
 from bertcore.training.prefetch import BatchSource, StepBatches, on_device
 from bertcore.model.modes import eval_mode
+from bertcore.training.optim import adamw, dropout_seed, scheduler
 
 PREFETCH_DEPTH = 2  # steps made ahead on a GPU (bertcore.training.prefetch)
 
 
 def _has_loss_only(model) -> bool:
     return "return_mlm_logits" in inspect.signature(model.forward).parameters
-
-
-def lr_schedule(warmup: int, total: int):
-    def f(s: int) -> float:  # s = index of the update being applied (0-based)
-        if warmup > 0 and s < warmup:
-            return (s + 1) / warmup
-        return max(0.0, (total - s) / max(1, total - warmup))
-
-    return f
 
 
 class Trainer(Stoppable):
@@ -88,8 +74,8 @@ class Trainer(Stoppable):
     """
 
     def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus=None, tokenizer=None, model=None,
-                 data=None, runtime=None, probe="default", callbacks: Callbacks | None = None,
-                 skills: SkillSuite | None = None, prefetch: int | None = None, defer_rows: bool | None = None):
+                 data=None, runtime=None, callbacks: Callbacks | None = None, prefetch: int | None = None,
+                 defer_rows: bool | None = None):
         if data is not None:
             tokenizer = data.tokenizer
         elif tokenizer is None:
@@ -119,7 +105,7 @@ class Trainer(Stoppable):
         self.model.to(self.device).train()
         self._gen = torch.Generator().manual_seed(tc.seed)  # data order + masking
         # dropout masks; each process of a distributed run draws its own (rank 0 matches a one-process run)
-        self._dropout_gen = torch.Generator(self.device).manual_seed((tc.seed ^ 0x5EED_D20B) + 7919 * rt.rank)
+        self._dropout_gen = torch.Generator(self.device).manual_seed(dropout_seed(tc.seed, rt.rank))
         self.deterministic_dropout = hasattr(self.model, "set_dropout_generator")
         if self.deterministic_dropout:
             self.model.set_dropout_generator(self._dropout_gen)
@@ -129,21 +115,14 @@ class Trainer(Stoppable):
             self.fast = FastPath.for_device(self.device, rt.compile)
             self.model.set_fast_path(self.fast)
 
-        decay, no_decay = [], []
-        for name, p in self.model.named_parameters():
-            if not p.requires_grad:
-                continue
-            (no_decay if p.ndim < 2 or "LayerNorm" in name or name.endswith("bias") else decay).append(p)
-        self._params = decay + no_decay
-        groups = [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-        self.optimizer = torch.optim.AdamW(groups, lr=tc.lr, fused=True)  # one fused kernel on CPU: ~3% faster
+        self.optimizer, self._params = adamw(self.model, tc.lr, tc.weight_decay)
         # the step needs the MLM loss, not the (N, V) logits: the head's decoder runs fused with the loss
         # (bertcore.model.mlm_loss; same loss and gradients); models without that switch get the plain call
         self._loss_only = {"return_mlm_logits": False} if _has_loss_only(self.model) else {}
         self._forward = distributed.wrap(self.model, rt)  # DDP when several processes, else the model itself
         if rt.compile and not self.fast.compile_layers:  # compiled layers replace the whole-model compile
             self._forward = torch.compile(self._forward)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_schedule(tc.warmup_steps, tc.steps))
+        self.scheduler = scheduler(self.optimizer, tc.warmup_steps, tc.steps)
 
         self.step_count = 0
         self.done = False
@@ -162,22 +141,7 @@ class Trainer(Stoppable):
                                    (PREFETCH_DEPTH if on_gpu else 0) if prefetch is None else prefetch,
                                    lambda: self._next_batches())
         self.unigram_baseline = float(self.data.unigram_baseline())
-        self.snapshots: list[AttentionSnapshot] = []
-        self._probe = self._make_probe()
-        self.probe_tokens: list[str] = list(tokenizer.convert_ids_to_tokens(self._probe[0][0].tolist()))
-        if tc.snapshot_every:
-            self._snapshot()
-        # The live probe: "default" takes one from the corpus, None switches it off (bertcore.analysis.live_probe).
-        # Shard training (no in-memory corpus) and ranks other than 0 run without it.
-        if probe == "default":
-            probe = default_probe(corpus, tokenizer) if corpus is not None else None
-        self.probe = probe if self.runtime.is_main else None
-        self.probe_history: list[dict] = []
-        self._run_probe()
         self.train_seconds = 0.0  # time spent in step(), summed (a resumed run goes on from its skills.csv)
-        self.skills = skills if self.runtime.is_main else None
-        self.skills_history = History(("step", "seconds", *skills.names), ("seconds",)) if self.skills else None
-        self._score_skills()
 
     # ------------------------------------------------------------------ public API
     def step(self) -> dict:
@@ -201,6 +165,7 @@ class Trainer(Stoppable):
         guard.record(step, acc, gnorm, counts, self.optimizer.param_groups[0]["lr"], t0)
         final = step >= tc.steps
         evaluate = ((tc.eval_every and step % tc.eval_every == 0) or final) and self.runtime.is_main
+        # an attention snapshot's step (bertcore.analysis.records): its listener reads the weights, so read here too
         snapshot = bool(tc.snapshot_every) and step % tc.snapshot_every == 0 and self.runtime.is_main
         if guard.deferred and not (final or evaluate or snapshot or self.step_count % GOOD_COPY_EVERY == 0):
             self.optimizer.step()  # skipped on the device if this or an earlier pending step was bad
@@ -222,12 +187,10 @@ class Trainer(Stoppable):
         self.train_seconds += time.perf_counter() - t0
         if evaluate:
             row.update(self.evaluate())
-        if snapshot:
-            self._snapshot()
         row = self.history.append(row)
         if final:
             self.done = True
-            self._final_snapshot()
+            self.callbacks.fire("done", self)
         return row
 
     def flush(self) -> None:
@@ -255,7 +218,7 @@ class Trainer(Stoppable):
         self.step_count = rows[-1]["step"] - 1
         for r in rows:
             self.history.append(r)
-        self._final_snapshot()
+        self.callbacks.fire("done", self)
         return self.history.last()
 
     def run(self, n: int | None = None) -> pd.DataFrame:
@@ -273,11 +236,12 @@ class Trainer(Stoppable):
         last = self.history.last()
         if last and math.isnan(last["eval_mlm_loss"]) and not self.error:
             self.history.update_last(self.evaluate())
-        self._final_snapshot()
+        self.callbacks.fire("done", self)
 
     @torch.no_grad()
     def evaluate(self) -> dict:
-        """Held-out MLM/NSP loss and accuracy on fixed eval batches (same masks every time), eval mode."""
+        """Held-out MLM/NSP loss and accuracy on fixed eval batches (same masks every time), eval mode; then fires
+        ``evaluated`` (the live probe and the skills listen to it)."""
         if self._eval_batches is None:
             eb = self.data.fixed_eval_batches(self.config.eval_size, self.config.seed)
             self._eval_batches = [eb] if isinstance(eb, dict) else list(eb)
@@ -298,11 +262,11 @@ class Trainer(Stoppable):
                                     nsp_ok]).float()
             n_ex = sum(len(b["nsp_labels"]) for b in self._eval_batches)
         mlm_sum, mlm_ok, n_sel, nsp_sum, nsp_ok = tot.tolist()
-        self._run_probe()
-        self._score_skills()
         nan = float("nan")
-        return {"eval_mlm_loss": mlm_sum / n_sel if n_sel else nan, "eval_nsp_loss": nsp_sum / n_ex if n_ex else nan,
-                "eval_mlm_acc": mlm_ok / n_sel if n_sel else nan, "eval_nsp_acc": nsp_ok / n_ex if n_ex else nan}
+        row = {"eval_mlm_loss": mlm_sum / n_sel if n_sel else nan, "eval_nsp_loss": nsp_sum / n_ex if n_ex else nan,
+               "eval_mlm_acc": mlm_ok / n_sel if n_sel else nan, "eval_nsp_acc": nsp_ok / n_ex if n_ex else nan}
+        self.callbacks.fire("evaluated", self, row=row)
+        return row
 
     # ------------------------------------------------------------------ internals
     def _next_batches(self) -> list[dict]:
@@ -364,48 +328,3 @@ class Trainer(Stoppable):
             mlm_ok = (logits.argmax(-1) == targets).sum().float()
         nsp_ok = (out.nsp_logits.argmax(-1) == batch["nsp_labels"]).sum().float()
         return mlm_ok, torch.tensor(float(targets.numel()), device=mlm_ok.device), nsp_ok
-
-    def _score_skills(self) -> None:
-        """Score every skill at the current step (one row per step: a second evaluation replaces the first)."""
-        if self.skills is None:
-            return
-        row = {"step": self.step_count, "seconds": self.train_seconds, **self.skills.score(self.model)}
-        if len(self.skills_history) and self.skills_history.last_step == self.step_count:
-            self.skills_history.update_last(row)
-        else:
-            self.skills_history.append(row)
-
-    def _run_probe(self) -> None:
-        """Ask the probe at the current step (one row per step: a second evaluation replaces the first)."""
-        if self.probe is None:
-            return
-        row = run_probe(self.model, self.tokenizer, self.probe, self.step_count)
-        if self.probe_history and self.probe_history[-1]["step"] == row["step"]:
-            self.probe_history[-1] = row
-        else:
-            self.probe_history.append(row)
-
-    def _make_probe(self):
-        """The first held-out pair with its true B (falls back to the first corpus pair)."""
-        if hasattr(self.data, "probe_ids"):
-            ids, types = self.data.probe_ids()
-            return torch.tensor([ids]), torch.tensor([types])
-        pairs = self.corpus.pairs
-        held = getattr(self.data, "splits", {}).get("held_out")
-        pair = pairs[int(held[0]) if held is not None and len(held) else 0]
-        ids, types, _ = encode_pair(self.tokenizer, pair[0], pair[1], self.config.max_seq_len)
-        return torch.tensor([ids]), torch.tensor([types])
-
-    @torch.no_grad()
-    def _snapshot(self) -> None:
-        model = self.model
-        with eval_mode(model):
-            ids, types = (t.to(self.device) for t in self._probe)
-            out = model(ids, token_type_ids=types, attention_mask=torch.ones_like(ids), output_attentions=True)
-            att = torch.stack([a[0] for a in out.attentions]).float().cpu().numpy().astype(np.float32, copy=True)
-        self.snapshots.append(AttentionSnapshot(self.step_count, att))
-
-    def _final_snapshot(self) -> None:
-        if self.config.snapshot_every and (not self.snapshots or self.snapshots[-1].step != self.step_count):
-            self._snapshot()
-

@@ -1,0 +1,126 @@
+"""What a pretraining run records besides its loss curve, each kept by a listener on the trainer's ``Callbacks``
+(bertcore.training.callbacks), so the trainer only trains:
+
+* the live probe (bertcore.analysis.live_probe): at step 0 and at every held-out evaluation, the top-3 fill-mask
+  candidates for a sentence with one [MASK] (BERT §3.1) and P(IsNext) for a pair (§3.2), one dict row per step;
+* the skills (bertcore.analysis.skills): at step 0 and at every evaluation, the share of each skill's items passed
+  and the training seconds so far (a History: step, seconds, one column per skill);
+* attention snapshots: the attention probabilities of every layer and head on one fixed sentence pair at step 0,
+  every ``snapshot_every`` steps and when training ends (the Attention page's "over training" view).
+
+A second evaluation at the same step (a stop right after an evaluated step) replaces that step's row. Whoever
+wants the records attaches them (the pretraining route, bertcore.jobs.service; a notebook)::
+
+    trainer = Trainer(model_config, train_config, corpus)
+    records = TrainingRecords.attach(trainer)        # step 0 recorded now
+    trainer.run()
+    records.probe_history[-1]["top1"], records.snapshots[-1].attentions.shape   # (L, H, T, T)
+
+Every record is taken in eval mode and draws no random numbers, so attaching them never changes the curve.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from bertcore.analysis.inference import encode_pair
+from bertcore.analysis.live_probe import Probe, default_probe, run_probe
+from bertcore.analysis.skills import SkillSuite
+from bertcore.io.checkpoint import AttentionSnapshot
+from bertcore.model.modes import eval_mode
+from bertcore.training.history import History
+
+
+class TrainingRecords:
+    """The live probe's rows, the skills' history and the attention snapshots of one trainer.
+
+    ``probe``: a ``Probe``, "default" (one taken from the trainer's corpus; none for shard training) or None (off).
+    ``skills``: a ``SkillSuite`` or None. Build with ``attach``; a resumed run fills the lists from its files
+    first and attaches with ``first=False``.
+    """
+
+    def __init__(self, probe: Probe | None = None, skills: SkillSuite | None = None):
+        self.probe = probe
+        self.probe_history: list[dict] = []
+        self.skills = skills
+        self.skills_history = History(("step", "seconds", *skills.names), ("seconds",)) if skills else None
+        self.snapshots: list[AttentionSnapshot] = []
+        self.probe_tokens: list[str] = []
+        self._trainer = None
+        self._pair = None  # (ids, type ids) of the snapshot pair, (1, T) each
+
+    @classmethod
+    def attach(cls, trainer, probe="default", skills: SkillSuite | None = None, *, first: bool = True,
+               records: TrainingRecords | None = None) -> TrainingRecords:
+        """Listen to ``trainer`` (records of a given ``records`` object, else new ones); ``first``: record step 0
+        (the trainer's current weights) at once."""
+        if probe == "default":
+            probe = default_probe(trainer.corpus, trainer.tokenizer) if trainer.corpus is not None else None
+        rec = records if records is not None else cls(probe, skills)
+        if records is not None:
+            rec.probe, rec.skills = probe, skills
+            if skills is not None and rec.skills_history is None:
+                rec.skills_history = History(("step", "seconds", *skills.names), ("seconds",))
+        rec._trainer = trainer
+        rec._pair = _snapshot_pair(trainer)
+        rec.probe_tokens = list(trainer.tokenizer.convert_ids_to_tokens(rec._pair[0][0].tolist()))
+        cb = trainer.callbacks
+        cb.on("evaluated", lambda ev: rec._evaluated())
+        cb.on("step", lambda ev: rec._stepped())
+        cb.on("done", lambda ev: rec._ended())
+        if first:
+            if trainer.config.snapshot_every:
+                rec._snapshot()
+            rec._evaluated()
+        return rec
+
+    # ------------------------------------------------------------------ listeners
+    def _evaluated(self) -> None:
+        """Ask the probe and score the skills at the trainer's current step (one row per step)."""
+        tr = self._trainer
+        if self.probe is not None:
+            row = run_probe(tr.model, tr.tokenizer, self.probe, tr.step_count)
+            if self.probe_history and self.probe_history[-1]["step"] == row["step"]:
+                self.probe_history[-1] = row
+            else:
+                self.probe_history.append(row)
+        if self.skills is not None:
+            row = {"step": tr.step_count, "seconds": tr.train_seconds, **self.skills.score(tr.model)}
+            if len(self.skills_history) and self.skills_history.last_step == tr.step_count:
+                self.skills_history.update_last(row)
+            else:
+                self.skills_history.append(row)
+
+    def _stepped(self) -> None:
+        every = self._trainer.config.snapshot_every
+        if every and self._trainer.step_count % every == 0:
+            self._snapshot()
+
+    def _ended(self) -> None:
+        if self._trainer.config.snapshot_every:
+            self._snapshot()
+
+    @torch.no_grad()
+    def _snapshot(self) -> None:
+        """The attention probabilities (L, H, T, T) on the snapshot pair at this step (once per step)."""
+        tr = self._trainer
+        if self.snapshots and self.snapshots[-1].step == tr.step_count:
+            return
+        with eval_mode(tr.model):
+            ids, types = (t.to(tr.device) for t in self._pair)
+            out = tr.model(ids, token_type_ids=types, attention_mask=torch.ones_like(ids), output_attentions=True)
+            att = torch.stack([a[0] for a in out.attentions]).float().cpu().numpy().astype(np.float32, copy=True)
+        self.snapshots.append(AttentionSnapshot(tr.step_count, att))
+
+
+def _snapshot_pair(trainer) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first held-out pair with its true B (falls back to the first corpus pair); shard data names its own."""
+    data = trainer.data
+    if hasattr(data, "probe_ids"):
+        ids, types = data.probe_ids()
+        return torch.tensor([ids]), torch.tensor([types])
+    pairs = trainer.corpus.pairs
+    held = getattr(data, "splits", {}).get("held_out")
+    pair = pairs[int(held[0]) if held is not None and len(held) else 0]
+    ids, types, _ = encode_pair(trainer.tokenizer, pair[0], pair[1], trainer.config.max_seq_len)
+    return torch.tensor([ids]), torch.tensor([types])

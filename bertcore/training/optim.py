@@ -1,0 +1,49 @@
+"""The optimiser set-up that pretraining (``bertcore.training.trainer``) and fine-tuning
+(``bertcore.finetune.tuner``) share: AdamW with decoupled weight decay, no decay on biases and LayerNorm,
+a linear warmup then a linear decay to 0 (BERT §A.2 pretraining, §A.3 fine-tuning), and the seed of the dropout
+masks' private generator.
+"""
+from __future__ import annotations
+
+import torch
+
+# Mixed into the run's seed for the dropout generator, so the dropout masks are not the data order's stream.
+DROPOUT_SALT = 0x5EED_D20B
+RANK_STRIDE = 7919  # a prime: each process of a distributed run draws its own masks (rank 0 = a one-process run)
+
+
+def dropout_seed(seed: int, rank: int = 0) -> int:
+    """The seed of the dropout masks' generator for a run's ``seed`` on process ``rank``."""
+    return (int(seed) ^ DROPOUT_SALT) + RANK_STRIDE * int(rank)
+
+
+def takes_weight_decay(name: str, p: torch.Tensor) -> bool:
+    """Matrices decay; biases, LayerNorm weights and every other vector do not (BERT's and HF's rule)."""
+    return not (p.ndim < 2 or "LayerNorm" in name or name.endswith("bias"))
+
+
+def lr_schedule(warmup: int, total: int):
+    """The LR multiplier of update ``s`` (0-based): (s+1)/warmup during the warmup, then linear down to 0 at
+    ``total``."""
+    def f(s: int) -> float:
+        if warmup > 0 and s < warmup:
+            return (s + 1) / warmup
+        return max(0.0, (total - s) / max(1, total - warmup))
+
+    return f
+
+
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> tuple[torch.optim.AdamW, list]:
+    """AdamW over ``model``'s trainable parameters in two groups, decayed then not; returns (optimizer, the
+    parameters in group order). Fused: one kernel for the whole update (on a CPU too)."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (decay if takes_weight_decay(name, p) else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=lr, fused=True), decay + no_decay
+
+
+def scheduler(optimizer, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The warmup-then-linear-decay schedule on ``optimizer``."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(warmup, total))
