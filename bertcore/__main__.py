@@ -1,4 +1,4 @@
-"""``python -m bertcore`` and the installed ``bertcore`` command: the command-line interface (bertcore/cli.py,
+"""``python -m bertcore`` and the installed ``bertcore`` command: the command-line interface (bertcore/cli/__init__.py,
 ``--help``). Both run ``run()`` below (pyproject.toml's ``[project.scripts]``)."""
 import faulthandler
 import os

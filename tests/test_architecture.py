@@ -97,7 +97,7 @@ def test_the_walker_sees_real_imports(tmp_path):
     """The checks above would pass vacuously if the walker missed imports: prove it finds each kind."""
     imports = _imports(ROOT / "bertcore" / "analysis" / "inference.py")
     assert "bertcore.data.pretraining" in imports and "torch" in imports
-    lazy = _imports(ROOT / "bertcore" / "cli.py")  # the CLI imports its commands' modules inside functions
+    lazy = _imports(ROOT / "bertcore" / "cli" / "train.py")  # the CLI imports its commands' modules inside functions
     assert any(m.startswith(("bertcore.training", "bertcore.jobs")) for m in lazy)
     assert any(m.startswith("streamlit.") for p in (ROOT / "tests").glob("test_pages_*.py") for m in _imports(p))
 
@@ -241,4 +241,4 @@ def test_the_layer_check_sees_an_upward_import():
     """The trainer importing an analysis would be caught: the rule is not vacuous."""
     assert _layer("bertcore.training.trainer") < _layer("bertcore.analysis.records") < _layer("bertcore.jobs.service")
     assert _layer("bertcore.io.checkpoint") < _layer("bertcore.training.runs")
-    assert _layer("bertcore.cli_heads") == _layer("bertcore.__main__") == len(LAYERS) - 1
+    assert _layer("bertcore.cli.heads") == _layer("bertcore.__main__") == len(LAYERS) - 1

@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from bertcore.cli import _train_spec, build_parser
+from bertcore.cli import build_parser
+from bertcore.cli.train import _train_spec
 from bertcore.data.corpus import SHORT_MAX_SEQ_LEN, load_corpus_file
 from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
 from explorer import train_form

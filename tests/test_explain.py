@@ -189,7 +189,7 @@ def test_explain_bad_input_exits_2(trained, capsys, args, words):
 
 
 def test_cli_step_limits_match_the_library():
-    from bertcore import cli_explain
+    from bertcore.cli import explain as cli_explain
 
     assert (cli_explain.DEFAULT_IG_STEPS, cli_explain.MIN_IG_STEPS, cli_explain.MAX_IG_STEPS) == (
         ex.DEFAULT_IG_STEPS, ex.MIN_IG_STEPS, ex.MAX_IG_STEPS)

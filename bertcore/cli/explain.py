@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bertcore.cli_common import CliError, int_in, load_bundle
+from bertcore.cli.common import CliError, int_in, load_bundle
 
 # the same numbers as bertcore.analysis.explain (not imported here: it imports torch; tests/test_explain.py checks)
 DEFAULT_IG_STEPS, MIN_IG_STEPS, MAX_IG_STEPS = 64, 50, 2000

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from bertcore.cli_common import EXIT_BAD_INPUT, CliError, ProgressBar, int_in, runtime_of, train_configs
+from bertcore.cli.common import EXIT_BAD_INPUT, CliError, ProgressBar, int_in, runtime_of, train_configs
 
 
 def add_prepare_parser(sub) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bertcore.cli_common import CliError, int_in
+from bertcore.cli.common import CliError, int_in
 
 
 def add_probe_parser(sub) -> None:

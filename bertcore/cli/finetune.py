@@ -5,7 +5,7 @@ import json
 import os
 import sys
 
-from bertcore.cli_common import CliError, add_runtime_args, int_in, runtime_of
+from bertcore.cli.common import CliError, add_runtime_args, int_in, runtime_of
 from bertcore.finetune.sweep import SWEEP_STEPS
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from bertcore.cli_common import bundle_at_step, int_in
+from bertcore.cli.common import bundle_at_step, int_in
 
 
 def add_trace_parser(sub) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bertcore.cli_common import bundle_at_step, int_in
+from bertcore.cli.common import bundle_at_step, int_in
 
 
 def add_lens_parsers(sub) -> None:

@@ -17,7 +17,7 @@ import math
 import sys
 from pathlib import Path
 
-from bertcore.cli_common import CliError, add_runtime_args, int_in, runtime_of
+from bertcore.cli.common import CliError, add_runtime_args, int_in, runtime_of
 
 
 def _float_in(lo: float, hi: float, what: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from bertcore.cli_common import int_in
+from bertcore.cli.common import int_in
 
 
 def add_heads_parser(sub) -> None:
