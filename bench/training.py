@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 import bertcore  # noqa: F401, E402 - sets OMP_WAIT_POLICY before torch is imported
 
-CONFIGS = {  # name: (vocab, hidden, layers, heads, ffn, seq, batch) as in issue 4
+CONFIGS = {  # name: (vocab, hidden, layers, heads, ffn, seq, batch): BERT-tiny to BERT-base shapes
     "tiny": (2000, 64, 2, 4, 256, 32, 32),
     "small": (2000, 128, 2, 4, 512, 64, 32),
     "base4": (5000, 256, 4, 4, 1024, 64, 32),

@@ -1,5 +1,5 @@
 """What every browser test module shares: its pytest marks (``pytestmark = BROWSER``), page constants, the wait
-budgets (``LOAD``, ``UPDATE``, ``TRAIN``: set in bench/harness.py, applied by conftest.py) and ``until``, the one way
+budgets (``LOAD``, ``UPDATE``, ``TRAIN``: set in bench/harness/__init__.py, applied by conftest.py) and ``until``, the one way
 a test polls something an ``expect`` cannot express."""
 from __future__ import annotations
 

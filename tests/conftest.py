@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from bench.harness import CHROMIUM, CHROMIUM_ARGS, SLOWDOWN, UPDATE, AppServer, apply_budgets
 from browser_marks import SERVER_ENV
 
-# How long a browser test waits (bench/harness.py sets the budgets, for every machine; docs/TESTING.md): an
+# How long a browser test waits (bench/harness/__init__.py sets the budgets, for every machine; docs/TESTING.md): an
 # ``expect`` with no timeout of its own waits UPDATE, never Playwright's 5 s; every page's actions and navigations
 # wait LOAD (the ``context`` fixture below). tests/test_browser_budgets.py checks that no test sets its own.
 expect.set_options(timeout=UPDATE)

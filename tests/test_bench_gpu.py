@@ -13,7 +13,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = (2000, 64, 2, 4, 256, 48, 32)  # bench.gpu_steps.QUICK_SHAPES["tiny"]
+TINY = (2000, 64, 2, 4, 256, 48, 32)  # bench.gpu.steps.QUICK_SHAPES["tiny"]
 
 
 def _run(args, tmp: Path, timeout=900):

@@ -1,5 +1,5 @@
 """No browser test depends on this machine's speed (docs/TESTING.md): how long a browser test waits is set in one
-place (bench/harness.py's LOAD, UPDATE and TRAIN, applied in conftest.py), never Playwright's 5 s default ``expect``
+place (bench/harness/__init__.py's LOAD, UPDATE and TRAIN, applied in conftest.py), never Playwright's 5 s default ``expect``
 timeout, a number written in a test or a fixed sleep. Reads the sources; needs no browser."""
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ SLEEPS = ("wait_for_timeout", "sleep")
 
 def browser_sources() -> list[Path]:
     """The browser tests, their shared helpers and the bench modules they drive a page with (bench.harness, where the
-    budgets are set and the app server starts and stops, and bench.nginx, the proxy in front of servers, aside)."""
+    budgets are set and the app server starts and stops, and bench.harness.nginx, the proxy in front of servers, aside)."""
     tests = sorted(TESTS.glob("test_browser*.py"))
     bench = {m for p in tests for m in re.findall(r"^from (bench\.\w+) import", p.read_text(encoding="utf-8"), re.M)}
-    bench -= {"bench.harness", "bench.nginx"}
+    bench -= {"bench.harness", "bench.harness.nginx"}
     return tests + [TESTS / "browser_marks.py"] + sorted(REPO / (m.replace(".", "/") + ".py") for m in bench)
 
 

@@ -3,7 +3,7 @@
 0, and at each stage the heat map holds exactly the numbers ``python -m bertcore trace RUN "the cat sat on the mat"
 --layer 0 --json`` prints for that model; Next at the layer's end moves on to layer 2; the slider reaches the MLM and
 NSP heads; F5 and a deep link in a new tab keep the stage. The seconds from Next to the new numbers are printed (-s)
-for docs/BENCH.md (bench/forward_stages.py measures them against the Attention page), not asserted."""
+for docs/BENCH.md (bench/experiments/forward_stages.py measures them against the Attention page), not asserted."""
 from __future__ import annotations
 
 import contextlib

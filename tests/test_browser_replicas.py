@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from browser_marks import BROWSER, LOAD, SERVER_ENV, TRAIN, UPDATE, apply_budgets, until, wait_idle
 
-from bench.nginx import NGINX, Nginx
+from bench.harness.nginx import NGINX, Nginx
 
 pytestmark = [*BROWSER, pytest.mark.skipif(NGINX is None, reason="needs nginx (scripts/install-test-tools.sh)")]
 

@@ -1,6 +1,6 @@
 """Every page in 简体中文 (issue 25 part 4): with ``?lang=zh`` each page opens in chromium with no exception, and
 the visible text holds no English sentence outside code, formulas, inputs, charts and model names
-(``bench.zh_walk``). Texts bertcore writes (corpus descriptions, preset notes, errors) are
+(``bench.experiments.zh_walk``). Texts bertcore writes (corpus descriptions, preset notes, errors) are
 ``bertcore.message.Message``s and shown translated. What is still English is listed here: a file format's header and
 the model's own tokens. A new English sentence fails the test."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from browser_marks import BROWSER
 from playwright.sync_api import Page
 
-from bench.zh_walk import PAGES, walk
+from bench.experiments.zh_walk import PAGES, walk
 
 pytestmark = BROWSER
 

@@ -2,13 +2,13 @@
 reads the file (prose mode: 。！？ end sentences), the Train page trains on it at its defaults (the steps slider at
 its first notch to keep the test short), and Predict fills a Chinese [MASK] with characters of the corpus. The
 app's run has the configuration ``bertcore train --corpus FILE`` picks for the same file. The full-size run (1.4 MB
-of Tang poems, 600 steps) is ``python -m bench.zh_upload`` (docs/BENCH.md)."""
+of Tang poems, 600 steps) is ``python -m bench.experiments.zh_upload`` (docs/BENCH.md)."""
 from __future__ import annotations
 
 from browser_marks import BROWSER
 from playwright.sync_api import Page
 
-from bench.zh_upload import cli_config, upload_train_predict
+from bench.experiments.zh_upload import cli_config, upload_train_predict
 from bertcore.data.corpora import get_corpus
 from bertcore.data.corpus import load_corpus_file
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from bench.scale import train_worker
+from bench.experiments.scale import train_worker
 from bertcore.data.corpus import builtin_corpus
 from bertcore.data.shards import prepare
 from bertcore.errors import ConfigError

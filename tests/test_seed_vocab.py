@@ -113,7 +113,7 @@ def test_codertimo_seed_batches_read_sos_a_eos_b_eos_padded_to_20():
 
     assert preset_tokenizer(CODERTIMO, "paper") == "seed_word"
     assert preset_tokenizer(CODERTIMO, "tiny") == preset_tokenizer("original BERT", "paper") == "word"
-    trainer, _, _ = prepare(_spec())
+    trainer, *_ = prepare(_spec())
     tok = trainer.tokenizer
     assert tok.kind == "seed_word" and tok.vocab == _seed_order(tutorial_corpus().pairs)
     batch = trainer.data.sample_batch(8, torch.Generator().manual_seed(0))
@@ -255,7 +255,7 @@ def seed_model():
     from bertcore.jobs.service import prepare
     from explorer.workspace import ActiveModel
 
-    trainer, _, _ = prepare(_spec(steps=3))
+    trainer, *_ = prepare(_spec(steps=3))
     trainer.run()
     trainer.model.eval()
     bundle = ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history.frame(), name="seed",
