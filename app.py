@@ -7,7 +7,9 @@ import streamlit as st
 from PIL import Image
 
 import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
-from explorer import client_limits, i18n, training_slots, workspace
+from explorer.session import client_limits, workspace
+from explorer import i18n
+from explorer.jobs import training_slots
 from explorer.i18n import mark, tr
 from explorer.sidebar import render_sidebar
 from explorer.page_errors import run_page
@@ -79,7 +81,7 @@ if refused:
 # expanded: every page in view, and no "View N more" button, which Streamlit writes in English only
 page = st.navigation(build_navigation(), position="sidebar", expanded=True)
 workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
-workspace.sync_share_param()  # ?share=<id>: a read-only link to one run opens it (explorer.share_links)
+workspace.sync_share_param()  # ?share=<id>: a read-only link to one run opens it (explorer.session.share_links)
 training_slots.warmup_optimizer()
 if st.context.headers:  # a real server (AppTest has no request): its threads, switch interval and collector
     training_slots.tune_server_process()

@@ -8,11 +8,13 @@ import streamlit as st
 from bertcore.analysis.explain import attention_rollout
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
-from explorer import bertviz_offline, head_roles_view, replay, state, tour
-from explorer.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, head_stats_array, max_entropy, top_attended
+from explorer.figures import bertviz_offline, head_roles_view
+from explorer import replay, tour
+from explorer.session import state
+from explorer.figures.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, head_stats_array, max_entropy, top_attended
 from explorer.examples import Examples, session_examples
 from explorer.export import attention_csv, attentions_npz, plotly_config, rollout_csv
-from explorer.figures_inspect import (
+from explorer.figures.inspect import (
     attention_grid_figure,
     clicked_head,
     grid_cell_size,

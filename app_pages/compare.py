@@ -7,10 +7,11 @@ from bertcore.errors import ConfigError
 from bertcore.model.bert import init_model
 from bertcore.presets import PRESETS
 from bertcore.training.same_init import same_init
-from explorer import figures_train as ft
-from explorer import state, training_run, workspace
+from explorer.figures import train as ft
+from explorer.session import state, workspace
+from explorer.jobs import training_run
 from explorer.export import plotly_config
-from explorer.figures_inspect import attention_grid_figure
+from explorer.figures.inspect import attention_grid_figure
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import error_text, user_action
 

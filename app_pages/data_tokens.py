@@ -10,13 +10,13 @@ import streamlit as st
 from bertcore.data.corpus import load_corpus_file
 from bertcore.data.tokenization import basic_tokenize, has_cjk
 from bertcore.errors import BertcoreError
-from explorer import corpus_state as cs
-from explorer import figures_learn as F
+from explorer.session import corpus_state as cs
+from explorer.figures import learn as F
 from explorer.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, ntr, tr
-from explorer.memo import memo_shown
+from explorer.session.memo import memo_shown
 from explorer.page_errors import error_text, user_action
 
 INTRO = mark("""

@@ -5,12 +5,13 @@ import streamlit as st
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
 from bertcore.errors import BertcoreError
-from explorer import replay, state
-from explorer.figures_inspect import embedding_scatter_figure, pca
-from explorer.figures_overview import embedding_parts
+from explorer import replay
+from explorer.session import state
+from explorer.figures.inspect import embedding_scatter_figure, pca
+from explorer.figures.overview import embedding_parts
 from bertcore.data.user_text import is_blank
 from explorer.i18n import frozen, language, mark, tr
-from explorer.memo import memo
+from explorer.session.memo import memo
 from explorer.page_errors import error_text, user_action
 
 DEFAULT_SENTENCES = (
@@ -200,7 +201,7 @@ def render():
         "Vectors with hundreds of dimensions can be looked at through their two directions of largest "
         "variance: principal component analysis, here a plain SVD of the centred vectors. The hidden "
         "states come from `bertcore.analysis.inference.inspect_pair`; the PCA is "
-        "`explorer.figures_inspect.pca` (numpy only)."))
+        "`explorer.figures.inspect.pca` (numpy only)."))
     st.latex(r"X - \bar{X} = U \Sigma V^\top,\qquad \text{coordinates} = (X-\bar{X})\,V_{[:, :2]}")
     if active.kind == "untrained":
         state.untrained_notice()

@@ -1,6 +1,6 @@
 """Features page: a sparse autoencoder (SAE) on one layer of the active run, its features named by the grammar, and
 steering with one (bertcore.analysis.sae_runs, features, steering). SAEs are trained in the background
-(explorer.sae_jobs) and kept in the run folder (RUN/saes/, SAELens's layout); the settings, the feature, the
+(explorer.jobs.sae_jobs) and kept in the run folder (RUN/saes/, SAELens's layout); the settings, the feature, the
 steering text and the replayed step live in the address bar, so a reload shows the same. The numbers equal
 ``python -m bertcore sae / features / steer ... --json``."""
 from pathlib import Path
@@ -14,13 +14,16 @@ from bertcore.analysis.steering import skill_flips, skill_suite, steer_text, ste
 from bertcore.data.user_text import is_blank
 from bertcore.io.sae_io import FEATURES_FILE, SAES_DIR, hook_of
 from bertcore.io.steps import list_steps
-from explorer import replay, sae_jobs, skills_view, state, tour
+from explorer import replay, tour
+from explorer.jobs import sae_jobs
+from explorer.figures import skills_view
+from explorer.session import state
 from explorer.export import plotly_config
-from explorer.figures_features import (contexts_html, feature_frame, features_csv, histogram_figure, label_text,
+from explorer.figures.features import (contexts_html, feature_frame, features_csv, histogram_figure, label_text,
                                        over_training_figure, text_html, top_features_frame, words_frame)
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
-from explorer.workspace import workspace_id
+from explorer.session.workspace import workspace_id
 
 SITES = {"residual": mark("residual stream after the layer"), "ffn": mark("FFN activation of the layer")}
 KINDS = {"topk": mark("top-k (Gao et al. 2024)"), "standard": mark("ReLU + L1 (Bricken et al. 2023)")}

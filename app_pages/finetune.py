@@ -7,12 +7,14 @@ from bertcore.finetune.comparison import PRETRAINED, SCRATCH, summary_line
 from bertcore.finetune.models import MINILM_LR, classify
 from bertcore.finetune.sweep import DEFAULT_POINTS, SWEEP_STEPS, read_sweep
 from bertcore.finetune.tuner import FinetuneConfig
-from explorer import figures_finetune as ff
-from explorer import finetunes, livechart, state, training_run, workspace
+from explorer.figures import finetune as ff
+from explorer.jobs import finetunes, training_run
+from explorer import livechart
+from explorer.session import state, workspace
 from bertcore.data.user_text import is_blank
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import error_text, user_action
-from explorer.state import STATUS_LABELS
+from explorer.session.state import STATUS_LABELS
 
 LABEL_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 0]  # 0 = all
 STEP_CHOICES = [10, 20, 50, 100, 150, 200, 300, 500]

@@ -1,8 +1,8 @@
 """Learn · Inside the model: one forward pass, one stage at a time, with the model's own numbers.
 
 The numbers come from ``bertcore.analysis.trace.trace`` (one forward pass per input, layer and model version,
-shared by every session through ``explorer.memo``), so they equal ``python -m bertcore trace RUN ... --json``. The
-stage table, formulas and seed locations live in ``explorer.forward_stages``; the stage, layer, head, token and
+shared by every session through ``explorer.session.memo``), so they equal ``python -m bertcore trace RUN ... --json``. The
+stage table, formulas and seed locations live in ``explorer.figures.forward_stages``; the stage, layer, head, token and
 texts are in the address bar (``?fw_stage=qkv&fw_layer=0&fw_head=0&fw_token=2&fw_a=...``)."""
 import numpy as np
 import pyarrow as pa
@@ -10,16 +10,17 @@ import streamlit as st
 
 from bertcore.analysis.trace import trace
 from bertcore.data.user_text import is_blank
-from explorer import figures_forward as FF
-from explorer import forward_math as FM
-from explorer import forward_stages as FS
-from explorer import replay, state, tour
+from explorer.figures import forward as FF
+from explorer.figures import forward_math as FM
+from explorer.figures import forward_stages as FS
+from explorer import replay, tour
+from explorer.session import state
 from explorer.examples import Examples, session_examples
 from explorer.export import matrix_csv, plotly_config
-from explorer.figures_inspect import token_labels
-from explorer.forward_text import explanation, seed_line
+from explorer.figures.inspect import token_labels
+from explorer.figures.forward_text import explanation, seed_line
 from explorer.i18n import frozen, language, tr
-from explorer.memo import memo
+from explorer.session.memo import memo
 from explorer.page_errors import user_action
 
 DEFAULT_A = "the cat eats the cheese in the kitchen ."
@@ -107,7 +108,7 @@ def _where(stage, model, layer):
 
 class _View:
     """What ``_matrix`` draws for one (trace, stage, layer, head, token): built once per model and input for every
-    session (``explorer.memo``), drawn per session."""
+    session (``explorer.session.memo``), drawn per session."""
 
     def __init__(self, t, model, tok, stage, layer, head, token):
         got = FS.stage_matrix(t, model.config, stage.id, layer, head)

@@ -8,11 +8,12 @@ from bertcore.analysis.inference import encode_pair
 from bertcore.analysis.lens import NO_MLM_HEAD, applied_description, has_mlm_head, logit_lens
 from bertcore.analysis.patching import activation_patching, default_pairs, focus_positions
 from bertcore.data.user_text import is_blank
-from explorer import replay, state, tour
+from explorer import replay, tour
+from explorer.session import state
 from explorer.export import head_patch_csv, lens_csv, patch_csv, plotly_config
-from explorer.figures_interp import head_patch_figure, lens_table, patch_figure, word_curve_figure
+from explorer.figures.interp import head_patch_figure, lens_table, patch_figure, word_curve_figure
 from explorer.i18n import frozen, mark, tr
-from explorer.memo import memo
+from explorer.session.memo import memo
 from explorer.page_errors import user_action
 
 VIEWS = {"lens": mark("Logit lens"), "patch": mark("Activation patching")}

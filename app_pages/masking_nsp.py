@@ -16,16 +16,16 @@ from bertcore.data.pretraining import (
     expected_selection_rate,
     masking_stats,
 )
-from explorer import corpus_state as cs
-from explorer import figures_learn as F
+from explorer.session import corpus_state as cs
+from explorer.figures import learn as F
 from explorer.seed_example import render_seed003
 
 from bertcore.config import TrainConfig
 from explorer.examples import Examples, session_examples
-from explorer.figures_learn import percent
+from explorer.figures.learn import percent
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, tr
-from explorer.memo import memo_shown
+from explorer.session.memo import memo_shown
 from explorer.page_errors import user_action
 
 # The rates below are the sliders' (their defaults: TrainConfig's); the paper's own are named as BERT's.

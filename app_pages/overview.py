@@ -6,10 +6,11 @@ import streamlit as st
 
 from bertcore.model.bert import count_parameters
 from bertcore.model.formulas import formulas
-from explorer import state, tour
+from explorer.session import state
+from explorer import tour
 from explorer.i18n import mark, tr
-from explorer.memo import memo, memo_shown
-from explorer.figures_overview import pipeline_figure, segment_labels
+from explorer.session.memo import memo, memo_shown
+from explorer.figures.overview import pipeline_figure, segment_labels
 
 PAGES_DIR = Path(__file__).resolve().parent
 

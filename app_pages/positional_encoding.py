@@ -7,8 +7,8 @@ from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
 from bertcore.model.formulas import formulas
 from bertcore.model.functional import sinusoidal_table
-from explorer import figures_learn as F
-from explorer import state
+from explorer.figures import learn as F
+from explorer.session import state
 from bertcore.model.bert import embedding_init
 from bertcore.data.user_text import is_blank
 from explorer.i18n import frozen, mark, tr

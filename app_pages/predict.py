@@ -12,13 +12,14 @@ from bertcore.analysis.ablation import DEFAULT_EXAMPLES, held_out_batches
 from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
 from bertcore.analysis.inference import predict
 from bertcore.model.formulas import formulas
-from explorer import examples, replay, state, tour, workspace
+from explorer import examples, replay, tour
+from explorer.session import state, workspace
 from explorer.export import attributions_csv, importance_csv, plotly_config
-from explorer.figures_explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
-from explorer.figures_inspect import fill_mask_figure, nsp_figure
+from explorer.figures.explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
+from explorer.figures.inspect import fill_mask_figure, nsp_figure
 from explorer.i18n import frozen, mark, tr
-from explorer.memo import has as memo_has
-from explorer.memo import memo as shared_memo
+from explorer.session.memo import has as memo_has
+from explorer.session.memo import memo as shared_memo
 from explorer.page_errors import user_action
 from bertcore.data.user_text import clean_text
 
@@ -98,7 +99,7 @@ def _unknown_hint(tok, text):
 
 def _predict(am, a, b=None, top_k=5, heads=()):
     """Both heads on one input in one forward pass (``bertcore.analysis.inference.predict``), once per (model,
-    input, heads switched off) for every session of this server (``explorer.memo``); a text alone must hold a
+    input, heads switched off) for every session of this server (``explorer.session.memo``); a text alone must hold a
     [MASK]. Raises the library's InputError for bad input."""
     model = am.model
     heads = tuple(heads)

@@ -5,9 +5,10 @@ import streamlit as st
 
 from bertcore.analysis.probing import probe_model, probe_over_steps
 from bertcore.data.probe_sets import CSV_PROPERTY, PROPERTIES
-from explorer import replay, state
+from explorer import replay
+from explorer.session import state
 from explorer.export import plotly_config, probes_csv
-from explorer.figures_probes import probe_heatmaps_figure, probe_layers_figure
+from explorer.figures.probes import probe_heatmaps_figure, probe_layers_figure
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 

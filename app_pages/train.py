@@ -10,7 +10,10 @@ from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS
 from bertcore.presets import preset as preset_configs
 from bertcore.jobs import service
 from bertcore.training.history import History
-from explorer import livechart, skills_view, state, train_form, training_run, uploads
+from explorer import livechart
+from explorer.figures import skills_view
+from explorer.session import state, uploads
+from explorer.jobs import train_form, training_run
 from explorer.i18n import tr
 from explorer.page_errors import error_text, user_action
 
@@ -273,7 +276,7 @@ def render() -> None:
         st.error(tr("Cannot start: {problem}", problem=problem))
 
     b1, b2, b3, b4 = st.columns([1, 1, 1, 5])
-    if state.read_only():  # a run shown by a read-only link: nothing trains from this session (explorer.share_links)
+    if state.read_only():  # a run shown by a read-only link: nothing trains from this session (explorer.session.share_links)
         st.info(tr(state.READ_ONLY))
     if b1.button(tr("Start"), key="train_start", type="primary",
                  disabled=running or problem is not None or state.read_only()):

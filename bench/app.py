@@ -4,7 +4,7 @@
   (the browser is launched before the clock starts).
 * ``attention_rerun_ms``: server-side time of one rerun of the Attention page after a widget change,
   measured with streamlit's AppTest (the layer selectbox of the big head view switched back and forth).
-* ``training_in_app_frac``: the app's background runner (``explorer.training_run.TrainingRun``) with a thread
+* ``training_in_app_frac``: the app's background runner (``explorer.jobs.training_run.TrainingRun``) with a thread
   that does what the Train page's fragment does on every poll (``snapshot()`` + the four figures serialized
   to JSON), as a share of headless ``Trainer`` steps/s on the same config (defaults, 1 thread).
 
@@ -90,8 +90,8 @@ def attention_rerun(reps: int = 8) -> dict:
 
 def in_app_training(seconds: float = 12.0) -> dict:
     try:
-        from explorer import figures_train as ft
-        from explorer import training_run
+        from explorer.figures import train as ft
+        from explorer.jobs import training_run
     except ImportError as e:
         return {"skipped": f"explorer is not importable: {e}"}
     import torch

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from bertcore.analysis.live_probe import default_probe
 from bertcore.data.tokenization import has_cjk
 from bertcore.errors import BertcoreError
-from explorer import corpus_state as cs
-from explorer import workspace
+from explorer.session import corpus_state as cs
+from explorer.session import workspace
 from explorer.i18n import language
 
 

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from explorer.figures_inspect import token_labels
+from explorer.figures.inspect import token_labels
 
 FIGURE_FORMATS = ("svg", "png")
 

@@ -17,7 +17,7 @@ import streamlit as st
 from bertcore.errors import BertcoreError
 from bertcore.io.steps import list_steps, load_step, step_path
 from explorer.i18n import tr
-from explorer.workspace import ActiveModel
+from explorer.session.workspace import ActiveModel
 
 STEP_PARAM = "step"
 _K_STEP = "bx_replay_step"  # {model key: chosen step}: kept across pages of this session

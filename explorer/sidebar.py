@@ -1,9 +1,9 @@
 """The sidebar drawn by app.py on every page: active model, live training status, model switcher, and the
 workspace's runs (switch, resume, rename, download, share a read-only link, delete) in a compact expander.
 
-A session that shows a run by a read-only link (``?share=``, explorer.share_links) gets instead one block with
+A session that shows a run by a read-only link (``?share=``, explorer.session.share_links) gets instead one block with
 "Copy into my workspace": no run list, no folder box. The folder box appears only where the server's folder
-policy offers folders (explorer.folder_access)."""
+policy offers folders (explorer.session.folder_access)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -11,7 +11,9 @@ import streamlit as st
 from bertcore.errors import BertcoreError
 from bertcore.model.bert import count_parameters
 from bertcore.training import runs
-from explorer import finetunes, i18n, share_links, state, training_run, workspace
+from explorer.jobs import finetunes, training_run
+from explorer import i18n
+from explorer.session import share_links, state, workspace
 from explorer.i18n import mark, tr
 from explorer.page_errors import error_text, user_action
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import streamlit as st
 
 from bertcore.training import runs
-from explorer import workspace
+from explorer.session import workspace
 from explorer.i18n import LANG_PARAM, mark, tr
 
 PAGES_DIR = Path(__file__).resolve().parent.parent / "app_pages"

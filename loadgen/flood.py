@@ -4,7 +4,7 @@ Every session of the flood connects from one address of its own. By default that
 127.0.0.2 (all of 127.0.0.0/8 is loopback on Linux): the server sees a TCP peer that is not 127.0.0.1, as it would
 see a student's machine, and no header is trusted for it. With ``forwarded_for`` the flood connects from 127.0.0.1
 and names its address in ``X-Forwarded-For`` instead, as nginx on the same machine does for a real client (the
-server trusts that header from 127.0.0.1 only, explorer/client_limits.py). ``forge`` makes every session of a
+server trusts that header from 127.0.0.1 only, explorer/session/client_limits.py). ``forge`` makes every session of a
 127.0.0.2 flood send an ``X-Forwarded-For`` of its own as well, the attacker's trick: the server must ignore it.
 
 Each session of the flood, in a loop until the deadline and without think time (``think``, default none):
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from loadgen.protocol import RunResult, StreamlitTab
 from loadgen.student import MARKER_RE, STEPS_SLIDER
 
-REFUSED = b"from your network address"  # in each of the caps' messages (explorer.client_limits), in English
+REFUSED = b"from your network address"  # in each of the caps' messages (explorer.session.client_limits), in English
 BUSY = b"Server busy"
 ALREADY = b"already running in this workspace"  # Start while its own training has not stopped yet
 FLOOD_STEPS = 3000  # the flood's runs: long enough not to end before its Stop

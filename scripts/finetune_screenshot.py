@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     from playwright.sync_api import sync_playwright
 
     from bertcore.io.checkpoint import load_checkpoint
-    from explorer.uploads import checkpoint_zip_bytes
+    from explorer.session.uploads import checkpoint_zip_bytes
 
     tmp = Path(tempfile.mkdtemp(prefix="ft-shot-"))
     z = tmp / "default-run.zip"

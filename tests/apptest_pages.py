@@ -5,7 +5,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from explorer import workspace
+from explorer.session import workspace
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 

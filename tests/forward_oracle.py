@@ -1,5 +1,5 @@
 """The matrix each stage of the "Inside the model" page must show, read straight from ``trace --json`` (written
-here again, not with explorer.forward_stages), for tests/test_forward_page.py and tests/test_browser_forward.py."""
+here again, not with explorer.figures.forward_stages), for tests/test_forward_page.py and tests/test_browser_forward.py."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,5 +1,5 @@
-"""Who may open what, in the app (AppTest): the sidebar's folder box under each folder policy (explorer.folder_access)
-and read-only share links (explorer.share_links), tried as an attacker would. Each attempt's result is asserted: the
+"""Who may open what, in the app (AppTest): the sidebar's folder box under each folder policy (explorer.session.folder_access)
+and read-only share links (explorer.session.share_links), tried as an attacker would. Each attempt's result is asserted: the
 message, the active model, the files on disk."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from streamlit import config
 from streamlit.testing.v1 import AppTest
 
 from bertcore.training import runs
-from explorer import folder_access, share_links
-from explorer.state import READ_ONLY
+from explorer.session import folder_access, share_links
+from explorer.session.state import READ_ONLY
 from tiny_runs import model_folder, workspace_run
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

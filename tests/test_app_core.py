@@ -13,8 +13,9 @@ import pytest
 from conftest import TRAINING_END
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
-from explorer import figures_train as ft
-from explorer import training_run, training_slots, uploads
+from explorer.figures import train as ft
+from explorer.jobs import training_run, training_slots
+from explorer.session import uploads
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -142,7 +143,7 @@ def test_attention_grid_shares_one_colour_scale():
     import numpy as np
 
     att = np.random.default_rng(0).random((2, 3, 4, 4)).astype(np.float32)
-    from explorer.figures_inspect import attention_grid_figure, grid_tile
+    from explorer.figures.inspect import attention_grid_figure, grid_tile
 
     fig = attention_grid_figure(att, ["[CLS]", "a", "a", "[SEP]"], clickable=False).to_plotly_json()
     heat = [t for t in fig["data"] if t["type"] == "heatmap"]
@@ -155,7 +156,7 @@ def test_attention_grid_shares_one_colour_scale():
 
 def test_pipeline_figure_reflects_config():
     from bertcore.config import BertConfig
-    from explorer.figures_overview import pipeline_figure
+    from explorer.figures.overview import pipeline_figure
 
     fig = pipeline_figure(BertConfig(num_hidden_layers=3)).to_plotly_json()
     texts = " ".join(a["text"] for a in fig["layout"]["annotations"])

@@ -22,7 +22,7 @@ import streamlit
 from streamlit.testing.v1 import AppTest
 
 from app_fuzz import FORMAT_ONLY, FUZZ_KINDS, AppFuzz
-from explorer import training_run, training_slots
+from explorer.jobs import training_run, training_slots
 from explorer.page_errors import UNEXPECTED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ def _fill_mask_bars(at) -> list:
 
 def test_predict_invisible_sentence_a_shows_the_library_message_and_fill_mask_still_answers(caplog):
     from bertcore.analysis.inference import fill_mask
-    from explorer.workspace import shared_untrained_bundle
+    from explorer.session.workspace import shared_untrained_bundle
 
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.switch_page("app_pages/predict.py").run()

@@ -211,7 +211,7 @@ def test_a_full_disk_mid_checkpoint_keeps_the_previous_one_and_the_run_resumes(c
 
 def test_a_full_disk_through_the_cli_and_the_app_runner(corpus, tmp_path, monkeypatch, capsys):
     """The CLI says `error: ...` with the way to resume; the app's runner shows the reason as the job's error."""
-    from explorer.training_run import Job, TrainingRun
+    from explorer.jobs.training_run import Job, TrainingRun
 
     full = {"on": False}
     fill_disk_when(monkeypatch, "model.safetensors", full)
@@ -255,7 +255,7 @@ def test_a_run_failed_on_a_full_disk_is_resumed_from_the_sidebar(corpus, monkeyp
     Stop), and the run finishes with every step once."""
     from streamlit.testing.v1 import AppTest
 
-    from explorer import state
+    from explorer.session import state
 
     monkeypatch.setenv("BERTCORE_ABANDON_SECONDS", "600")  # AppTest runs no fragment timers: no heartbeat
     ws = runs.new_workspace_id()

@@ -1,4 +1,4 @@
-"""A shared server lets no one in where they don't belong, in chromium (explorer.folder_access, explorer.share_links).
+"""A shared server lets no one in where they don't belong, in chromium (explorer.session.folder_access, explorer.session.share_links).
 
 A server on 0.0.0.0 with BERTCORE_RUNS_DIR and no BERTCORE_OPEN_ROOTS offers no folder box at all. With
 BERTCORE_OPEN_ROOTS=<tmp>/srv/models: another workspace's run path, /etc, /root, /proc/self and a missing path
@@ -15,7 +15,7 @@ import pytest
 from browser_marks import BROWSER, LOAD, SERVER_ENV, SIDEBAR, apply_budgets, wait_idle
 from playwright.sync_api import Page, expect
 
-from explorer import folder_access, share_links
+from explorer.session import folder_access, share_links
 from tiny_runs import model_folder, workspace_run
 
 pytestmark = BROWSER

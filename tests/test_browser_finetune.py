@@ -15,7 +15,7 @@ pytestmark = BROWSER
 
 def _small_checkpoint_zip(tmp_path) -> Path:
     from bertcore.io.checkpoint import untrained_bundle
-    from explorer.uploads import checkpoint_zip_bytes
+    from explorer.session.uploads import checkpoint_zip_bytes
 
     b = untrained_bundle(seed=1, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
     p = tmp_path / "small-bert.zip"

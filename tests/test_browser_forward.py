@@ -22,8 +22,8 @@ from playwright.sync_api import Page, expect
 
 from bertcore.cli import main
 from bertcore.io.checkpoint import save_checkpoint
-from explorer import forward_stages as FS
-from explorer.workspace import shared_untrained_bundle
+from explorer.figures import forward_stages as FS
+from explorer.session.workspace import shared_untrained_bundle
 
 pytestmark = BROWSER
 TEXT = "the cat sat on the mat"

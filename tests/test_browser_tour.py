@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.training import runs
 from bertcore.jobs import service
-from explorer import forward_stages as FS
+from explorer.figures import forward_stages as FS
 from explorer import tour
 
 pytestmark = BROWSER

@@ -1,4 +1,4 @@
-"""Caps per client address (explorer.client_limits, issue 45 part 3): the sliding windows, the caps, their thread
+"""Caps per client address (explorer.session.client_limits, issue 45 part 3): the sliding windows, the caps, their thread
 safety and bounded memory, the message in both languages, and, through AppTest, that a capped client gets the
 message instead of the page while everything else stays as it was."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bertcore.errors import BertcoreError, ConfigError
-from explorer import client_limits as cl
+from explorer.session import client_limits as cl
 from explorer import i18n
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -137,7 +137,7 @@ def test_a_setting_that_is_not_a_number_says_so(monkeypatch):
 
 
 def test_an_upload_over_the_cap_is_refused_before_anything_is_extracted(monkeypatch, tmp_path):
-    from explorer.uploads import load_checkpoint_zip
+    from explorer.session.uploads import load_checkpoint_zip
 
     monkeypatch.setenv("BERTCORE_CLIENT_CAP_LOCAL", "1")
     monkeypatch.setenv("BERTCORE_CLIENT_UPLOADS_PER_MINUTE", "1")
@@ -212,7 +212,7 @@ def test_the_refused_delay_doubles_up_to_a_minute():
 
 
 def test_start_over_the_cap_starts_nothing_and_says_so(monkeypatch, _runs_dir_in_tmp):
-    from explorer import state
+    from explorer.session import state
 
     monkeypatch.setenv("BERTCORE_CLIENT_CAP_LOCAL", "1")
     monkeypatch.setenv("BERTCORE_CLIENT_STARTS_PER_MINUTE", "1")
@@ -232,8 +232,8 @@ def test_start_over_the_cap_starts_nothing_and_says_so(monkeypatch, _runs_dir_in
 def test_a_start_the_server_refuses_is_given_back(monkeypatch, tmp_path):
     """A Start that meets "Server busy" trains nothing, so it does not count against the client's Starts."""
     from bertcore.config import BertConfig, TrainConfig
-    from explorer import training_slots
-    from explorer.training_run import Job, TrainingRun
+    from explorer.jobs import training_slots
+    from explorer.jobs.training_run import Job, TrainingRun
 
     monkeypatch.setenv("BERTCORE_CLIENT_CAP_LOCAL", "1")
     monkeypatch.setenv("BERTCORE_CLIENT_STARTS_PER_MINUTE", "3")

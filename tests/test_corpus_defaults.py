@@ -1,5 +1,5 @@
 """One place decides a corpus's defaults (bertcore.data.corpus_defaults): the Train page's path
-(explorer.train_form.chosen_defaults) and the CLI's (`bertcore train --corpus FILE`) give the same tokenizer,
+(explorer.jobs.train_form.chosen_defaults) and the CLI's (`bertcore train --corpus FILE`) give the same tokenizer,
 vocabulary size and max_seq_len for the same file, and the run records them."""
 import json
 import random
@@ -10,7 +10,7 @@ from bertcore.cli import build_parser
 from bertcore.cli.train import _train_spec
 from bertcore.data.corpus import SHORT_MAX_SEQ_LEN, load_corpus_file
 from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
-from explorer import train_form
+from explorer.jobs import train_form
 
 WORDS = [f"w{i}x" for i in range(300)]
 

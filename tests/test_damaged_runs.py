@@ -149,7 +149,7 @@ def test_each_damaged_run_active_in_the_app(workspace, monkeypatch):
     exception; a run that cannot load is named in the sidebar with its reason; the good run stays usable."""
     from streamlit.testing.v1 import AppTest
 
-    from explorer import workspace as wsp
+    from explorer.session import workspace as wsp
 
     root, ws, good, damaged, digest = workspace
     monkeypatch.setenv("BERTCORE_RUNS_DIR", str(root))

@@ -199,8 +199,8 @@ def test_resume_goes_on_where_asked_now_and_reads_a_gpu_runs_rng_state(tmp_path)
 # ----------------------------------------------------------------------------- the app's trainings
 def test_app_trainings_resolve_to_the_gpu_and_the_job_json_carries_it(tmp_path, monkeypatch):
     from bertcore.data.corpus import tutorial_corpus
-    from explorer import training_run
-    from explorer.training_slots import training_runtime
+    from explorer.jobs import training_run
+    from explorer.jobs.training_slots import training_runtime
 
     fake_gpu(monkeypatch)
     monkeypatch.delenv("BERTCORE_TRAINING_DEVICE", raising=False)

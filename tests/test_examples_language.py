@@ -48,7 +48,7 @@ def test_chinese_first_only_where_the_vocabulary_knows_it(zh_corpus, zh_tok):
 def zh_model(tmp_path_factory):
     from bertcore.config import BertConfig, TrainConfig
     from bertcore.jobs import service
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
 
     spec = service.RunSpec(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),
                            TrainConfig(steps=3, batch_size=4, warmup_steps=1, eval_every=3, eval_size=8),

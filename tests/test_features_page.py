@@ -19,7 +19,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.sae_io import CFG_FILE, hook_of
 from bertcore.training import runs
 from bertcore.jobs import service
-from explorer import sae_jobs, training_slots
+from explorer.jobs import sae_jobs, training_slots
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

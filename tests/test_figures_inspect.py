@@ -6,9 +6,9 @@ import re
 import numpy as np
 import pytest
 
-from explorer import attention_stats as ast_
-from explorer import bertviz_offline
-from explorer import figures_inspect as fi
+from explorer.figures import attention_stats as ast_
+from explorer.figures import bertviz_offline
+from explorer.figures import inspect as fi
 
 
 def _decode(z):
@@ -298,7 +298,7 @@ def test_labels_are_thinned_and_escaped():
     assert len(ticks) <= 20 and ticks[0] == "0 w0" and set(ticks) <= set(labels)
     assert fi.token_labels(["<b>x</b>", "&"]) == ["0 &lt;b&gt;x&lt;/b&gt;", "1 &amp;"]
     assert fi.token_labels(["<b>"], escape=False) == ["0 <b>"]
-    from explorer.figures_explain import token_strip_figure
+    from explorer.figures.explain import token_strip_figure
 
     strip = token_strip_figure(["[CLS]", "<script>", "[SEP]"], {"rollout": [0.2, 0.5, 0.3]})
     assert all("<" not in x for x in strip.data[0].x)

@@ -1,4 +1,4 @@
-"""explorer/figures_learn.py: each figure draws exactly the numbers bertcore computed."""
+"""explorer/figures/learn.py: each figure draws exactly the numbers bertcore computed."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ from bertcore.data.corpus import builtin_corpus, tutorial_corpus
 from bertcore.data.pretraining import MaskingRates, PretrainingData, build_pair, mask_tokens, masking_stats
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.model.functional import sinusoidal_table
-from explorer import figures_learn as F
+from explorer.figures import learn as F
 
 arr = plotly_array
 

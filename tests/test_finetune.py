@@ -266,7 +266,7 @@ def test_cli_bad_csv_and_bad_source(tmp_path, capsys):
 # ------------------------------------------------------------------ side-by-side comparison (the page's runner)
 def test_comparison_runs_both_models_on_the_same_batches(tmp_path):
     from bertcore.finetune.comparison import PRETRAINED, SCRATCH, PretrainingComparison, summary_line
-    from explorer.figures_finetune import live_charts, probabilities_figure
+    from explorer.figures.finetune import live_charts, probabilities_figure
     from explorer.livechart import pair_rows
 
     task = _small_task(get_task("same_topic"))

@@ -181,7 +181,7 @@ def test_background_sweep_keeps_sweep_json(tmp_path):
 
 
 def test_sweep_figure_draws_the_points_on_a_log_axis():
-    from explorer.figures_finetune import sweep_figure
+    from explorer.figures.finetune import sweep_figure
 
     pts = [{"labels": 16, "labels_used": 16, "pretrained": 0.6, "random_init": 0.5},
            {"labels": 0, "labels_used": 4931, "pretrained": 0.9, "random_init": 0.52}]

@@ -1,4 +1,4 @@
-"""The folder policy of "Open a local folder" (explorer.folder_access), tried as an attacker would, without Streamlit.
+"""The folder policy of "Open a local folder" (explorer.session.folder_access), tried as an attacker would, without Streamlit.
 
 Where the server listens decides the default (loopback: any folder; any other address: none); BERTCORE_OPEN_ROOTS,
 when set, decides on any address. In the roots mode every path an attacker tries is refused the same way (None):
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer import folder_access as fa
+from explorer.session import folder_access as fa
 
 
 @pytest.mark.parametrize("address, env, via_proxy, mode", [

@@ -28,10 +28,10 @@ from bertcore.model.bert import init_model
 from bertcore.presets import PRESETS, preset
 from bertcore.training import runs
 from bertcore.jobs import service
-from explorer import forward_math as FM
-from explorer import forward_stages as FS
+from explorer.figures import forward_math as FM
+from explorer.figures import forward_stages as FS
 from explorer.export import matrix_csv
-from explorer.workspace import ActiveModel
+from explorer.session.workspace import ActiveModel
 
 torch.set_num_threads(1)
 PAGE = "app_pages/forward.py"

@@ -52,7 +52,7 @@ def test_three_sessions_once_round_the_pages(server):
     assert rep["pages"]["Overview"]["n"] == 3
     assert rep["pages"]["Inside the model: Next"]["n"] == 6  # two Next clicks each
     assert rep["busy"] == 0
-    # the server tuned itself for a class on its first page (explorer.training_slots.tune_server_process)
+    # the server tuned itself for a class on its first page (explorer.jobs.training_slots.tune_server_process)
     tuned = [ln for ln in server.log_path.read_text(errors="replace").splitlines() if "server process tuned" in ln]
     assert len(tuned) == 1 and " 1 torch thread(s), switch interval 1 ms" in tuned[0], server.log_tail()
     assert int(tuned[0].split("ms, ")[1].split(" objects")[0].replace(",", "")) > 100_000  # torch & co. frozen
@@ -201,7 +201,7 @@ CAPPED = {"BERTCORE_CLIENT_SESSIONS_PER_MINUTE": "4", "BERTCORE_CLIENT_RUNS_PER_
 
 @pytest.fixture(scope="module")
 def capped_server(tmp_path_factory):
-    """A server with small caps per client address (explorer/client_limits.py), so a short flood reaches them."""
+    """A server with small caps per client address (explorer/session/client_limits.py), so a short flood reaches them."""
     d = tmp_path_factory.mktemp("flood")
     srv = AppServer(d / "server.log", runs_dir=d / "runs", env=CAPPED).start()
     yield srv

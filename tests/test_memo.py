@@ -1,10 +1,10 @@
-"""explorer.memo: results shared across sessions, keyed weakly by the model or tokenizer they came from."""
+"""explorer.session.memo: results shared across sessions, keyed weakly by the model or tokenizer they came from."""
 from __future__ import annotations
 
 import gc
 import weakref
 
-from explorer import memo as m
+from explorer.session import memo as m
 
 
 class Owner:  # any weak-referenceable object, as a model or tokenizer is

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from explorer.bertviz_offline import has_cdn_reference
+from explorer.figures.bertviz_offline import has_cdn_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "examples" / "quickstart.ipynb"

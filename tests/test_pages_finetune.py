@@ -14,20 +14,20 @@ PAGE = "app_pages/finetune.py"
 @pytest.fixture(scope="module")
 def small_model():
     from bertcore.io.checkpoint import untrained_bundle
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
 
     b = untrained_bundle(seed=1, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
     return ActiveModel(b, "small test model", "uploaded", True)
 
 
 def state_models_key() -> str:
-    from explorer import workspace
+    from explorer.session import workspace
 
     return workspace.MODELS_KEY
 
 
 def _open(ws: str, model=None) -> AppTest:
-    from explorer import workspace
+    from explorer.session import workspace
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params["ws"] = ws
@@ -52,7 +52,7 @@ def _curves(at) -> dict:
 
 def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
     from bertcore.training import runs
-    from explorer import training_run
+    from explorer.jobs import training_run
 
     ws = runs.new_workspace_id()
     at = _open(ws, small_model)
@@ -96,7 +96,7 @@ def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
     import time
 
     from bertcore.finetune.sweep import read_sweep
-    from explorer import finetunes
+    from explorer.jobs import finetunes
 
     fresh.session_state[state_models_key()] = {"session:small": small_model}  # the starting model, as picked
     fresh.button(key="finetune_sweep_start").click().run()

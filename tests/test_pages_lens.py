@@ -17,7 +17,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training import runs
 from bertcore.jobs import service
-from explorer.figures_interp import lens_table
+from explorer.figures.interp import lens_table
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def test_lens_view_equals_the_library_and_pairs_fill_the_texts(run_dir):
 
 def test_minilm_says_no_mlm_head_and_still_patches():
     from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
     from apptest_pages import open_page
 
     d = packaged_minilm_dir()
@@ -94,7 +94,7 @@ def test_minilm_says_no_mlm_head_and_still_patches():
 
 def test_minilm_512_tokens_patches_the_differing_positions():
     from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
     from apptest_pages import open_page
 
     d = packaged_minilm_dir()

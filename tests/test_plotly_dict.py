@@ -1,4 +1,4 @@
-"""Figures built as plain dicts (explorer.plotly_dict) are exactly what plotly's validation makes of them.
+"""Figures built as plain dicts (explorer.figures.plotly_dict) are exactly what plotly's validation makes of them.
 
 Each builder below skips plotly's per-property validation for speed (the load test of a class). If a dict held
 an invalid property, validating it raises; if it held a value in a form validation would change (a colour
@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
 
-from explorer import figures_forward as FF
-from explorer import plotly_dict
+from explorer.figures import forward as FF
+from explorer.figures import plotly_dict
 
 
 def _json(fig: go.Figure) -> dict:
@@ -57,8 +57,8 @@ def test_forward_figures(shape):
 
 @pytest.mark.parametrize("title", ["", "[MASK] 1 (position 3)"])
 def test_prediction_figures(title):
-    from explorer.figures_explain import token_strip_figure
-    from explorer.figures_inspect import fill_mask_figure, nsp_figure
+    from explorer.figures.explain import token_strip_figure
+    from explorer.figures.inspect import fill_mask_figure, nsp_figure
 
     for cands in ([("a", 0.5), ("b", 0.25), ("[UNK]", 1e-5)], [("x", 1.0)]):
         assert_validated_equal(fill_mask_figure(cands, title))

@@ -15,7 +15,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training import runs
 from bertcore.jobs import service
-from explorer.figures_inspect import grid_tile
+from explorer.figures.inspect import grid_tile
 
 ROOT = Path(__file__).resolve().parents[1]
 WS = "replayWorkspace0123456789"

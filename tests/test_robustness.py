@@ -34,7 +34,8 @@ from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.model.bert import init_model
 from bertcore.jobs import service
 from bertcore.training.history import number
-from explorer import training_run, training_slots, uploads
+from explorer.jobs import training_run, training_slots
+from explorer.session import uploads
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -476,7 +477,7 @@ def test_abandoned_run_stops_and_threads_return_to_baseline(small, monkeypatch):
 
 
 def test_shared_untrained_model_is_never_mutated(small):
-    from explorer import workspace
+    from explorer.session import workspace
 
     shared = workspace.shared_untrained_bundle()
     before = {k: v.clone() for k, v in shared.model.state_dict().items()}

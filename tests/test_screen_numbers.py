@@ -17,7 +17,7 @@ from bertcore.data.corpus import builtin_corpus
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.io.checkpoint import ModelBundle
 from bertcore.model.bert import embedding_init, init_model
-from explorer.workspace import ActiveModel
+from explorer.session.workspace import ActiveModel
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 SMALL = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)

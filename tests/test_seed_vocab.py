@@ -81,8 +81,8 @@ def test_save_and_load_keep_the_kind(tmp_path):
 
 def test_canonical_special_and_display_helpers_read_the_seeds_specials():
     from bertcore.data.tokenization import canonical_special
-    from explorer.attention_stats import head_stats_array
-    from explorer.figures_learn import token_kinds
+    from explorer.figures.attention_stats import head_stats_array
+    from explorer.figures.learn import token_kinds
 
     assert [canonical_special(t) for t in ("<sos>", "<eos>", "<mask>", "<pad>", "<unk>", "the", "[CLS]")] == [
         "[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "the", "[CLS]"]
@@ -253,7 +253,7 @@ def seed_model():
     """A codertimo model (small sizes) trained a few steps on the tutorial corpus with the seed vocabulary."""
     from bertcore.io.checkpoint import ModelBundle
     from bertcore.jobs.service import prepare
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
 
     trainer, *_ = prepare(_spec(steps=3))
     trainer.run()
@@ -266,7 +266,7 @@ def seed_model():
 def _open(page: str, am):
     from streamlit.testing.v1 import AppTest
 
-    from explorer import workspace
+    from explorer.session import workspace
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.session_state[workspace.MODELS_KEY] = {am.label: am}

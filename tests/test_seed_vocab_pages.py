@@ -41,7 +41,7 @@ def seed_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def seed_model(seed_run):
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
 
     return ActiveModel(seed_run.bundle, "seed vocabulary model", "trained", True)
 
@@ -113,7 +113,7 @@ def test_data_tokens_offers_the_seed_vocabulary_with_the_seeds_ids():
 
 def test_masking_page_masks_sos_a_eos_b_eos_with_the_seeds_ids():
     from bertcore.data.pretraining import build_pair
-    from explorer.corpus_state import CorpusChoice
+    from explorer.session.corpus_state import CorpusChoice
 
     at = _open("app_pages/masking_nsp.py")
     at.session_state["bx_corpus_choice"] = CorpusChoice(tutorial_corpus(), "tutorial", "seed_word")

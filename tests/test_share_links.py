@@ -1,4 +1,4 @@
-"""Read-only links to one run (explorer.share_links), the registry on disk without Streamlit: a link opens exactly its
+"""Read-only links to one run (explorer.session.share_links), the registry on disk without Streamlit: a link opens exactly its
 run while both its files agree; a revoked id, another workspace's ids, malformed ids and a deleted run open nothing;
 a copy is a whole new run of the viewer's workspace; two replicas (two readers of one runs folder) agree."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from bertcore.errors import InputError
 from bertcore.training import runs
-from explorer import share_links
+from explorer.session import share_links
 from tiny_runs import workspace_run
 
 OWNER, VIEWER = "owner-workspace-0001xyz", "viewer-workspace-0002xy"
@@ -109,7 +109,7 @@ def test_two_replicas_on_one_runs_folder_agree(_runs_dir_in_tmp, tmp_path):
 
     d = workspace_run(OWNER, "r")
     sid = share_links.create(OWNER, d.name)
-    code = ("import sys; from explorer import share_links as s; p = s.lookup(sys.argv[1]); "
+    code = ("import sys; from explorer.session import share_links as s; p = s.lookup(sys.argv[1]); "
             "print(p.name if p else 'none')")
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
-from explorer import training_run
+from explorer.jobs import training_run
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -169,7 +169,7 @@ def test_an_uploaded_corpus_is_kept_in_the_workspace_across_reloads():
     from streamlit.testing.v1 import AppTest
 
     from bertcore.training import runs
-    from explorer.corpus_state import UPLOAD_DIR
+    from explorer.session.corpus_state import UPLOAD_DIR
 
     text = "".join(f"the heron {i} waits by the reed.\tthe reed {i} bends in the wind.\n" for i in range(40))
     at = AppTest.from_file(APP, default_timeout=60)

@@ -1,4 +1,4 @@
-"""A training in its own process (bertcore.jobs.worker, explorer.training_run with BERTCORE_TRAINING_PROCESS=1):
+"""A training in its own process (bertcore.jobs.worker, explorer.jobs.training_run with BERTCORE_TRAINING_PROCESS=1):
 the same run as in a thread, every row relayed once, stop / a crash / a vanished server handled, no pickles."""
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from bertcore.model.bert import init_model
 from bertcore.training import runs
 from bertcore.jobs import service, worker
 from bertcore.training.history import History
-from explorer import training_slots
-from explorer.training_run import Job, TrainingRun
+from explorer.jobs import training_slots
+from explorer.jobs.training_run import Job, TrainingRun
 
 SKILLS_CSV = b"text,right,wrong\nthe cat [MASK] the fish .,eats,eat\n"
 
@@ -191,7 +191,7 @@ def test_the_setting_is_checked(monkeypatch):
 
 _TUNE = """
 import gc, sys, torch
-from explorer import training_slots
+from explorer.jobs import training_slots
 training_slots.tune_server_process()
 training_slots.tune_server_process()  # once per process
 print(torch.get_num_threads(), sys.getswitchinterval(), gc.get_freeze_count(), gc.get_threshold()[0])

@@ -63,7 +63,7 @@ def forward_stages(ctx, url: str, ids: list[str], absent: set[str]) -> list[floa
 def run(rounds: int) -> dict:
     from playwright.sync_api import sync_playwright
 
-    from explorer.forward_stages import IDS
+    from explorer.figures.forward_stages import IDS
 
     ids = IDS[:IDS.index("next_layer") + 1]
     absent = {"attn_norm_before", "ffn_norm_before"}  # the default model is post-norm

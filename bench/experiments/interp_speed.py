@@ -107,7 +107,7 @@ def page(reps: int) -> dict:
     from streamlit.testing.v1 import AppTest
 
     from bertcore.analysis.patching import default_pairs
-    from explorer.workspace import shared_corpus_and_tokenizer
+    from explorer.session.workspace import shared_corpus_and_tokenizer
 
     _, tok = shared_corpus_and_tokenizer()
     pairs = default_pairs(tok, limit=reps + 1)

@@ -43,8 +43,8 @@ def _ms(f, reps: int) -> tuple[float, object]:
 def parts(bundle, reps: int) -> dict:
     from bertcore.analysis.explain import attention_rollout
     from bertcore.analysis.inference import inspect_pair
-    from explorer.attention_stats import head_stats
-    from explorer.figures_inspect import attention_grid_figure, grid_cell_size, head_heatmap_figure, pooled_attention
+    from explorer.figures.attention_stats import head_stats
+    from explorer.figures.inspect import attention_grid_figure, grid_cell_size, head_heatmap_figure, pooled_attention
 
     model, tok = bundle.model, bundle.tokenizer
     text = long_text()
@@ -71,7 +71,7 @@ def parts(bundle, reps: int) -> dict:
 def page(active, reps: int) -> dict:
     from streamlit.testing.v1 import AppTest
 
-    from explorer import workspace
+    from explorer.session import workspace
 
     out: dict = {}
     for tab in TABS:
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT))
     from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
-    from explorer.workspace import ActiveModel
+    from explorer.session.workspace import ActiveModel
 
     d = packaged_minilm_dir()
     if d is None:

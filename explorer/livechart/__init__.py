@@ -29,7 +29,7 @@ import streamlit.components.v1 as components
 from bertcore.data.skill_items import CHANCE
 from bertcore.training.history import History, number
 from explorer.i18n import tr
-from explorer.skills_view import skill_name
+from explorer.figures.skills_view import skill_name
 
 FRONTEND = Path(__file__).parent / "frontend"
 TRAIN_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc"]

@@ -3,7 +3,7 @@
 Uploads are extracted only below a directory the caller owns (the session's temp dir), with no absolute or
 ``..`` paths, no links, at most ``MAX_UPLOAD_UNCOMPRESSED`` bytes unpacked (counted while reading), and no
 pickle-style files: weights are loaded only from safetensors by ``bertcore.io.checkpoint.load_checkpoint``.
-Each client address loads at most BERTCORE_CLIENT_UPLOADS_PER_MINUTE of them a minute (``explorer.client_limits``).
+Each client address loads at most BERTCORE_CLIENT_UPLOADS_PER_MINUTE of them a minute (``explorer.session.client_limits``).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 from bertcore.errors import CheckpointError
 from bertcore.io.checkpoint import load_checkpoint, save_checkpoint
-from explorer import client_limits
+from explorer.session import client_limits
 
 MAX_UPLOAD_UNCOMPRESSED = 200 * 1024 * 1024  # bytes, checkpoint zip after extraction
 FORBIDDEN_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy")

@@ -19,7 +19,7 @@ import torch
 from bertcore.analysis.sae_runs import SAESpec, saes_over_training, train_run_sae
 from bertcore.errors import BertcoreError
 from bertcore.message import Message
-from explorer import training_slots
+from explorer.jobs import training_slots
 
 STAGES = ("data", "train", "measure", "label", "done")
 

@@ -7,7 +7,7 @@ the run, and how much the model needs it (the pruning curve of Michel et al. 201
   loss, so a role that appears together with a drop in the loss lines up (Chen et al. 2023);
 * the pruning curve (``bertcore.analysis.pruning``) next to the role map.
 
-Results are kept per model object (``explorer.memo``): the replay keeps one model per (run, step), so the role
+Results are kept per model object (``explorer.session.memo``): the replay keeps one model per (run, step), so the role
 map is computed once per (run, step, texts) and the timeline once per (run, saved steps, texts). Every number is
 the CLI's: ``heads RUN [--step N] [--texts FILE] --json`` and ``ablate RUN --curve [--step N] --json``.
 """
@@ -27,9 +27,9 @@ from bertcore.training import runs
 from bertcore.training.run_corpus import run_corpus
 from explorer import replay
 from explorer.export import head_measures_csv, plotly_config
-from explorer.figures_heads import pruning_curve_figure, role_map_figure, role_timeline_figure
+from explorer.figures.heads import pruning_curve_figure, role_map_figure, role_timeline_figure
 from explorer.i18n import frozen, mark, tr
-from explorer.memo import memo
+from explorer.session.memo import memo
 from explorer.page_errors import user_action
 
 ROLE_NAMES = {"previous-token": mark("previous token"), "next-token": mark("next token"), "self": mark("itself"),

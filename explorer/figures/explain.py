@@ -7,8 +7,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer import plotly_dict
-from explorer.figures_inspect import thinned, token_labels
+from explorer.figures import plotly_dict
+from explorer.figures.inspect import thinned, token_labels
 from explorer.i18n import mark, tr
 
 METHOD_LABELS = {"rollout": mark("attention rollout"), "grad_x_input": mark("gradient × input"),

@@ -17,7 +17,8 @@ from bertcore.finetune.comparison import PretrainingComparison
 from bertcore.finetune.sweep import SWEEP_STEPS, LabelSweep
 from bertcore.training import runs
 from bertcore.training.runs import FINETUNES_DIR
-from explorer import training_run, training_slots, workspace
+from explorer.jobs import training_run, training_slots
+from explorer.session import workspace
 
 SLOT = "bx_finetune_run"  # session-state key and live-registry slot of this workspace's comparison
 SWEEP_SLOT = "bx_finetune_sweep"  # ... and of its label sweep (bertcore.finetune.sweep.LabelSweep)

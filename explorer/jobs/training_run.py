@@ -9,7 +9,7 @@ Runs are also registered per workspace (``find_live``), so a reloaded tab of the
 training and keeps polling it. The UI polls ``snapshot()``, which doubles as a heartbeat: a run nobody polled for
 ``BERTCORE_ABANDON_SECONDS`` (default 10 s) stops itself, because its tab was closed. At most
 ``BERTCORE_MAX_TRAININGS`` (default 2) runs train at once per server process; the next ``start()`` raises
-``ServerBusy`` with a "try again" message (the limits: ``explorer.training_slots``). Trainers build their own model,
+``ServerBusy`` with a "try again" message (the limits: ``explorer.jobs.training_slots``). Trainers build their own model,
 so the shared untrained model is never touched. Every run trains where ``training_slots.training_runtime`` says
 (the GPU when torch sees one); the Runtime goes to the child in the job folder, and ``snapshot().runtime`` names it.
 """
@@ -36,9 +36,9 @@ from bertcore.jobs import service, worker
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 from bertcore.training.history import History
-from explorer import client_limits
+from explorer.session import client_limits
 from explorer.i18n import mark
-from explorer.training_slots import (
+from explorer.jobs.training_slots import (
     ServerBusy,
     abandon_seconds,
     acquire_slot,
@@ -161,7 +161,7 @@ class TrainingRun:
 
     # -- control (UI thread) --
     def start(self) -> "TrainingRun":
-        client_limits.charge("start")  # ClientLimited: this client's Starts per minute (explorer.client_limits)
+        client_limits.charge("start")  # ClientLimited: this client's Starts per minute (explorer.session.client_limits)
         try:
             acquire_slot(id(self))
         except ServerBusy:
@@ -396,7 +396,7 @@ class TrainingRun:
         self._keep(i, result.bundle, result.run_dir, error)  # the bundle's history is the trainer's, as saved
 
     def _keep(self, i: int, bundle, run_dir: Path, error) -> None:
-        """Job ``i``'s end, either way: its model (named by its run: explorer.state.set_active), folder and error."""
+        """Job ``i``'s end, either way: its model (named by its run: explorer.session.state.set_active), folder and error."""
         if bundle is not None:
             bundle.model.eval()
             bundle.name = bundle.name or run_dir.name

@@ -25,7 +25,7 @@ from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import atomic_write
 from bertcore.training import locks
-from explorer import workspace
+from explorer.session import workspace
 
 BUILTIN, TUTORIAL = "builtin", "tutorial"
 BUILTIN_ZH = "builtin-zh"  # the built-in Chinese grammar (bertcore.data.corpus_zh), a get_corpus spec

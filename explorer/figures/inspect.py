@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer import plotly_dict
-from explorer.attention_stats import STAT_LABELS
+from explorer.figures import plotly_dict
+from explorer.figures.attention_stats import STAT_LABELS
 from explorer.i18n import tr
 
 COLORSCALE = "Viridis"

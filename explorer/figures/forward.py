@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer import plotly_dict as pd_
-from explorer.figures_inspect import token_labels
+from explorer.figures import plotly_dict as pd_
+from explorer.figures.inspect import token_labels
 from explorer.i18n import tr
 
 WINDOW = 32  # rows (and key columns of a T x T matrix) shown around the chosen token

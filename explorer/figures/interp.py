@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from explorer.figures_inspect import thinned, token_labels
+from explorer.figures.inspect import thinned, token_labels
 from explorer.i18n import tr
 
 

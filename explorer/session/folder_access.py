@@ -37,7 +37,7 @@ SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")  # never opened, even below a root su
 PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
 MODEL_FILE = "config.json"  # every folder that can be opened holds one (bertcore checkpoint or transformers)
 
-# The one answer of the roots mode to any path that does not open (explorer.state.open_folder translates it).
+# The one answer of the roots mode to any path that does not open (explorer.session.state.open_folder translates it).
 REFUSED = Message("That folder cannot be opened on this server. Only the model folders the server offers open here; "
            "your own runs open from the run list above.")
 IN_WORKSPACES = Message("Runs of the browser workspaces do not open by path: open yours from the run list above, or ask "

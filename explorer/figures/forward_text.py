@@ -1,12 +1,12 @@
 """What the "Inside the model" page says at each stage: a few sentences with this input's and this model's numbers,
-and the seed tutorials' code named by file and class or function (explorer.forward_stages has the table)."""
+and the seed tutorials' code named by file and class or function (explorer.figures.forward_stages has the table)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from explorer.forward_stages import SeedRef
+from explorer.figures.forward_stages import SeedRef
 from explorer.i18n import tr
 
 

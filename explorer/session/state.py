@@ -6,14 +6,14 @@
   remembering the active model, so a reload, a deep link or a server restart finds them again.
 * The active model is named by a *key*: ``untrained``, ``minilm``, ``run:<run id>`` (a run of this workspace),
   ``dir:<path>`` (a local checkpoint or transformers folder, as the server's folder policy allows:
-  explorer.folder_access), ``share:<id>`` (a read-only link to one run of another workspace: explorer.share_links;
+  explorer.session.folder_access), ``share:<id>`` (a read-only link to one run of another workspace: explorer.session.share_links;
   while it is active the session is read-only: no training, no run list) or ``session:<label>`` (kept in this
   session only).
 * The untrained default model is one shared, read-only resource (``st.cache_resource``);
   trainers never touch it (they build their own model).
-* The workspace id and the model choices live in ``explorer.workspace``; the background runner
-  (``TrainingRun``, caps, heartbeat) lives in ``explorer.training_run`` and the safe checkpoint zips in
-  ``explorer.uploads``: import their names from there.
+* The workspace id and the model choices live in ``explorer.session.workspace``; the background runner
+  (``TrainingRun``, caps, heartbeat) lives in ``explorer.jobs.training_run`` and the safe checkpoint zips in
+  ``explorer.session.uploads``: import their names from there.
 """
 from __future__ import annotations
 
@@ -31,13 +31,13 @@ from bertcore.data.corpus import tutorial_corpus
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import save_checkpoint
 from bertcore.training import runs
-from explorer import folder_access, share_links
+from explorer.session import folder_access, share_links
 from explorer.i18n import mark, ntr, tr
-from explorer.training_run import Job, TrainingRun, find_live, fmt_seconds, register_live
-from explorer.training_slots import ServerBusy
-from explorer.uploads import load_checkpoint_zip
+from explorer.jobs.training_run import Job, TrainingRun, find_live, fmt_seconds, register_live
+from explorer.jobs.training_slots import ServerBusy
+from explorer.session.uploads import load_checkpoint_zip
 from explorer.page_errors import error_text
-from explorer.workspace import (
+from explorer.session.workspace import (
     ACTIVE_KEY,
     MODELS_KEY,
     WS_NOTE_KEY,
@@ -96,7 +96,7 @@ def select_active(key_or_label: str) -> str | None:
 
 def open_folder(path: str) -> str | None:
     """Make a local folder the active model: a bertcore run/checkpoint folder or a transformers folder, as the
-    server's folder policy allows (explorer.folder_access). Off a personal machine every refusal is one message
+    server's folder policy allows (explorer.session.folder_access). Off a personal machine every refusal is one message
     that tells nothing about the disk; on one, the message says what is wrong with the path."""
     if is_blank(path):  # bertcore's rule: spaces and invisible characters only
         return tr("Type the path of a bertcore run/checkpoint folder or a transformers BERT folder first.")
@@ -143,7 +143,7 @@ def read_only() -> bool:
 
 
 def share_run(run_id: str) -> str | None:
-    """Make a read-only link to run ``run_id`` of this workspace (explorer.share_links); an error message or None."""
+    """Make a read-only link to run ``run_id`` of this workspace (explorer.session.share_links); an error message or None."""
     try:
         share_links.create(workspace_id(), run_id)
     except (BertcoreError, OSError) as e:

@@ -8,8 +8,8 @@ action     what is counted                              default  where
 =========  ==========================================  =======  =============================================
 session    a new browser session (a tab, a reload)         30   app.py, the session's first run
 run        a page run (a click, a page switch, a reload)   60   app.py, every full run (fragment reruns: not)
-start      a training started (Train, Compare, resume)      3   ``explorer.training_run.TrainingRun.start``
-upload     a checkpoint zip extracted and loaded           10   ``explorer.uploads.load_checkpoint_zip``
+start      a training started (Train, Compare, resume)      3   ``explorer.jobs.training_run.TrainingRun.start``
+upload     a checkpoint zip extracted and loaded           10   ``explorer.session.uploads.load_checkpoint_zip``
 =========  ==========================================  =======  =============================================
 
 Only what was allowed is counted, so a client that stops is let in again as its oldest counted event leaves
@@ -198,7 +198,7 @@ def client_key(address: str | None) -> str:
 
 def client_address() -> str | None:
     """This session's client address (``st.context.ip_address``; None on the server machine itself and outside a
-    session). streamlit is imported here, at the call: ``explorer.training_run`` and ``explorer.uploads``, which
+    session). streamlit is imported here, at the call: ``explorer.jobs.training_run`` and ``explorer.session.uploads``, which
     use no streamlit themselves, count their actions through this module."""
     import streamlit as st
 

@@ -1,11 +1,11 @@
-"""The browser's workspace and the models it can pick (imported by explorer.state, which re-exports it).
+"""The browser's workspace and the models it can pick (imported by explorer.session.state, which re-exports it).
 
 A workspace is an unguessable id kept in the URL (``?ws=...``) and in ``st.session_state``; its runs and
 workspace.json live below ``bertcore.training.runs.workspace_dir(ws)``. Models are named by a key:
 ``untrained``, ``minilm``, ``run:<run id>``, ``dir:<path>``, ``share:<share id>`` (a read-only link to another
-workspace's run, explorer.share_links) or ``session:<label>``; ``resolve_model`` loads one (once per session and file
+workspace's run, explorer.session.share_links) or ``session:<label>``; ``resolve_model`` loads one (once per session and file
 version) and ``ModelChoices`` lists them lazily. A ``dir:`` key opens only what the server's folder policy allows
-(explorer.folder_access, ``folder_policy``), wherever the key came from.
+(explorer.session.folder_access, ``folder_policy``), wherever the key came from.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from bertcore.io.checkpoint import ModelBundle, load_checkpoint
 from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
 from bertcore.model.bert import BertForPreTraining
 from bertcore.training import runs
-from explorer import folder_access, share_links
+from explorer.session import folder_access, share_links
 from explorer.i18n import tr
 
 UNTRAINED_LABEL = "fresh untrained (shared)"
@@ -38,7 +38,7 @@ WS_KEY = "bx_ws"  # this browser's workspace id
 WS_NOTE_KEY = "bx_ws_note"  # a message about the link's workspace id (shown once in the sidebar)
 MODELS_KEY = "bx_models"  # key -> ActiveModel: models loaded by this session (a cache for runs and dirs)
 ACTIVE_KEY = "bx_active"  # key of the active model
-SHARE_PARAM = "share"  # ?share=<id>: a read-only link to one run (explorer.share_links)
+SHARE_PARAM = "share"  # ?share=<id>: a read-only link to one run (explorer.session.share_links)
 _SHARE_SEEN_KEY = "bx_share_seen"  # the ?share= id this session has already acted on
 
 
@@ -128,7 +128,7 @@ def sync_share_param() -> None:
 
 def folder_policy() -> folder_access.Policy:
     """This session's folder policy: where the server listens, BERTCORE_OPEN_ROOTS, and whether the request came
-    through a proxy (explorer.folder_access)."""
+    through a proxy (explorer.session.folder_access)."""
     try:
         address = st.get_option("server.address")
     except Exception:  # noqa: BLE001 - no config (bare mode): treat as every interface
@@ -141,7 +141,7 @@ def folder_policy() -> folder_access.Policy:
 
 
 def runs_of_workspaces() -> Path:
-    """The folder of every browser workspace's runs: it never opens by path (explorer.folder_access)."""
+    """The folder of every browser workspace's runs: it never opens by path (explorer.session.folder_access)."""
     return runs.runs_root() / "workspaces"
 
 

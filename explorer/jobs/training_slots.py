@@ -71,7 +71,7 @@ def max_trainings() -> int:
 # ----------------------------------------------------------------------------- runner
 class ServerBusy(RuntimeError):
     """Raised by TrainingRun.start when the process-wide cap on trainings is reached (``running`` of ``cap``; the
-    page words it in the session's language, explorer.state)."""
+    page words it in the session's language, explorer.session.state)."""
 
     def __init__(self, message: str, running: int = 0, cap: int = 0):
         super().__init__(message)
