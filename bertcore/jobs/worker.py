@@ -1,6 +1,6 @@
 """A training in its own process: a job folder goes in, one JSON line per event comes out.
 
-The explorer's server runs each training this way (``explorer.training_run``), so a training has its own
+The explorer's server runs each training this way (``explorer.jobs.training_run``), so a training has its own
 interpreter lock and its own core: in a server process a training thread and a hundred page scripts share one
 lock, and the training got about a third of its solo speed (docs/BENCH.md, "Trainings in their own processes").
 Everything still goes through the one training route, ``bertcore.jobs.service`` (``train`` / ``resume``),
