@@ -5,11 +5,11 @@ import streamlit as st
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import ConfigError
 from bertcore.model.bert import init_model
+from bertcore.jobs import service
 from bertcore.presets import PRESETS
 from bertcore.training.same_init import same_init
 from explorer.figures import train as ft
 from explorer.session import state, workspace
-from explorer.jobs import training_run
 from explorer.export import plotly_config
 from explorer.figures.inspect import attention_grid_figure
 from explorer.i18n import frozen, mark, tr
@@ -87,8 +87,8 @@ def render() -> None:
         cfg_a, cfg_b = base.replace(**kw_a), base.replace(**kw_b)
         problem = tr("choose two different values") if va == vb else None
         model_a, model_b, report = _same_init_models(cfg_a, cfg_b, seed) if not problem else (None, None, None)
-        jobs = [training_run.Job(cfg_a, tcfg, labels[0], probe=None, model=model_a),
-                training_run.Job(cfg_b, tcfg, labels[1], probe=None, model=model_b)]
+        jobs = [service.RunSpec(cfg_a, tcfg, name=labels[0], probe=None, model=model_a),
+                service.RunSpec(cfg_b, tcfg, name=labels[1], probe=None, model=model_b)]
     except ConfigError as e:
         jobs, problem = [], error_text(e)
     if report is not None and not running:
@@ -143,7 +143,7 @@ def render() -> None:
         cols = st.columns(len(run.results))
         for col, job, bundle in zip(cols, run.jobs, run.results):
             with col:
-                st.markdown(f"**{job.label}**")
+                st.markdown(f"**{job.name}**")
                 if bundle is None:
                     st.caption(tr("not trained (stopped before it started)"))
                     continue
@@ -154,9 +154,9 @@ def render() -> None:
                 T = min(len(toks), np.asarray(att).shape[-1])
                 fig = attention_grid_figure(np.asarray(att)[:, :, :T, :T], toks[:T], zmax=1.0, width_px=520,
                                             clickable=False)
-                st.plotly_chart(fig, key=f"compare_grid_{job.label}", config=plotly_config(f"compare_{job.label}"))
-                if st.button(tr("Make this the active model"), key=f"compare_use_{job.label}"):
-                    state.set_active("trained", bundle, f"compare {job.label}")
+                st.plotly_chart(fig, key=f"compare_grid_{job.name}", config=plotly_config(f"compare_{job.name}"))
+                if st.button(tr("Make this the active model"), key=f"compare_use_{job.name}"):
+                    state.set_active("trained", bundle, f"compare {job.name}")
                     st.rerun()
 
 

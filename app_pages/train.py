@@ -131,9 +131,9 @@ def _summary(job) -> str:
     """One line: the running job's model and training settings."""
     b, t = job.model_config, job.train_config
     if b is None:  # a resumed run whose config.json could not be read here (the resume says why)
-        return job.label
+        return job.name
     return tr("{label}: {layers} layers × {heads} heads, d {d}, FFN {ffn}, {norm}-LN, {pos} positions · {steps} steps, "
-              "batch {batch}, lr {lr}, warmup {warmup}, max len {max_len}, seed {seed}", label=job.label,
+              "batch {batch}, lr {lr}, warmup {warmup}, max len {max_len}, seed {seed}", label=job.name,
               layers=b.num_hidden_layers, heads=b.num_attention_heads, d=b.hidden_size, ffn=b.intermediate_size,
               norm=b.norm_placement, pos=b.position_embedding, steps=t.steps, batch=t.batch_size, lr=f"{t.lr:g}",
               warmup=t.warmup_steps, max_len=t.max_seq_len, seed=t.seed)
@@ -281,7 +281,7 @@ def render() -> None:
     if b1.button(tr("Start"), key="train_start", type="primary",
                  disabled=running or problem is not None or state.read_only()):
         with user_action(tr("Start the training")):
-            err = state.start_run([training_run.Job(bcfg, tcfg, f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe,
+            err = state.start_run([service.RunSpec(bcfg, tcfg, name=f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe,
                                                     skill_csv=skill_csv,
                                                     defaults=train_form.chosen_defaults(corpus, tok, ckey, preset, size).to_dict())],
                                   corpus, tok)

@@ -91,6 +91,7 @@ def attention_rerun(reps: int = 8) -> dict:
 def in_app_training(seconds: float = 12.0) -> dict:
     try:
         from explorer.figures import train as ft
+        from bertcore.jobs.service import RunSpec
         from explorer.jobs import training_run
     except ImportError as e:
         return {"skipped": f"explorer is not importable: {e}"}
@@ -119,7 +120,7 @@ def in_app_training(seconds: float = 12.0) -> dict:
             torch.set_num_threads(before)
 
     def in_app() -> tuple[float, float]:
-        run = training_run.TrainingRun([training_run.Job(BertConfig(), tc, "bench")], corpus, abandon_after=60).start()
+        run = training_run.TrainingRun([RunSpec(BertConfig(), tc, name="bench")], corpus, abandon_after=60).start()
         poll_ms = []
         while run.snapshot().total_done < 5:
             time.sleep(0.05)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import TRAINING_END
+
+from bertcore.jobs.service import RunSpec
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 from explorer.figures import train as ft
@@ -41,7 +43,7 @@ def small():
 
 def _run(small, steps=30, abandon_after=None, **kw):
     corpus, tok, bcfg, tcfg = small
-    r = training_run.TrainingRun([training_run.Job(bcfg, tcfg(steps, **kw), "test")], corpus, tok, abandon_after=abandon_after)
+    r = training_run.TrainingRun([RunSpec(bcfg, tcfg(steps, **kw), name="test")], corpus, tok, abandon_after=abandon_after)
     RUNS.append(r)
     return r
 

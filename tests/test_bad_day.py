@@ -211,7 +211,7 @@ def test_a_full_disk_mid_checkpoint_keeps_the_previous_one_and_the_run_resumes(c
 
 def test_a_full_disk_through_the_cli_and_the_app_runner(corpus, tmp_path, monkeypatch, capsys):
     """The CLI says `error: ...` with the way to resume; the app's runner shows the reason as the job's error."""
-    from explorer.jobs.training_run import Job, TrainingRun
+    from explorer.jobs.training_run import TrainingRun
 
     full = {"on": False}
     fill_disk_when(monkeypatch, "model.safetensors", full)
@@ -228,7 +228,7 @@ def test_a_full_disk_through_the_cli_and_the_app_runner(corpus, tmp_path, monkey
     s = spec(corpus, steps=30)
     monkeypatch.setattr(svc, "save_checkpoint", _fail_after(ck.save_checkpoint, 2, full))  # step 0, 5, then full
     monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "0")  # the patched save is in this process: train in a thread
-    run = TrainingRun([Job(s.model_config, s.train_config, "full disk")], corpus, runs_dir=tmp_path / "ws",
+    run = TrainingRun([svc.RunSpec(s.model_config, s.train_config, name="full disk")], corpus, runs_dir=tmp_path / "ws",
                       abandon_after=600)
     run.start()
     assert run.join(300)

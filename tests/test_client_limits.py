@@ -233,14 +233,15 @@ def test_a_start_the_server_refuses_is_given_back(monkeypatch, tmp_path):
     """A Start that meets "Server busy" trains nothing, so it does not count against the client's Starts."""
     from bertcore.config import BertConfig, TrainConfig
     from explorer.jobs import training_slots
-    from explorer.jobs.training_run import Job, TrainingRun
+    from bertcore.jobs.service import RunSpec
+    from explorer.jobs.training_run import TrainingRun
 
     monkeypatch.setenv("BERTCORE_CLIENT_CAP_LOCAL", "1")
     monkeypatch.setenv("BERTCORE_CLIENT_STARTS_PER_MINUTE", "3")
     monkeypatch.setenv("BERTCORE_MAX_TRAININGS", "1")
     training_slots.acquire_slot(-1)  # the one slot is taken
     try:
-        run = TrainingRun([Job(BertConfig(), TrainConfig(steps=5))], None, runs_dir=tmp_path)
+        run = TrainingRun([RunSpec(BertConfig(), TrainConfig(steps=5), name="model")], None, runs_dir=tmp_path)
         for _ in range(5):
             with pytest.raises(training_slots.ServerBusy):
                 run.start()

@@ -206,10 +206,11 @@ def test_app_trainings_resolve_to_the_gpu_and_the_job_json_carries_it(tmp_path, 
     monkeypatch.delenv("BERTCORE_TRAINING_DEVICE", raising=False)
     assert training_runtime().label == "cuda:0, bf16"
     b, t = tiny_configs()
-    run = training_run.TrainingRun([training_run.Job(b, t, "gpu job")], tutorial_corpus(), runs_dir=tmp_path)
+    run = training_run.TrainingRun([service.RunSpec(b, t, name="gpu job")], tutorial_corpus(), runs_dir=tmp_path)
     spec = run._spec(run.jobs[0])
     assert spec.runtime.label == "cuda:0, bf16" and run.snapshot().runtime == "cuda:0, bf16"
-    worker.write_job(tmp_path / "job", [spec, tmp_path / "stopped-run"], tmp_path, runtime=run.runtime)
+    worker.write_job(tmp_path / "job", [spec, service.RunSpec(None, None, resume_from=tmp_path / "stopped-run")], tmp_path,
+                     runtime=run.runtime)
     job = json.loads((tmp_path / "job" / worker.JOB_FILE).read_text())
     assert (job["jobs"][0]["runtime"]["device"], job["jobs"][0]["runtime"]["precision"]) == ("cuda:0", "bf16")
     assert Runtime.from_dict(job["jobs"][0]["runtime"]) == spec.runtime == Runtime.from_dict(job["runtime"])

@@ -393,7 +393,7 @@ def small():
 
 def _run(small, steps=20, abandon_after=None, **kw):
     corpus, tok, bcfg, tcfg = small
-    r = training_run.TrainingRun([training_run.Job(bcfg, tcfg(steps, **kw), "t")], corpus, tok,
+    r = training_run.TrainingRun([service.RunSpec(bcfg, tcfg(steps, **kw), name="t")], corpus, tok,
                                  abandon_after=abandon_after)
     RUNS.append(r)
     return r
@@ -483,8 +483,8 @@ def test_shared_untrained_model_is_never_mutated(small):
     before = {k: v.clone() for k, v in shared.model.state_dict().items()}
     _, tok = workspace.shared_corpus_and_tokenizer()
     corpus, _, _, tcfg = small
-    jobs = [training_run.Job(shared.model.config, tcfg(5, batch_size=4, max_seq_len=16, eval_every=0,
-                                                       snapshot_every=0), "default")]
+    jobs = [service.RunSpec(shared.model.config, tcfg(5, batch_size=4, max_seq_len=16, eval_every=0,
+                                                      snapshot_every=0), name="default")]
     r = training_run.TrainingRun(jobs, workspace.shared_corpus_and_tokenizer()[0], tok)
     RUNS.append(r)
     r.start()

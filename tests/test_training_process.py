@@ -20,9 +20,10 @@ from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.model.bert import init_model
 from bertcore.training import runs
 from bertcore.jobs import service, worker
+from bertcore.jobs.service import RunSpec
 from bertcore.training.history import History
 from explorer.jobs import training_slots
-from explorer.jobs.training_run import Job, TrainingRun
+from explorer.jobs.training_run import TrainingRun
 
 SKILLS_CSV = b"text,right,wrong\nthe cat [MASK] the fish .,eats,eat\n"
 
@@ -57,7 +58,7 @@ def test_a_run_in_its_own_process_equals_the_run_in_a_thread(data, tmp_path, mon
     a thread trains (weights, every history row once, probe rows, skills), and the parent sees all of it."""
     corpus, tok, cfg = data
     probe = Probe("the cat [MASK] the fish .", "the cat eats .", "it sleeps .")
-    job = Job(cfg, _tc(), "same", probe=probe, skill_csv=("mine.csv", SKILLS_CSV), defaults={"why": "test"})
+    job = RunSpec(cfg, _tc(), name="same", probe=probe, skill_csv=("mine.csv", SKILLS_CSV), defaults={"why": "test"})
     torch.set_num_threads(1)  # the child trains with one thread: so does the thread here
     a = _train(monkeypatch, "thread", [job], corpus, tok, tmp_path)
     b = _train(monkeypatch, "process", [job], corpus, tok, tmp_path)
@@ -97,12 +98,12 @@ def test_prepared_models_and_a_wordpiece_tokenizer_travel_as_files(data, tmp_pat
     job = json.loads((folder / worker.JOB_FILE).read_text())
     assert [e["tokenizer"]["kind"] for e in job["jobs"]] == ["wordpiece", "wordpiece"]
     for e, m in zip(job["jobs"], models):
-        spec = worker._spec(e, folder, None)
+        spec = service.RunSpec.from_json(e, folder)
         assert spec.tokenizer.vocab == tok.vocab
         for k, v in m.state_dict().items():
             assert torch.equal(spec.model.state_dict()[k], v), k
 
-    jobs = [Job(cfg, _tc(steps=3), f"m{k}", probe=None, model=m) for k, m in enumerate(models)]
+    jobs = [RunSpec(cfg, _tc(steps=3), name=f"m{k}", probe=None, model=m) for k, m in enumerate(models)]
     r = _train(monkeypatch, "process", jobs, corpus, tok, tmp_path)
     s = r.snapshot()
     assert s.status == "finished" and [len(h) for h in s.histories] == [3, 3] and s.total_done == 6
@@ -113,17 +114,17 @@ def test_prepared_models_and_a_wordpiece_tokenizer_travel_as_files(data, tmp_pat
 def test_bad_input_a_crash_and_a_failed_run_are_messages(data, tmp_path, monkeypatch):
     corpus, tok, cfg = data
     # bad input found in the child (max_seq_len over the model's positions): the service's own message
-    r = _train(monkeypatch, "process", [Job(cfg, _tc(max_seq_len=128), "bad")], corpus, tok, tmp_path)
+    r = _train(monkeypatch, "process", [RunSpec(cfg, _tc(max_seq_len=128), name="bad")], corpus, tok, tmp_path)
     s = r.snapshot()
     assert s.status == "error" and "max_seq_len" in s.message and "Traceback" not in s.message
     # a diverging run: failed with the trainer's reason, its last good weights loadable
-    r = _train(monkeypatch, "process", [Job(cfg, _tc(steps=40, lr=50.0), "diverges")], corpus, tok, tmp_path)
+    r = _train(monkeypatch, "process", [RunSpec(cfg, _tc(steps=40, lr=50.0), name="diverges")], corpus, tok, tmp_path)
     s = r.snapshot()
     assert s.errors[0] and "lr" in s.errors[0] and r.results[0] is not None
     assert runs.read_run(s.run_dirs[0]).status == "failed"
     # the child killed mid-run: an error that says so, never a hang
     monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "1")
-    r = TrainingRun([Job(cfg, _tc(steps=100000), "killed")], corpus, tok, runs_dir=tmp_path / "k", abandon_after=600)
+    r = TrainingRun([RunSpec(cfg, _tc(steps=100000), name="killed")], corpus, tok, runs_dir=tmp_path / "k", abandon_after=600)
     RUNS.append(r)
     r.start()
     t0 = time.time()
@@ -156,7 +157,7 @@ def test_the_server_going_away_leaves_a_resumable_run(data, tmp_path):
     assert end["status"] == "stopped" and end["reason"].startswith(worker.GONE) and end["stop_step"] >= seen
     info = runs.read_run(Path(end["run_dir"]))
     assert info.status == "stopped" and info.resumable and info.steps_done == end["steps"]
-    r = TrainingRun([Job(None, _tc(steps=100000), "again", resume_dir=Path(end["run_dir"]))], None,
+    r = TrainingRun([RunSpec(None, _tc(steps=100000), name="again", resume_from=Path(end["run_dir"]))], None,
                     runs_dir=tmp_path / "out", abandon_after=600)
     RUNS.append(r)
     r.start()

@@ -11,24 +11,25 @@ evaluation and when training ends, never every step. The loop that does it for e
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from bertcore.analysis.live_probe import read_probe_csv, write_probe_csv
+from bertcore.analysis.live_probe import Probe, read_probe_csv, write_probe_csv
 from bertcore.analysis.records import TrainingRecords
 from bertcore.analysis.skills import SkillSuite
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
 from bertcore.data.corpora import is_builtin_spec
-from bertcore.data.corpus import suggested_vocab_size
+from bertcore.data.corpus import Corpus, suggested_vocab_size
 from bertcore.data.pretraining import MaskingRates
 from bertcore.data.shard_batches import ShardData
 from bertcore.data.shards import ShardReader
 from bertcore.data.skill_items import parse_skill_csv, read_items_jsonl, write_items_jsonl
-from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer
+from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer, load_tokenizer
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
 from bertcore.io.steps import save_step, truncate_after
@@ -94,6 +95,72 @@ class RunSpec:
     skill_csv: tuple[str, bytes] | None = None  # (name, bytes) of a user's own items (text,right,wrong), scored too
     defaults: dict | None = None  # bertcore.data.corpus_defaults.CorpusDefaults.to_dict(): recorded in run.json
     records: TrainingRecords | None = None  # where the probe rows, skills and snapshots go (None: the route's own)
+    resume_from: str | Path | None = None  # a stopped run directory to continue instead (the configs: for display)
+
+    def to_json(self, folder: Path, i: int) -> dict:
+        """This spec as a JSON object for a training in another process (bertcore.jobs.worker); the corpus, a
+        tokenizer object, a prepared model and a skills file go into ``folder`` as files (JSON, the tokenizer's
+        own files, safetensors: never a pickle), named with ``i``. ``callbacks`` and ``records`` stay behind."""
+        if self.resume_from is not None:
+            return {"resume": str(self.resume_from), "name": self.name}
+        e = {"model_config": self.model_config.to_dict(), "train_config": self.train_config.to_dict(),
+             "corpus_spec": self.corpus_spec, "preset": self.preset, "name": self.name, "source": self.source,
+             "defaults": self.defaults, "skills": bool(self.skills),
+             "runtime": self.runtime.to_dict() if self.runtime is not None else None}
+        if isinstance(self.corpus, str):
+            e["corpus"] = self.corpus
+        else:
+            c = self.corpus
+            e["corpus"] = {"file": f"corpus_{i}.json"}
+            atomic_write(folder / e["corpus"]["file"], json.dumps(
+                {"name": c.name, "description": c.description, "meta": c.meta, "pairs": [list(p) for p in c.pairs],
+                 "documents": c.documents}, ensure_ascii=False, default=str))
+        if self.tokenizer is None or isinstance(self.tokenizer, str):
+            e["tokenizer"] = self.tokenizer
+        else:
+            e["tokenizer"] = {"dir": f"tokenizer_{i}", "kind": getattr(self.tokenizer, "kind", None)}
+            (folder / e["tokenizer"]["dir"]).mkdir()
+            self.tokenizer.save(folder / e["tokenizer"]["dir"])
+        e["probe"] = {"probe": self.probe.to_dict()} if isinstance(self.probe, Probe) else self.probe  # or None
+        if self.model is not None:
+            if self.tokenizer is None or isinstance(self.tokenizer, str):
+                raise ValueError("a prepared model needs its tokenizer object in the RunSpec")
+            e["model"] = f"model_{i}"
+            save_checkpoint(ModelBundle(model=self.model, tokenizer=self.tokenizer), folder / e["model"])
+        if self.skill_csv:
+            name, data = self.skill_csv
+            e["skill_csv"] = {"name": name, "file": f"skills_{i}.csv"}
+            atomic_write(folder / e["skill_csv"]["file"], bytes(data))
+        return e
+
+    @classmethod
+    def from_json(cls, e: dict, folder: Path, callbacks: Callbacks | None = None,
+                  records: TrainingRecords | None = None, runtime: Runtime | None = None) -> RunSpec:
+        """The spec ``to_json`` wrote (``runtime``: where a resume goes on; a new run carries its own)."""
+        if "resume" in e:
+            return cls(None, None, name=e.get("name") or "", resume_from=e["resume"], callbacks=callbacks,
+                       records=records, runtime=runtime)
+        corpus = e["corpus"]
+        if isinstance(corpus, dict):
+            raw = json.loads((folder / corpus["file"]).read_text(encoding="utf-8"))
+            corpus = Corpus(raw["name"], [tuple(p) for p in raw["pairs"]], raw.get("description", ""),
+                            raw.get("meta") or {}, raw.get("documents"))
+        tok = e.get("tokenizer")
+        if isinstance(tok, dict):
+            tok = load_tokenizer(folder / tok["dir"], kind=tok.get("kind"))
+        probe = e.get("probe")
+        if isinstance(probe, dict):
+            probe = Probe(**probe["probe"])
+        model = load_checkpoint(folder / e["model"]).model.train() if e.get("model") else None
+        skill_csv = None
+        if e.get("skill_csv"):
+            skill_csv = (e["skill_csv"]["name"], (folder / e["skill_csv"]["file"]).read_bytes())
+        return cls(BertConfig.from_dict(e["model_config"]), TrainConfig.from_dict(e["train_config"]), corpus=corpus,
+                   corpus_spec=e.get("corpus_spec"), tokenizer=tok if tok is not None else "word",
+                   preset=e.get("preset"), name=e.get("name") or "", source=e.get("source") or "bertcore train",
+                   probe=probe, model=model, callbacks=callbacks, skills=bool(e.get("skills", True)),
+                   skill_csv=skill_csv, defaults=e.get("defaults"),
+                   runtime=Runtime.from_dict(e["runtime"]) if e.get("runtime") else None, records=records)
 
 
 def _tokenizer(spec: RunSpec, corpus):

@@ -42,13 +42,9 @@ from pathlib import Path
 import torch
 
 import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
-from bertcore.analysis.live_probe import Probe
 from bertcore.analysis.records import TrainingRecords
-from bertcore.config import BertConfig, TrainConfig
-from bertcore.data.corpus import Corpus
-from bertcore.data.tokenization import load_tokenizer
 from bertcore.errors import BertcoreError
-from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
+from bertcore.io.checkpoint import atomic_write
 from bertcore.jobs import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
@@ -63,50 +59,12 @@ GONE = "stopped because the server went away"
 # ----------------------------------------------------------------------------- parent: the job folder
 def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0, threads: int = 1,
               runtime: Runtime | None = None) -> Path:
-    """Write the job folder for ``jobs``: each a ``service.RunSpec`` (a new run below ``parent``) or a run
-    directory (a resume). A RunSpec's corpus, tokenizer and prepared model are written as files, so the child
-    builds exactly what the parent holds. ``runtime``: where a resume goes on (a RunSpec carries its own;
-    None: the CPU at fp32)."""
-
+    """Write the job folder for ``jobs``, each a ``service.RunSpec`` (its ``resume_from`` set: a resume) written
+    by its own ``to_json``, so the child builds exactly what the parent holds. ``runtime``: where a resume goes
+    on (a new run's RunSpec carries its own; None: the CPU at fp32)."""
     d = Path(folder)
     d.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for i, job in enumerate(jobs):
-        if isinstance(job, (str, Path)):
-            entries.append({"resume": str(job)})
-            continue
-        e = {"model_config": job.model_config.to_dict(), "train_config": job.train_config.to_dict(),
-             "corpus_spec": job.corpus_spec, "preset": job.preset, "name": job.name, "source": job.source,
-             "defaults": job.defaults, "skills": bool(job.skills),
-             "runtime": job.runtime.to_dict() if job.runtime is not None else None}
-        if isinstance(job.corpus, str):
-            e["corpus"] = job.corpus
-        else:
-            c = job.corpus
-            e["corpus"] = {"file": f"corpus_{i}.json"}
-            atomic_write(d / e["corpus"]["file"], json.dumps(
-                {"name": c.name, "description": c.description, "meta": c.meta, "pairs": [list(p) for p in c.pairs],
-                 "documents": c.documents}, ensure_ascii=False, default=str))
-        if job.tokenizer is None or isinstance(job.tokenizer, str):
-            e["tokenizer"] = job.tokenizer
-        else:
-            e["tokenizer"] = {"dir": f"tokenizer_{i}", "kind": getattr(job.tokenizer, "kind", None)}
-            (d / e["tokenizer"]["dir"]).mkdir()
-            job.tokenizer.save(d / e["tokenizer"]["dir"])
-        if isinstance(job.probe, Probe):
-            e["probe"] = {"probe": job.probe.to_dict()}
-        else:
-            e["probe"] = job.probe  # "default" or None
-        if job.model is not None:
-            if job.tokenizer is None or isinstance(job.tokenizer, str):
-                raise ValueError("a prepared model needs its tokenizer object in the RunSpec")
-            e["model"] = f"model_{i}"
-            save_checkpoint(ModelBundle(model=job.model, tokenizer=job.tokenizer), d / e["model"])
-        if job.skill_csv:
-            name, data = job.skill_csv
-            e["skill_csv"] = {"name": name, "file": f"skills_{i}.csv"}
-            atomic_write(d / e["skill_csv"]["file"], bytes(data))
-        entries.append(e)
+    entries = [job.to_json(d, i) for i, job in enumerate(jobs)]
     atomic_write(d / JOB_FILE, json.dumps({"jobs": entries, "parent": str(parent), "nice": int(nice),
                                            "threads": int(threads),
                                            "runtime": runtime.to_dict() if runtime is not None else None},
@@ -250,34 +208,6 @@ class _Job:
         return Callbacks(start=on_start, step=lambda ev: self.flush(), eval=lambda ev: self.flush(force=True))
 
 
-def _spec(e: dict, folder: Path, callbacks, records: TrainingRecords | None = None):
-    """The ``RunSpec`` of one job entry of job.json."""
-    corpus = e["corpus"]
-    if isinstance(corpus, dict):
-        raw = json.loads((folder / corpus["file"]).read_text(encoding="utf-8"))
-        corpus = Corpus(raw["name"], [tuple(p) for p in raw["pairs"]], raw.get("description", ""),
-                        raw.get("meta") or {}, raw.get("documents"))
-    tok = e.get("tokenizer")
-    if isinstance(tok, dict):
-        tok = load_tokenizer(folder / tok["dir"], kind=tok.get("kind"))
-    probe = e.get("probe")
-    if isinstance(probe, dict):
-        probe = Probe(**probe["probe"])
-    model = None
-    if e.get("model"):
-        model = load_checkpoint(folder / e["model"]).model.train()
-    skill_csv = None
-    if e.get("skill_csv"):
-        skill_csv = (e["skill_csv"]["name"], (folder / e["skill_csv"]["file"]).read_bytes())
-    return service.RunSpec(BertConfig.from_dict(e["model_config"]), TrainConfig.from_dict(e["train_config"]),
-                           corpus=corpus, corpus_spec=e.get("corpus_spec"),
-                           tokenizer=tok if tok is not None else "word", preset=e.get("preset"),
-                           name=e.get("name") or "", source=e.get("source") or "bertcore train", probe=probe,
-                           model=model, callbacks=callbacks, skills=bool(e.get("skills", True)),
-                           skill_csv=skill_csv, defaults=e.get("defaults"), runtime=_runtime(e.get("runtime")),
-                           records=records)
-
-
 def _runtime(d: dict | None) -> Runtime | None:
     """The Runtime a job entry carries (None: the CPU at fp32, as a job file without one always meant)."""
     return Runtime.from_dict(d) if d else None
@@ -326,12 +256,12 @@ def child(folder: str | Path) -> int:
                 state["signal"], state["rec"] = stop, rec
                 if stopped.is_set():
                     stop.request(state["reason"])
-            if "resume" in e:
-                result = service.resume(e["resume"], stop=stop, callbacks=rec.callbacks(),
-                                        runtime=_runtime(job.get("runtime")), records=rec.records)
+            spec = service.RunSpec.from_json(e, folder, rec.callbacks(), rec.records, _runtime(job.get("runtime")))
+            if spec.resume_from is not None:
+                result = service.resume(spec.resume_from, stop=stop, callbacks=spec.callbacks, runtime=spec.runtime,
+                                        records=spec.records)
             else:
-                result = service.train(_spec(e, folder, rec.callbacks(), rec.records), parent=job["parent"],
-                                       stop=stop)
+                result = service.train(spec, parent=job["parent"], stop=stop)
             rec.trainer = result.trainer
             rec.flush(force=True)
             error = result.trainer.error or (result.reason if result.status == "failed" else None)

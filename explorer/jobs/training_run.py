@@ -1,8 +1,8 @@
 """Background training runner of the explorer (no streamlit here: the thread never calls ``st.*``).
 
 ``TrainingRun`` drives the one training route, ``bertcore.jobs.service`` (``train`` / ``resume``), for one or
-more ``Job`` s, one after the other: each job becomes a run directory below ``runs_dir`` (the browser's workspace),
-written while it trains. By default the jobs train in a child process (``bertcore.jobs.worker``: its own
+more jobs, each a ``bertcore.jobs.service.RunSpec`` (``resume_from`` set: a resume), one after the other: each
+becomes a run directory below ``runs_dir`` (the browser's workspace), written while it trains. By default the jobs train in a child process (``bertcore.jobs.worker``: its own
 interpreter lock, so a class's page scripts do not slow it down) and a plain ``threading.Thread`` relays its
 events into the same records a training thread fills (``BERTCORE_TRAINING_PROCESS=0``: they train in that thread).
 Runs are also registered per workspace (``find_live``), so a reloaded tab of the same workspace finds the run still
@@ -20,9 +20,8 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -50,19 +49,6 @@ from explorer.jobs.training_slots import (
 )
 
 TRAINED_LABEL = mark("trained in this session")  # the runs' source (run.json); pages show tr(TRAINED_LABEL)
-
-
-@dataclass
-class Job:
-    model_config: Any
-    train_config: Any
-    label: str = "model"
-    preset: str | None = None
-    resume_dir: Any = None  # a stopped run directory to continue instead of a new run
-    probe: Any = "default"  # bertcore.analysis.live_probe.Probe, "default" (from the corpus) or None
-    model: Any = None  # a prepared initial model (Compare: same initial weights); None builds one from the seed
-    skill_csv: Any = None  # (name, bytes) of the user's own skill items (text,right,wrong), scored with the built-in
-    defaults: dict | None = None  # what bertcore.data.corpus_defaults chose for the corpus (recorded in run.json)
 
 
 @dataclass
@@ -227,7 +213,7 @@ class TrainingRun:
         if done and status in ("running", "preparing"):
             eta = elapsed / done * max(0, total_steps - done)
         return RunSnapshot(status, self.running, job, step, steps, done, total_steps, elapsed, eta, hists,
-                           [j.label for j in self.jobs], message, errors, dirs, probes, baselines, skills,
+                           [j.name for j in self.jobs], message, errors, dirs, probes, baselines, skills,
                            self.runtime.label)
 
     # -- worker thread: never calls st.* --
@@ -255,15 +241,14 @@ class TrainingRun:
 
         return Callbacks(start=on_start, step=on_step, eval=on_eval)
 
-    def _spec(self, job: Job, callbacks=None, records: TrainingRecords | None = None):
-        """What ``service`` trains for ``job``: its run directory (a resume) or a RunSpec."""
-        if job.resume_dir is not None:
-            return Path(job.resume_dir)
-        return service.RunSpec(job.model_config, job.train_config, corpus=self.corpus, corpus_spec=self.corpus_spec,
-                               tokenizer=self.tokenizer if self.tokenizer is not None else "word",
-                               preset=job.preset, name=job.label, source=TRAINED_LABEL, probe=job.probe,
-                               model=job.model, callbacks=callbacks, skill_csv=job.skill_csv, defaults=job.defaults,
-                               runtime=self.runtime, records=records)
+    def _spec(self, job: service.RunSpec, callbacks=None, records: TrainingRecords | None = None) -> service.RunSpec:
+        """``job`` as ``service`` trains it here: this run's corpus and tokenizer, the server's device, the app's
+        source label, and this thread's listeners."""
+        if job.resume_from is not None:
+            return replace(job, callbacks=callbacks, records=records, runtime=self.runtime)
+        return replace(job, corpus=self.corpus, corpus_spec=self.corpus_spec,
+                       tokenizer=self.tokenizer if self.tokenizer is not None else "word", source=TRAINED_LABEL,
+                       callbacks=callbacks, records=records, runtime=self.runtime)
 
     def _run(self) -> None:
         failed = "the training thread ended unexpectedly"  # or the message of the error that ended the run
@@ -302,8 +287,8 @@ class TrainingRun:
                     stop.request(self._stop_reason)
             records = TrainingRecords()
             spec = self._spec(job, self._callbacks(i, records), records)
-            if isinstance(spec, Path):
-                result = service.resume(spec, stop=stop, callbacks=self._callbacks(i, records), runtime=self.runtime,
+            if spec.resume_from is not None:
+                result = service.resume(spec.resume_from, stop=stop, callbacks=spec.callbacks, runtime=spec.runtime,
                                         records=records)
             else:
                 result = service.train(spec, parent=self._parent(), stop=stop)

@@ -26,6 +26,7 @@ import streamlit as st
 
 import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 from bertcore.config import BertConfig, TrainConfig
+from bertcore.jobs.service import RunSpec
 from bertcore.data.user_text import is_blank
 from bertcore.data.corpus import tutorial_corpus
 from bertcore.errors import BertcoreError
@@ -33,7 +34,7 @@ from bertcore.io.checkpoint import save_checkpoint
 from bertcore.training import runs
 from explorer.session import folder_access, share_links
 from explorer.i18n import mark, ntr, tr
-from explorer.jobs.training_run import Job, TrainingRun, find_live, fmt_seconds, register_live
+from explorer.jobs.training_run import TrainingRun, find_live, fmt_seconds, register_live
 from explorer.jobs.training_slots import ServerBusy
 from explorer.session.uploads import load_checkpoint_zip
 from explorer.page_errors import error_text
@@ -278,7 +279,7 @@ def resume_run(run_id: str) -> str | None:
         return tr("A training is already running in this workspace; stop it first.")
     ws = workspace_id()
     try:
-        run = TrainingRun([Job(bc, tc, info.name, resume_dir=d)], None, runs_dir=workspace_path(create=True),
+        run = TrainingRun([RunSpec(bc, tc, name=info.name, resume_from=d)], None, runs_dir=workspace_path(create=True),
                           on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
     except BertcoreError as e:  # a server setting (BERTCORE_*) that is not a number
         return error_text(e)
@@ -312,7 +313,7 @@ def _key_of_dir(d: Path) -> str:
 
 def default_jobs():
     _, tok = shared_corpus_and_tokenizer()
-    return [Job(BertConfig(vocab_size=tok.vocab_size), TrainConfig(), "default model", preset="original BERT")]
+    return [RunSpec(BertConfig(vocab_size=tok.vocab_size), TrainConfig(), name="default model", preset="original BERT")]
 
 
 def default_train_button(key: str) -> None:
