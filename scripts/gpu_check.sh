@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 43's GPU checks as one command, for a machine with a CUDA GPU and no network (docs/BENCH.md, "GPU bench"):
+# the GPU checks as one command, for a machine with a CUDA GPU and no network (docs/BENCH.md, "GPU bench"):
 #   bash scripts/gpu_check.sh                 on the GPU machine: the bench (python -m bench.gpu) and the GPU tests
 #   bash scripts/gpu_check.sh --fetch-wheels  here, with network: the pinned wheels the GPU image lacks -> .gpu-wheels/
 # The GPU image has torch, transformers, numpy, pandas, safetensors, tokenizers, tqdm and scipy; bertcore also
