@@ -22,7 +22,7 @@ def browser_sources() -> list[Path]:
     """The browser tests, their shared helpers and the bench modules they drive a page with (bench.harness, where the
     budgets are set and the app server starts and stops, and bench.harness.nginx, the proxy in front of servers, aside)."""
     tests = sorted(TESTS.glob("test_browser*.py"))
-    bench = {m for p in tests for m in re.findall(r"^from (bench\.\w+) import", p.read_text(encoding="utf-8"), re.M)}
+    bench = {m for p in tests for m in re.findall(r"^from (bench(?:\.\w+)+) import", p.read_text(encoding="utf-8"), re.M)}
     bench -= {"bench.harness", "bench.harness.nginx"}
     return tests + [TESTS / "browser_marks.py"] + sorted(REPO / (m.replace(".", "/") + ".py") for m in bench)
 

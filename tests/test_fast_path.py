@@ -66,8 +66,7 @@ def test_for_device_turns_everything_on_for_cuda_and_nothing_on_a_cpu():
 
 
 def test_a_cpu_trainer_keeps_the_private_dropout_generator_and_no_fast_path():
-    tr = Trainer(BertConfig(), TrainConfig(steps=2, eval_every=0, snapshot_every=0), builtin_corpus(seed=0),
-                 probe=None)
+    tr = Trainer(BertConfig(), TrainConfig(steps=2, eval_every=0, snapshot_every=0), builtin_corpus(seed=0))
     assert tr.fast == FastPath() and tr.model.fast == FastPath()
     gens = {id(m.generator) for m in tr.model.modules() if hasattr(m, "generator")}
     assert gens == {id(tr._dropout_gen)}
