@@ -7,7 +7,7 @@ import random
 import pytest
 
 from bertcore.cli import build_parser
-from bertcore.cli.train import _train_spec
+from bertcore.cli.train import train_spec
 from bertcore.data.corpus import SHORT_MAX_SEQ_LEN, load_corpus_file
 from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
 from explorer.jobs import train_form
@@ -35,7 +35,7 @@ def _page_defaults(monkeypatch, path):
 def test_same_file_same_config_on_page_and_cli(monkeypatch, tmp_path, words, expect_len):
     path = _prose(tmp_path / "prose.txt", words)
     page, page_tok = _page_defaults(monkeypatch, path)
-    spec = _train_spec(build_parser().parse_args(["train", "--corpus", str(path)]))
+    spec = train_spec(build_parser().parse_args(["train", "--corpus", str(path)]))
     assert page.max_seq_len == spec.train_config.max_seq_len == expect_len
     assert page.tokenizer == spec.tokenizer.kind == "wordpiece"
     assert page.vocab_size == spec.tokenizer_vocab_size and len(page_tok.vocab) == len(spec.tokenizer.vocab)
@@ -43,17 +43,17 @@ def test_same_file_same_config_on_page_and_cli(monkeypatch, tmp_path, words, exp
 
 
 def test_builtin_keeps_the_preset_and_an_override_wins(tmp_path):
-    spec = _train_spec(build_parser().parse_args(["train", "--corpus", "builtin-zh"]))
+    spec = train_spec(build_parser().parse_args(["train", "--corpus", "builtin-zh"]))
     assert spec.train_config.max_seq_len == 48 and spec.tokenizer == "word" and spec.defaults is None
     path = _prose(tmp_path / "p.txt", 20)
-    spec = _train_spec(build_parser().parse_args(["train", "--corpus", str(path), "--set", "max_seq_len=40"]))
+    spec = train_spec(build_parser().parse_args(["train", "--corpus", str(path), "--set", "max_seq_len=40"]))
     assert spec.train_config.max_seq_len == 40
 
 
 def test_the_run_records_the_defaults(tmp_path):
     from bertcore.jobs import service
     path = _prose(tmp_path / "p.txt", 20, n_paras=20)
-    spec = _train_spec(build_parser().parse_args(["train", "--corpus", str(path), "--steps", "2"]))
+    spec = train_spec(build_parser().parse_args(["train", "--corpus", str(path), "--steps", "2"]))
     result = service.train(spec, tmp_path / "run")
     meta = json.loads((tmp_path / "run" / "run.json").read_text(encoding="utf-8"))
     assert meta["corpus_defaults"]["max_seq_len"] == SHORT_MAX_SEQ_LEN == result.trainer.config.max_seq_len
@@ -110,7 +110,7 @@ def test_a_large_character_set_gets_the_short_cut_on_page_and_cli(monkeypatch, t
     offer 20 tokens (not 28), record it, and train with it."""
     path = _chinese(tmp_path / "zh.txt")
     page, page_tok = _page_defaults(monkeypatch, path)
-    spec = _train_spec(build_parser().parse_args(["train", "--corpus", str(path)]))
+    spec = train_spec(build_parser().parse_args(["train", "--corpus", str(path)]))
     assert page_tok.vocab_size > 4000 and len(spec.tokenizer.vocab) == page_tok.vocab_size
     assert page.max_seq_len == spec.train_config.max_seq_len == 20
     assert spec.defaults == page.to_dict() and "20 tokens" in page.reason

@@ -34,16 +34,16 @@ from bertcore.training.history import History
 class TrainingRecords:
     """The live probe's rows, the skills' history and the attention snapshots of one trainer.
 
-    ``probe``: a ``Probe``, "default" (one taken from the trainer's corpus; none for shard training) or None (off).
-    ``skills``: a ``SkillSuite`` or None. Build with ``attach``; a resumed run fills the lists from its files
-    first and attaches with ``first=False``.
+    Made by ``attach``: ``probe`` is a ``Probe``, "default" (one taken from the trainer's corpus; none for shard
+    training) or None (off); ``skills`` a ``SkillSuite`` or None. A resumed run fills the lists from its files
+    first and attaches them with ``first=False``.
     """
 
-    def __init__(self, probe: Probe | None = None, skills: SkillSuite | None = None):
-        self.probe = probe
+    def __init__(self):
+        self.probe: Probe | None = None
         self.probe_history: list[dict] = []
-        self.skills = skills
-        self.skills_history = History(("step", "seconds", *skills.names), ("seconds",)) if skills else None
+        self.skills: SkillSuite | None = None
+        self.skills_history: History | None = None  # step, seconds, one column per skill
         self.snapshots: list[AttentionSnapshot] = []
         self.probe_tokens: list[str] = []
         self._trainer = None
@@ -52,15 +52,14 @@ class TrainingRecords:
     @classmethod
     def attach(cls, trainer, probe="default", skills: SkillSuite | None = None, *, first: bool = True,
                records: TrainingRecords | None = None) -> TrainingRecords:
-        """Listen to ``trainer`` (records of a given ``records`` object, else new ones); ``first``: record step 0
-        (the trainer's current weights) at once."""
+        """Listen to ``trainer`` (into ``records``, e.g. a resumed run's restored rows, else new ones); ``first``:
+        record step 0 (the trainer's current weights) at once."""
+        rec = records if records is not None else cls()
         if probe == "default":
             probe = default_probe(trainer.corpus, trainer.tokenizer) if trainer.corpus is not None else None
-        rec = records if records is not None else cls(probe, skills)
-        if records is not None:
-            rec.probe, rec.skills = probe, skills
-            if skills is not None and rec.skills_history is None:
-                rec.skills_history = History(("step", "seconds", *skills.names), ("seconds",))
+        rec.probe, rec.skills = probe, skills
+        if skills is not None and rec.skills_history is None:
+            rec.skills_history = History(("step", "seconds", *skills.names), ("seconds",))
         rec._trainer = trainer
         rec._pair = _snapshot_pair(trainer)
         rec.probe_tokens = list(trainer.tokenizer.convert_ids_to_tokens(rec._pair[0][0].tolist()))

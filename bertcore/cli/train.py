@@ -17,7 +17,9 @@ from bertcore.cli.common import (
 from bertcore.cli.data import cmd_train_data, is_shard_run, refuse_data_options
 
 
-def _train_spec(args):
+def train_spec(args):
+    """The RunSpec ``train --corpus ...`` trains: the preset's configs with ``--set``, and for a corpus file the
+    tokenizer, vocabulary and length the Train page would pick for it (bertcore.data.corpus_defaults)."""
     from bertcore.presets import preset_tokenizer
     from bertcore.jobs.service import RunSpec
 
@@ -73,7 +75,7 @@ def cmd_train(args) -> int:
             raise CliError(f"--resume continues a run with its saved settings; drop {', '.join(given)}")
         rt = runtime_of(args)  # where it goes on now: --device / --precision as given (default auto)
     else:
-        spec = _train_spec(args)
+        spec = train_spec(args)
         if args.out and os.path.exists(os.path.expanduser(args.out)) and not os.path.isdir(os.path.expanduser(args.out)):
             raise CliError(f"--out {args.out} exists and is a file; give a directory path")
     bar = ProgressBar(lambda tr, run_dir: (
