@@ -14,6 +14,7 @@ from bertcore.analysis.steering import skill_flips, skill_suite, steer_text, ste
 from bertcore.data.user_text import is_blank
 from bertcore.io.sae_io import FEATURES_FILE, SAES_DIR, hook_of
 from bertcore.io.steps import list_steps
+from bertcore.training.job import INTERRUPTED, read_state
 from explorer import replay, tour
 from explorer.jobs import sae_jobs
 from explorer.figures import skills_view
@@ -104,6 +105,10 @@ def _jobs(run_dir: Path, spec: SAESpec, steps: list[int], model) -> None:
             st.error(tr(snap.message))
 
     progress()
+    last = read_state(run_dir / SAES_DIR) if job is None else None  # the job kept on disk (a restart since?)
+    if last is not None and last.get("message") == INTERRUPTED:
+        st.info(tr("The last SAE training of this run was interrupted (its server stopped); the SAEs it finished "
+                   "are kept. Train again to finish it."))
     if state.read_only():  # a run shown by a read-only link: its folder is not written from here
         st.info(tr(state.READ_ONLY))
         return

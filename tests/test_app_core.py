@@ -175,12 +175,10 @@ def where(request, monkeypatch):
 
 def _last_allowed_step(r, seen: int) -> int:
     """The last step a stopped run may have trained: the step under way when the stop arrived. ``seen``: steps
-    the caller saw before it asked. In its own process the run reports the step its stop request found, which is
-    at least ``seen`` (the parent's rows trail the child's by up to one flush)."""
-    if r.in_process:
-        assert r.stop_steps[0] is not None and r.stop_steps[0] >= seen, (r.stop_steps, seen)
-        return r.stop_steps[0] + 1
-    return seen + 1
+    the caller saw before it asked. The run reports the step its stop request found (``stop_steps``), which is
+    at least ``seen`` (the rows a caller sees trail the trainer's by up to one flush, in a thread as in a child)."""
+    assert r.stop_steps[0] is not None and r.stop_steps[0] >= seen, (r.stop_steps, seen)
+    return r.stop_steps[0] + 1
 
 
 def test_stop_takes_effect_at_the_next_step(small, where):
@@ -201,8 +199,8 @@ def test_stop_takes_effect_at_the_next_step(small, where):
 
 def test_abandoned_run_stops_itself(small, where):
     """An unpolled run stops itself once its heartbeat is ``abandon_after`` seconds old, never before; and at the step
-    after the heartbeat went stale (counted in steps, not seconds: machines differ; in its own process, the parent
-    sees the stale heartbeat at the child's next report, which comes at least every FLUSH_SECONDS)."""
+    after its job's watcher saw the heartbeat stale (bertcore.training.job: it looks every 0.1 s; counted in steps,
+    not seconds, since machines differ)."""
     r = _run(small, steps=100000, abandon_after=3600.0)  # not abandoned while the test polls, however slowly
     r.start()
     _wait_steps(r, 2)

@@ -226,9 +226,9 @@ def test_the_worker_process_trains_with_the_runtime_of_the_job_json(tmp_path):
     spec = service.RunSpec(b, t, corpus="tutorial", skills=False, name="bf16 child",
                            runtime=Runtime("cpu", "bf16"))
     folder = worker.write_job(tmp_path / "job", [spec], tmp_path / "runs")
-    proc = worker.TrainingProcess(folder)
-    events = list(proc.events())
-    assert proc.wait(60) == 0, proc.crash_text()
+    proc = worker.spawn(folder)
+    events = list(worker.events(proc))
+    assert worker.finish(proc, 60) == 0, worker.crash_text(folder)
     start = next(e for e in events if e["ev"] == "start")
     end = next(e for e in events if e["ev"] == "job_end")
     assert start["runtime"] == "cpu, bf16" and end["status"] == "finished"

@@ -147,12 +147,10 @@ def test_a_damaged_sae_folder_is_a_message(features_page, trained, tmp_path):
 def test_one_sae_job_per_workspace_and_a_cap_per_server(monkeypatch, tmp_path):
     gate = threading.Event()
 
-    def run(self):
+    def work(self):
         gate.wait(30)
-        with self._lock:
-            self._status = "finished"
 
-    monkeypatch.setattr(sae_jobs.SAEJob, "_run", run)
+    monkeypatch.setattr(sae_jobs.SAEJob, "work", work)
     monkeypatch.setattr(training_slots, "max_trainings", lambda: 2)
     spec = SAESpec(layer=0)
     a = sae_jobs.start_job("wsA-0123456789abcdef", tmp_path, spec)
@@ -166,3 +164,27 @@ def test_one_sae_job_per_workspace_and_a_cap_per_server(monkeypatch, tmp_path):
     sae_jobs.start_job("wsC-0123456789abcdef", tmp_path, spec).join(10)
     for ws in ("wsA-0123456789abcdef", "wsB-0123456789abcdef", "wsC-0123456789abcdef"):
         sae_jobs.forget(ws)
+
+
+def test_an_sae_job_cut_short_by_a_restart_says_so(features_page, trained):
+    """The SAE job keeps its state in the run's saes/job.json; a page opened after its server stopped (no job in
+    this process, the pid gone) says it was interrupted and that the finished SAEs are kept."""
+    import subprocess
+    import sys
+
+    from bertcore.training.job import JOB_FILE
+
+    root, run, d, _ = trained
+    sae_jobs.forget(WS)
+    gone = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    state_file = run / "saes" / JOB_FILE
+    state_file.write_text(json.dumps({"kind": "SAE training", "status": "running", "pid": gone}))
+    try:
+        at = features_page()
+        assert any("was interrupted" in i.value and "are kept" in i.value for i in at.info), [i.value for i in at.info]
+        state_file.write_text(json.dumps({"kind": "SAE training", "status": "finished", "pid": gone}))
+        at = features_page()
+        assert not any("was interrupted" in i.value for i in at.info)
+    finally:
+        state_file.unlink()

@@ -61,11 +61,11 @@ def test_a_run_lock_excludes_processes_and_threads_and_dies_with_its_process(tmp
         p.kill()  # SIGKILL: no clean-up runs, the kernel drops the lock
         p.wait(30)
     assert locks.is_held(d) is False
-    mine = locks.hold(d)
+    locks.hold(d)
     assert locks.held_here(d) and locks.is_held(d) is True
     with pytest.raises(locks.RunBusy):  # a second holder in the same process (another thread) is refused too
         locks.hold(d)
-    mine.release()
+    locks.release(d)
     assert not locks.held_here(d) and locks.is_held(d) is False
 
 
@@ -75,7 +75,7 @@ def test_the_lock_not_the_pid_says_whether_a_run_trains(tmp_path):
     runs.update_run_json(d, status="running", pid=1)  # pid 1 is alive (init) but does not train it
     info = runs.read_run(d)
     assert (info.status, info.resumable) == ("stopped", True) and "interrupted at step 10" in info.reason
-    lock = locks.hold(d)  # another replica trains it now: held, and not by a resume of this process ...
+    locks.hold(d)  # another replica trains it now: held, and not by a resume of this process ...
     try:
         code = "import sys\nfrom bertcore.training import runs\nprint(runs.read_run(sys.argv[1]).status)\n"
         seen = subprocess.run([sys.executable, "-c", code, str(d)], capture_output=True, text=True, env=env(), cwd=ROOT,
@@ -84,7 +84,7 @@ def test_the_lock_not_the_pid_says_whether_a_run_trains(tmp_path):
         with pytest.raises(InputError, match="still training"):
             runs.delete_run(d, root=tmp_path)
     finally:
-        lock.release()
+        locks.release(d)
     assert runs.read_run(d).status == "stopped"
 
 

@@ -130,7 +130,7 @@ def test_bad_input_a_crash_and_a_failed_run_are_messages(data, tmp_path, monkeyp
     t0 = time.time()
     while r.snapshot().total_done < 2 and time.time() - t0 < 120:
         time.sleep(0.05)
-    os.kill(r._proc.proc.pid, signal.SIGKILL)
+    os.kill(r._proc.pid, signal.SIGKILL)
     assert r.join(TRAINING_END)
     s = r.snapshot()
     assert s.status == "error" and "ended unexpectedly" in s.message and "-9" in s.message
@@ -143,16 +143,16 @@ def test_the_server_going_away_leaves_a_resumable_run(data, tmp_path):
     corpus, tok, cfg = data
     folder = tmp_path / "job"
     worker.write_job(folder, [service.RunSpec(cfg, _tc(steps=100000), corpus=corpus, tokenizer=tok)], tmp_path / "out")
-    proc = worker.TrainingProcess(folder)
+    proc = worker.spawn(folder)
     seen = 0
-    for ev in proc.events():
+    for ev in worker.events(proc):
         if ev["ev"] == "rows":
             seen = ev["history"]["rows"][-1]["step"]
             if seen >= 3:
-                proc.proc.stdin.close()  # what the kernel does when the server is killed
+                proc.stdin.close()  # what the kernel does when the server is killed
                 break
-    rest = list(proc.events())
-    assert proc.wait(60) == 0
+    rest = list(worker.events(proc))
+    assert worker.finish(proc, 60) == 0
     end = next(e for e in rest if e["ev"] == "job_end")
     assert end["status"] == "stopped" and end["reason"].startswith(worker.GONE) and end["stop_step"] >= seen
     info = runs.read_run(Path(end["run_dir"]))

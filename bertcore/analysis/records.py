@@ -17,18 +17,30 @@ wants the records attaches them (the pretraining route, bertcore.jobs.service; a
     records.probe_history[-1]["top1"], records.snapshots[-1].attentions.shape   # (L, H, T, T)
 
 Every record is taken in eval mode and draws no random numbers, so attaching them never changes the curve.
+
+The records are also what a pretraining run keeps in its folder: ``drive`` (bertcore.training.drive) calls their
+``save``, ``metrics`` and ``bundle``, as it calls a fine-tuning ``Route``'s.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from bertcore.analysis.inference import encode_pair
-from bertcore.analysis.live_probe import Probe, default_probe, run_probe
+from bertcore.analysis.live_probe import Probe, default_probe, run_probe, write_probe_csv
 from bertcore.analysis.skills import SkillSuite
-from bertcore.io.checkpoint import AttentionSnapshot
+from bertcore.data.skill_items import write_items_jsonl
+from bertcore.io.checkpoint import AttentionSnapshot, ModelBundle, atomic_write, save_checkpoint
+from bertcore.io.steps import save_step
 from bertcore.model.modes import eval_mode
 from bertcore.training.history import History
+from bertcore.training.resume import RESUME_FILE, save_trainer_state
+
+PROBE_FILE = "probe.csv"  # the live probe's rows (bertcore.analysis.live_probe)
+SKILLS_FILE = "skills.csv"  # step x skill: the share of items passed at every evaluation (bertcore.analysis.skills)
+SKILL_ITEMS_FILE = "skills_items.jsonl"  # the items scored (skill, text, right, wrong[, text_b]), to recompute them
 
 
 class TrainingRecords:
@@ -74,6 +86,31 @@ class TrainingRecords:
         return rec
 
     # ------------------------------------------------------------------ listeners
+    # -- what drive (bertcore.training.drive) keeps of a pretraining run: its route --
+    def save(self, trainer, run_dir: Path, meta: dict) -> None:
+        """The run's files (all but run.json): checkpoint, the weights of this step (replay), probe.csv, the skills
+        scored so far (skills.csv) and their items (skills_items.jsonl), the resume state."""
+        save_checkpoint(self.bundle(trainer, meta), run_dir)
+        save_step(trainer.model, run_dir, trainer.step_count)
+        if self.probe_history:
+            write_probe_csv(self.probe_history, run_dir / PROBE_FILE)
+        if self.skills is not None:
+            if not (run_dir / SKILL_ITEMS_FILE).is_file():
+                atomic_write(run_dir / SKILL_ITEMS_FILE, write_items_jsonl(self.skills.items))
+            atomic_write(run_dir / SKILLS_FILE, self.skills_history.to_csv())
+        save_trainer_state(trainer, run_dir / RESUME_FILE)
+
+    def metrics(self, trainer) -> dict:
+        """run.json's "metrics": the last held-out evaluation."""
+        return trainer.history.last_eval()
+
+    def bundle(self, trainer, meta: dict) -> ModelBundle:
+        """The trained model with everything recorded (RunResult.bundle)."""
+        return ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history.frame(),
+                           name=meta.get("name", ""), source=meta.get("source", ""), snapshots=list(self.snapshots),
+                           probe_tokens=list(self.probe_tokens), train_config=trainer.config.to_dict())
+
+    # -- the listeners --
     def _evaluated(self) -> None:
         """Ask the probe and score the skills at the trainer's current step (one row per step)."""
         tr = self._trainer

@@ -5,15 +5,13 @@ when labels are few; d2l §14.8).
 Every point is one ``PairTuner`` (``bertcore.finetune.route``): both models on the same labelled
 examples, batch order, dropout masks and classifier init, evaluated once at the end on the task's fixed held-out
 split. The labelled subsets are seeded prefixes (``data.tasks.labelled_subset``), so a larger point contains the
-smaller ones. ``LabelSweep`` runs a sweep in a background thread (no UI code) and keeps it in ``sweep.json``
+smaller ones. ``LabelSweep`` runs a sweep as a background job (no UI code) and keeps it in ``sweep.json``
 of a comparison's folder, rewritten atomically after every point.
 """
 from __future__ import annotations
 
 import json
 import os
-import threading
-import time
 from pathlib import Path
 
 import torch
@@ -25,6 +23,7 @@ from bertcore.io.checkpoint import atomic_write
 from bertcore.message import Message
 from bertcore.training import runs
 from bertcore.training.callbacks import Callbacks
+from bertcore.training.job import BackgroundJob
 from bertcore.training.runs import pid_alive
 
 DEFAULT_POINTS = (16, 64, 256, 0)  # 0 = every labelled example of the task's pool
@@ -114,49 +113,34 @@ def read_sweep(d: str | Path) -> dict | None:
     return data
 
 
-class LabelSweep:
-    """Runs ``label_sweep`` in a thread and keeps it in ``out_dir/sweep.json``; ``snapshot()`` is the heartbeat."""
+class LabelSweep(BackgroundJob):
+    """Runs ``label_sweep`` as a background job (``bertcore.training.job.BackgroundJob``) and keeps it in
+    ``out_dir/sweep.json`` (its state on disk, rewritten at every point); ``snapshot()`` is the heartbeat."""
+
+    kind = "label sweep"
 
     def __init__(self, pretrained, tokenizer, task, config: FinetuneConfig, out_dir, points=DEFAULT_POINTS,
                  source: str = "", abandon_after: float = 10.0):
+        super().__init__(abandon_after)
         self.pretrained, self.tokenizer, self.task, self.config = pretrained, tokenizer, task, config
         self.out_dir, self.points, self.source = Path(out_dir), [int(p) for p in points], source
-        self.abandon_after = float(abandon_after)
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._data = {"format": 1, "status": "running", "reason": None, "task": task.name, "source": source,
                       "planned": self.points, "steps": int(config.steps), "seed": int(config.seed),
                       "chance": 1 / task.num_labels, "points": [], "pid": os.getpid()}
-        self._thread: threading.Thread | None = None
-        self._t1 = 0.0
-        self.last_poll = time.monotonic()
 
-    def start(self, on_exit=None) -> "LabelSweep":
-        self.last_poll = time.monotonic()
-        self._thread = threading.Thread(target=self._run, args=(on_exit,), name="bx-label-sweep", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return not self.running
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def _finished(self) -> float | None:
-        return self._t1 or None
+    def progress(self) -> float:
+        with self._lock:
+            return len(self._data["points"]) / max(1, len(self.points))
 
     def snapshot(self) -> dict:
-        self.last_poll = time.monotonic()
+        self.heartbeat()
         with self._lock:
             return json.loads(json.dumps(self._data))
+
+    def failure(self, e: Exception) -> str:
+        msg = str(e) if isinstance(e, BertcoreError) else f"the sweep failed: {type(e).__name__}: {e}"
+        self._save(status="failed", reason=msg)
+        return msg
 
     def _save(self, **changes) -> None:
         with self._lock:
@@ -168,34 +152,18 @@ class LabelSweep:
             with self._lock:
                 self._data["message"] = f"could not save the sweep to {self.out_dir}: {e}"
 
-    def _run(self, on_exit) -> None:
-        watcher_done = threading.Event()
-
-        def watch():  # the heartbeat: nobody polling for abandon_after seconds means the tab was closed
-            while not watcher_done.wait(0.2):
-                if time.monotonic() - self.last_poll > self.abandon_after:
-                    self._stop.set()
-                    return
-
-        threading.Thread(target=watch, name="bx-label-sweep-watch", daemon=True).start()
+    def work(self) -> None:
         runs.mark_active(self.out_dir, True)  # the comparison cannot be deleted while it is swept
         try:
             torch.set_num_threads(1)
+            self.set_status("running")
             self._save()
-            got = label_sweep(self.pretrained, self.tokenizer, self.task, self.config, self.points, self._stop,
+            got = label_sweep(self.pretrained, self.tokenizer, self.task, self.config, self.points, self.stop_signal,
                               on_point=lambda p, so_far: self._save(points=so_far))
             if len(got) == len(self.points):
                 self._save(points=got, status="finished")
             else:
                 self._save(points=got, status="stopped", reason=f"stopped after {len(got)} of {len(self.points)} "
                            "points")
-        except Exception as e:  # noqa: BLE001 - shown as a message, never a traceback
-            msg = str(e) if isinstance(e, BertcoreError) else f"the sweep failed: {type(e).__name__}: {e}"
-            self._save(status="failed", reason=msg)
         finally:
             runs.mark_active(self.out_dir, False)
-            watcher_done.set()
-            self._t1 = time.monotonic()
-            if on_exit is not None:
-                on_exit()
-

@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from bertcore.analysis.live_probe import Probe, read_probe_csv, write_probe_csv
-from bertcore.analysis.records import TrainingRecords
+from bertcore.analysis.live_probe import Probe, read_probe_csv
+from bertcore.analysis.records import PROBE_FILE, SKILL_ITEMS_FILE, SKILLS_FILE, TrainingRecords  # noqa: F401
 from bertcore.analysis.skills import SkillSuite
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
 from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
@@ -28,25 +28,22 @@ from bertcore.data.corpus import Corpus, suggested_vocab_size
 from bertcore.data.pretraining import MaskingRates
 from bertcore.data.shard_batches import ShardData
 from bertcore.data.shards import ShardReader
-from bertcore.data.skill_items import parse_skill_csv, read_items_jsonl, write_items_jsonl
+from bertcore.data.skill_items import parse_skill_csv, read_items_jsonl
 from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer, load_tokenizer
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
-from bertcore.io.steps import save_step, truncate_after
+from bertcore.io.steps import truncate_after
 from bertcore.message import Message
 from bertcore.settings import env_number
 from bertcore.training import locks, runs
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
-from bertcore.training.drive import Route, RunResult, StopSignal, drive, drive_quietly, open_run_dir
+from bertcore.training.drive import RunResult, StopSignal, drive, drive_quietly, open_run_dir
 from bertcore.training.history import History
-from bertcore.training.resume import RESUME_FILE, load_trainer_state, save_trainer_state
+from bertcore.training.resume import RESUME_FILE, load_trainer_state
 from bertcore.training.run_corpus import CORPUS_FILE, DOCUMENTS_FILE, SHARDS_PREFIX, load_run_corpus
 from bertcore.training.trainer import Trainer
 
-PROBE_FILE = "probe.csv"  # the live probe's rows (bertcore.analysis.live_probe)
-SKILLS_FILE = "skills.csv"  # step x skill: the share of items passed at every evaluation (bertcore.analysis.skills)
-SKILL_ITEMS_FILE = "skills_items.jsonl"  # the items scored (skill, text, right, wrong[, text_b]), to recompute them
 
 
 def max_model_mb() -> float:
@@ -177,32 +174,6 @@ def _tokenizer(spec: RunSpec, corpus):
     return spec.tokenizer
 
 
-def _bundle(records: TrainingRecords, trainer, meta: dict) -> ModelBundle:
-    return ModelBundle(model=trainer.model, tokenizer=trainer.tokenizer, history=trainer.history.frame(),
-                       name=meta.get("name", ""), source=meta.get("source", ""), snapshots=list(records.snapshots),
-                       probe_tokens=list(records.probe_tokens), train_config=trainer.config.to_dict())
-
-
-def _save_pretraining(records: TrainingRecords, trainer, run_dir: Path, meta: dict) -> None:
-    """The pretraining route's files (all but run.json): checkpoint, the weights of this step (replay),
-    probe.csv, the skills scored so far (skills.csv) and their items (skills_items.jsonl), the resume state."""
-    save_checkpoint(_bundle(records, trainer, meta), run_dir)
-    save_step(trainer.model, run_dir, trainer.step_count)
-    if records.probe_history:
-        write_probe_csv(records.probe_history, run_dir / PROBE_FILE)
-    if records.skills is not None:
-        if not (run_dir / SKILL_ITEMS_FILE).is_file():
-            atomic_write(run_dir / SKILL_ITEMS_FILE, write_items_jsonl(records.skills.items))
-        atomic_write(run_dir / SKILLS_FILE, records.skills_history.to_csv())
-    save_trainer_state(trainer, run_dir / RESUME_FILE)
-
-
-def pretraining_route(records: TrainingRecords) -> Route:
-    """What a pretraining run keeps in its folder (bertcore.training.drive.Route), with its ``records``."""
-    return Route(lambda trainer, run_dir, meta: _save_pretraining(records, trainer, run_dir, meta),
-                 lambda trainer: trainer.history.last_eval(), lambda trainer, meta: _bundle(records, trainer, meta))
-
-
 def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=None, callbacks=None) -> Trainer:
     """A Trainer over the shards in ``data_dir`` (bertcore.data.shards); this process's slice when distributed."""
     rt = runtime if runtime is not None else Runtime()
@@ -270,12 +241,12 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
         return drive_quietly(trainer, stop)
     name = " ".join((spec.name or f"{spec.preset or 'custom'}, seed {tc.seed}").split())[:runs.MAX_NAME_LEN]
     d = open_run_dir(run_dir, parent, name)
-    lock = locks.hold(d)  # RunBusy, before anything is written, when another process trains this folder
+    locks.hold(d)  # RunBusy, before anything is written, when another process trains this folder
     try:
         return drive(trainer, d, _new_run_files(spec, d, trainer, corpus, corpus_spec, name), stop,
-                     pretraining_route(records), lock=lock)
+                     records, held=True)
     finally:
-        lock.release()
+        locks.release(d)
 
 
 def _new_run_files(spec: RunSpec, d: Path, trainer, corpus, corpus_spec, name: str) -> dict:
@@ -304,12 +275,12 @@ def resume(run_dir: str | Path, *, stop: StopSignal | None = None, callbacks: Ca
     if runtime is not None and not runtime.is_main:  # a distributed run's other ranks: rank 0 checks and locks
         return _resume(d, stop, callbacks, runtime, None, records)
     _check_resumable(d, runs.read_run(d))
-    lock = locks.hold(d)
+    locks.hold(d)
     try:
         _check_resumable(d, runs.read_run(d))  # again under the lock: another process may have resumed it
-        return _resume(d, stop, callbacks, runtime, lock, records)
+        return _resume(d, stop, callbacks, runtime, records)
     finally:
-        lock.release()
+        locks.release(d)
 
 
 def _check_resumable(d: Path, info) -> None:
@@ -328,7 +299,7 @@ def _check_resumable(d: Path, info) -> None:
                                  file=RESUME_FILE))
 
 
-def _resume(d: Path, stop, callbacks, runtime, lock, records) -> RunResult:
+def _resume(d: Path, stop, callbacks, runtime, records) -> RunResult:
     meta = runs.read_run_json(d)
     bundle = load_checkpoint(d)
     if bundle.train_config is None:
@@ -352,7 +323,7 @@ def _resume(d: Path, stop, callbacks, runtime, lock, records) -> RunResult:
     skills = run_skills(d, bundle.tokenizer, tc.max_seq_len) if trainer.corpus is not None else None
     records = _restored_records(trainer, bundle, d, step, skills, records)
     meta["runtime"] = trainer.runtime.label  # where it goes on now (docs/TRAINING.md, "Resume on another device")
-    return drive(trainer, d, meta, stop, pretraining_route(records), lock=lock)
+    return drive(trainer, d, meta, stop, records, held=True)
 
 
 def _restored_records(trainer: Trainer, bundle: ModelBundle, run_dir: Path, step: int, skills,

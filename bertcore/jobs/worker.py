@@ -1,16 +1,14 @@
-"""A training in its own process: a job folder goes in, one JSON line per event comes out.
+"""A training in its own process: a job folder goes in, one event per JSON line comes out.
 
 The explorer's server runs each training this way (``explorer.jobs.training_run``), so a training has its own
 interpreter lock and its own core: in a server process a training thread and a hundred page scripts share one
 lock, and the training got about a third of its solo speed (docs/BENCH.md, "Trainings in their own processes").
-Everything still goes through the one training route, ``bertcore.jobs.service`` (``train`` / ``resume``),
-in the child.
+Everything still goes through the one training route, ``bertcore.jobs.service`` (``train`` / ``resume``).
 
-The parent writes the folder with ``write_job`` (no pickles: JSON, the tokenizer's own files and, for a prepared
-initial model, a safetensors checkpoint; the ``Runtime`` the parent resolved, e.g. cuda:0 and bf16, as its
-``to_dict``, so every child of one server trains on the one GPU) and starts ``TrainingProcess(folder)``, i.e.
-``python -m bertcore.jobs.worker FOLDER``. The child trains the jobs one after the other and writes, on its
-stdout, one JSON object per line::
+``run_jobs`` trains a list of ``service.RunSpec`` one after the other and reports each event as a dict to a
+``send`` function. The child calls it with ``send`` writing JSON lines on its stdout; a server that trains in a
+thread (``BERTCORE_TRAINING_PROCESS=0``) calls it with ``send`` applying the event at once, so both ways fill a
+run's records through the one relay (``TrainingRun._on_event``). The events::
 
     {"ev": "job", "job": i}                                  job i is being prepared
     {"ev": "start", "job": i, "run_dir", "runtime", "baseline", "probe", "probes", "history": {"from", "rows"},
@@ -24,11 +22,17 @@ stdout, one JSON object per line::
 
 A row batch ``{"from": k, "rows": [...]}`` holds the rows from index ``k`` on; it always repeats the last row
 sent before, because an evaluation may be merged into it (``History.update_last``); ``sync_rows`` applies it.
-The child reads its stdin: a line ``stop REASON`` stops the current job (a resumable checkpoint is written, as
-for the Stop button); end of input (the server went away) does the same.
+
+The parent writes the job folder with ``write_job`` (no pickles: JSON, the tokenizer's own files and, for a
+prepared initial model, a safetensors checkpoint; the ``Runtime`` the parent resolved, e.g. cuda:0 and bf16, as
+its ``to_dict``, so every child of one server trains on the one GPU) and starts the child with ``spawn``
+(``python -m bertcore.jobs.worker FOLDER``). The child reads its stdin: a line ``stop REASON`` (``tell_stop``)
+stops the current job (a resumable checkpoint is written, as for the Stop button); end of input (the server
+went away) does the same.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -37,6 +41,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -72,54 +77,57 @@ def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0,
     return d
 
 
-class TrainingProcess:
-    """The parent's handle on one child: ``events()`` yields its JSON lines, ``stop(reason)`` asks it to stop,
-    ``wait()`` reaps it, ``crash_text()`` is the last line of its log when it ended without saying why."""
+def spawn(folder: str | Path) -> subprocess.Popen:
+    """Start ``python -m bertcore.jobs.worker FOLDER``: its stdout is the event stream (``events``), its stdin
+    takes ``tell_stop``, its stderr goes to the folder's log (``crash_text``)."""
+    folder = Path(folder)
+    root = str(Path(bertcore.__file__).resolve().parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    with open(folder / LOG_FILE, "wb") as log:  # the child holds its own copy of the descriptor
+        return subprocess.Popen([sys.executable, "-m", "bertcore.jobs.worker", str(folder)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=log, env=env, text=True, encoding="utf-8", bufsize=1)
 
-    def __init__(self, folder: str | Path):
-        self.folder = Path(folder)
-        root = str(Path(bertcore.__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
-        self._log = open(self.folder / LOG_FILE, "wb")  # noqa: SIM115 - closed in wait()
-        self._lock = threading.Lock()
-        self.proc = subprocess.Popen([sys.executable, "-m", "bertcore.jobs.worker", str(self.folder)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                     env=env, text=True, encoding="utf-8", bufsize=1)
 
-    def events(self):
-        for line in self.proc.stdout:
-            line = line.strip()
-            if line:
-                try:
-                    yield json.loads(line)
-                except ValueError:
-                    continue
-
-    def stop(self, reason: str) -> None:
-        with self._lock:
+def events(proc: subprocess.Popen):
+    """The child's events, one dict per JSON line, until it closes its stdout."""
+    for line in proc.stdout:
+        line = line.strip()
+        if line:
             try:
-                self.proc.stdin.write("stop " + " ".join(str(reason).split()) + "\n")
-                self.proc.stdin.flush()
-            except (OSError, ValueError):  # it has ended already
-                pass
+                yield json.loads(line)
+            except ValueError:
+                continue
 
-    def wait(self, timeout: float | None = None) -> int:
-        rc = self.proc.wait(timeout)
-        with self._lock:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-        self._log.close()
-        return rc
 
-    def crash_text(self) -> str:
+_STDIN_LOCK = threading.Lock()
+
+
+def tell_stop(proc: subprocess.Popen, reason: str) -> None:
+    """Ask the child to stop its current job (from any thread; nothing happens when it has ended)."""
+    with _STDIN_LOCK:
         try:
-            lines = (self.folder / LOG_FILE).read_text(encoding="utf-8", errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return lines[-1][:300] if lines else ""
+            proc.stdin.write("stop " + " ".join(str(reason).split()) + "\n")
+            proc.stdin.flush()
+        except (OSError, ValueError):  # it has ended already
+            pass
+
+
+def finish(proc: subprocess.Popen, timeout: float | None = None) -> int:
+    """Reap the child; its exit code."""
+    rc = proc.wait(timeout)
+    with _STDIN_LOCK, contextlib.suppress(OSError):
+        proc.stdin.close()
+    return rc
+
+
+def crash_text(folder: str | Path) -> str:
+    """The last line of the child's log (why it ended without saying so)."""
+    try:
+        lines = (Path(folder) / LOG_FILE).read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
 
 
 def sync_rows(history, batch: dict) -> None:
@@ -136,81 +144,108 @@ def sync_rows(history, batch: dict) -> None:
             history.append(row)
 
 
-# ----------------------------------------------------------------------------- child
-class _Sender:
-    """The child's stdout: one JSON object per line, from any thread. When nobody reads it any more (the server
-    died), writing fails: ``gone`` is called once and the rest is dropped, so the training still stops cleanly."""
-
-    def __init__(self, stream, gone):
-        self.stream, self.gone = stream, gone
-        self.lock = threading.Lock()
-        self.dead = False
-
-    def __call__(self, **obj) -> None:
-        with self.lock:
-            if self.dead:
-                return
-            try:
-                self.stream.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
-                self.stream.flush()
-            except (OSError, ValueError):
-                self.dead = True
-        if self.dead:
-            self.gone(GONE)
-
-
+# ----------------------------------------------------------------------------- the jobs, in the child or a thread
 def _batch(history, sent: int) -> dict:
     start = max(0, sent - 1)
     return {"from": start, "rows": history.rows_since(start)}
 
 
-class _Job:
-    """What the child has sent of one job's records, and the callbacks that send the rest."""
+def _reporter(i: int, send, records: TrainingRecords, current: dict):
+    """The callbacks that send job ``i``'s rows (at most every FLUSH_SECONDS, and after every evaluation), and
+    ``flush(force)``, which sends what is new now. ``current["trainer"]``: the trainer once it started."""
+    sent = {"rows": 0, "probes": 0, "skills": 0, "at": 0.0}
 
-    def __init__(self, i: int, send: _Sender):
-        self.i, self.send = i, send
-        self.trainer = None
-        self.records = TrainingRecords()  # the live probe's rows and the skills, filled by the training route
-        self.sent = self.sent_skills = self.sent_probes = 0
-        self.last = 0.0
-
-    def flush(self, force: bool = False) -> None:
-        tr = self.trainer
-        if tr is None or (not force and time.monotonic() - self.last < FLUSH_SECONDS):
+    def flush(force: bool = False) -> None:
+        tr = current.get("trainer")
+        if tr is None or (not force and time.monotonic() - sent["at"] < FLUSH_SECONDS):
             return
-        self.last = time.monotonic()
-        msg: dict = {"history": _batch(tr.history, self.sent)}
-        self.sent = len(tr.history)
-        rec = self.records
-        if len(rec.probe_history) != self.sent_probes or force:
-            msg["probes"] = list(rec.probe_history)
-            self.sent_probes = len(rec.probe_history)
-        if rec.skills_history is not None and (len(rec.skills_history) != self.sent_skills or force):
-            msg["skills"] = _batch(rec.skills_history, self.sent_skills)
-            self.sent_skills = len(rec.skills_history)
-        self.send(ev="rows", job=self.i, **msg)
+        sent["at"] = time.monotonic()
+        msg: dict = {"ev": "rows", "job": i, "history": _batch(tr.history, sent["rows"])}
+        sent["rows"] = len(tr.history)
+        if len(records.probe_history) != sent["probes"] or force:
+            msg["probes"] = list(records.probe_history)
+            sent["probes"] = len(records.probe_history)
+        sk = records.skills_history
+        if sk is not None and (len(sk) != sent["skills"] or force):
+            msg["skills"] = _batch(sk, sent["skills"])
+            sent["skills"] = len(sk)
+        send(msg)
 
-    def callbacks(self) -> Callbacks:
-        def on_start(ev):
-            tr = self.trainer = ev.trainer
-            rec = self.records
-            sk = rec.skills_history
-            self.sent, self.sent_probes = len(tr.history), len(rec.probe_history)
-            self.sent_skills = len(sk) if sk is not None else 0
-            self.last = time.monotonic()
-            self.send(ev="start", job=self.i, run_dir=str(ev.run_dir), baseline=tr.unigram_baseline,
-                      runtime=tr.runtime.label,
-                      probe=rec.probe.to_dict() if rec.probe is not None else None, probes=list(rec.probe_history),
-                      history=_batch(tr.history, 0),
-                      skills=None if sk is None else {"columns": list(sk.columns), "eval_keys": list(sk.eval_keys),
-                                                      **_batch(sk, 0)})
+    def on_start(ev) -> None:
+        tr = current["trainer"] = ev.trainer
+        sk = records.skills_history
+        sent.update(rows=len(tr.history), probes=len(records.probe_history), skills=len(sk) if sk is not None else 0,
+                    at=time.monotonic())
+        send({"ev": "start", "job": i, "run_dir": str(ev.run_dir), "baseline": tr.unigram_baseline,
+              "runtime": tr.runtime.label, "probe": records.probe.to_dict() if records.probe is not None else None,
+              "probes": list(records.probe_history), "history": _batch(tr.history, 0),
+              "skills": None if sk is None else {"columns": list(sk.columns), "eval_keys": list(sk.eval_keys),
+                                                 **_batch(sk, 0)}})
 
-        return Callbacks(start=on_start, step=lambda ev: self.flush(), eval=lambda ev: self.flush(force=True))
+    return Callbacks(start=on_start, step=lambda ev: flush(), eval=lambda ev: flush(force=True)), flush
 
 
-def _runtime(d: dict | None) -> Runtime | None:
-    """The Runtime a job entry carries (None: the CPU at fp32, as a job file without one always meant)."""
-    return Runtime.from_dict(d) if d else None
+_CURRENT_LOCK = threading.Lock()
+
+
+def note_stop(current: dict, stop: StopSignal, reason: str) -> None:
+    """A stop request: ``stop`` is set (the first reason kept) and ``current["stop_step"]`` is the step it found
+    the trainer at (the job ends after the step under way)."""
+    with _CURRENT_LOCK:
+        if "stop_step" not in current:
+            tr = current.get("trainer")
+            current["stop_step"] = tr.step_count if tr is not None else 0
+        stop.request(reason)
+
+
+def run_jobs(specs: list, parent, send, stop: StopSignal, current: dict | None = None) -> None:
+    """Train ``specs`` (``service.RunSpec``s; ``resume_from`` set: a resume) one after the other below ``parent``,
+    reporting each event as a dict to ``send`` (the events in this module's docstring, "done" last). ``stop``
+    ends the job under way (resumable) and skips the rest; ``current`` is where ``note_stop`` finds the trainer."""
+    current = {} if current is None else current
+    for i, spec in enumerate(specs):
+        if stop.is_set():
+            break
+        send({"ev": "job", "job": i})
+        records = TrainingRecords()  # the live probe's rows and the skills, filled by the training route
+        callbacks, flush = _reporter(i, send, records, current)
+        if spec.resume_from is not None:
+            result = service.resume(spec.resume_from, stop=stop, callbacks=callbacks, runtime=spec.runtime,
+                                    records=records)
+        else:
+            result = service.train(replace(spec, callbacks=callbacks, records=records), parent=parent, stop=stop)
+        current["trainer"] = result.trainer
+        flush(force=True)
+        error = result.trainer.error or (result.reason if result.status == "failed" else None)
+        with _CURRENT_LOCK:
+            stop_step, current["trainer"] = current.pop("stop_step", None), None
+        send({"ev": "job_end", "job": i, "status": result.status, "reason": result.reason, "error": error,
+              "run_dir": str(result.run_dir), "steps": result.trainer.step_count, "stop_step": stop_step})
+        if error:
+            break
+    send({"ev": "done"})
+
+
+def _line_writer(stream, gone):
+    """The child's stdout as ``send``: one JSON object per line, from any thread. When nobody reads it any more
+    (the server died), writing fails: ``gone(GONE)`` is called once and the rest is dropped, so the training
+    still stops cleanly. ``send.dead`` says so."""
+    lock = threading.Lock()
+
+    def send(obj: dict) -> None:
+        with lock:
+            if send.dead:
+                return
+            try:
+                stream.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+                stream.flush()
+            except (OSError, ValueError):
+                send.dead = True
+        if send.dead:
+            gone(GONE)
+
+    send.dead = False
+    return send
 
 
 def child(folder: str | Path) -> int:
@@ -218,27 +253,14 @@ def child(folder: str | Path) -> int:
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed goes to the log, never into the event stream
     folder = Path(folder)
-    stopped = threading.Event()
-    state: dict = {"signal": None, "reason": None, "rec": None, "stop_step": None}
-    state_lock = threading.Lock()
-
-    def request(reason: str) -> None:
-        with state_lock:
-            if not stopped.is_set():
-                state["reason"] = reason
-                rec = state["rec"]  # the step the request found the trainer at (it ends after the next one)
-                state["stop_step"] = rec.trainer.step_count if rec is not None and rec.trainer is not None else 0
-            stopped.set()
-            if state["signal"] is not None:
-                state["signal"].request(state["reason"])
-
-    send = _Sender(out, request)
+    stop, current = StopSignal(), {}
+    send = _line_writer(out, lambda reason: note_stop(current, stop, reason))
 
     def listen() -> None:
         for line in sys.stdin:
             if line.startswith("stop"):
-                request(line[4:].strip() or "stopped by the user")
-        request(GONE)
+                note_stop(current, stop, line[4:].strip() or "stopped by the user")
+        note_stop(current, stop, GONE)
 
     try:
         job = json.loads((folder / JOB_FILE).read_text(encoding="utf-8"))
@@ -246,39 +268,16 @@ def child(folder: str | Path) -> int:
             os.nice(int(job["nice"]))
         torch.set_num_threads(max(1, int(job.get("threads", 1))))
         threading.Thread(target=listen, name="bx-worker-stdin", daemon=True).start()
-        for i, e in enumerate(job["jobs"]):
-            if stopped.is_set():
-                break
-            send(ev="job", job=i)
-            rec = _Job(i, send)
-            stop = StopSignal()
-            with state_lock:
-                state["signal"], state["rec"] = stop, rec
-                if stopped.is_set():
-                    stop.request(state["reason"])
-            spec = service.RunSpec.from_json(e, folder, rec.callbacks(), rec.records, _runtime(job.get("runtime")))
-            if spec.resume_from is not None:
-                result = service.resume(spec.resume_from, stop=stop, callbacks=spec.callbacks, runtime=spec.runtime,
-                                        records=spec.records)
-            else:
-                result = service.train(spec, parent=job["parent"], stop=stop)
-            rec.trainer = result.trainer
-            rec.flush(force=True)
-            error = result.trainer.error or (result.reason if result.status == "failed" else None)
-            with state_lock:
-                stop_step, state["rec"] = state["stop_step"], None
-            send(ev="job_end", job=i, status=result.status, reason=result.reason, error=error,
-                 run_dir=str(result.run_dir), steps=result.trainer.step_count, stop_step=stop_step)
-            if error:
-                break
-        send(ev="done")
+        runtime = Runtime.from_dict(job["runtime"]) if job.get("runtime") else None  # a resume's; None: CPU, fp32
+        specs = [service.RunSpec.from_json(e, folder, runtime=runtime) for e in job["jobs"]]
+        run_jobs(specs, job["parent"], send, stop, current)
         if send.dead:  # the server that wrote the job folder is gone: nobody else will remove it
             shutil.rmtree(folder, ignore_errors=True)
         return 0
     except Exception as e:  # noqa: BLE001 - the parent shows it as a message, never a traceback
         traceback.print_exc()  # to the log (worker.log)
         msg = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
-        send(ev="error", message=msg)
+        send({"ev": "error", "message": msg})
         return 1
 
 

@@ -4,8 +4,9 @@
 to its end, a ``StopSignal``, a NaN stop or Ctrl-C; it keeps run.json's status lifecycle (running with this
 pid, then finished / stopped / failed with a reason), rewrites the run directory at every held-out evaluation
 and fires ``start``, ``checkpoint`` and ``end`` on the trainer's callbacks (``bertcore.training.callbacks``; the
-step loop fires ``step`` and ``eval``). A ``Route`` says what one kind of training keeps in its folder
-(pretraining's is ``bertcore.jobs.service.pretraining_route``, fine-tuning's ``bertcore.finetune.route.FINETUNE``);
+step loop fires ``step`` and ``eval``). A route says what one kind of training keeps in its folder
+(``save``, ``metrics``, ``bundle``: pretraining's is its ``bertcore.analysis.records.TrainingRecords``, fine-tuning's
+a ``Route``, ``bertcore.finetune.route.FINETUNE``);
 ``open_run_dir`` is the one place a run directory is created. Layout of the folder: ``bertcore.training.runs``.
 While it trains, ``drive`` holds the run's lock (``bertcore.training.locks``), so no other process or server
 replica trains the same folder. A checkpoint that cannot be written (a full disk) ends the training as "failed"
@@ -24,6 +25,7 @@ from typing import Any
 from bertcore.errors import InputError
 from bertcore.message import Message
 from bertcore.training import locks, runs
+from bertcore.training.loop import run_steps
 
 
 class StopSignal(threading.Event):
@@ -86,18 +88,18 @@ def record_write_failure(run_dir: Path, meta: dict, step: int, err: OSError) -> 
         pass
 
 
-def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route: Route,
-          lock: locks.RunLock | None = None) -> RunResult:
+def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route, held: bool = False) -> RunResult:
     """Run ``trainer`` to its end (or a stop / NaN / Ctrl-C), keeping ``run_dir`` current; the final status.
 
     Every route goes through here: run.json says running (with this pid) from step 0, then finished / stopped /
-    failed with a reason; ``trainer`` is anything Trainer-shaped (``run()``, ``callbacks``, ``stop``,
-    ``finalize``, ``step_count``, ``config.steps``, ``error``, ``model``). The run's lock (``lock``, else taken
-    here: ``RunBusy`` when another process trains it) is held until the end. A checkpoint that cannot be written
+    failed with a reason. ``trainer`` is anything Trainer-shaped that the step loop (``loop.run_steps``) steps,
+    with ``finalize``, ``error`` and ``model``; ``route`` has ``save``, ``metrics`` and ``bundle`` (a ``Route``, or
+    pretraining's ``TrainingRecords``). The run's lock is taken here unless the caller ``held`` it already
+    (``RunBusy`` when another process trains it) and is held until the end. A checkpoint that cannot be written
     stops the training: the run is "failed" with the reason and resumes from its last complete checkpoint."""
     stop = stop if stop is not None else StopSignal()
-    own_lock = lock is None
-    lock = locks.hold(run_dir) if own_lock else lock
+    if not held:
+        locks.hold(run_dir)
     runs.mark_active(run_dir, True)
     interrupted = False
     failed_write: list[tuple[int, OSError]] = []  # (step, error) of a write that failed
@@ -127,7 +129,7 @@ def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route: Ro
             try:
                 if stop.is_set():
                     trainer.stop()
-                trainer.run()
+                run_steps(trainer)
             except KeyboardInterrupt:
                 interrupted = True
                 stop.request("interrupted (Ctrl-C)")
@@ -157,8 +159,8 @@ def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route: Ro
             record_write_failure(run_dir, meta, *failed_write[0])
     finally:
         runs.mark_active(run_dir, False)
-        if own_lock:
-            lock.release()
+        if not held:
+            locks.release(run_dir)
     trainer.callbacks.fire("end", trainer, run_dir=run_dir, meta=dict(meta))
     return RunResult(run_dir, meta["status"], meta["reason"], trainer, route.bundle(trainer, meta), interrupted)
 
@@ -167,7 +169,7 @@ def drive_quietly(trainer, stop: StopSignal | None) -> RunResult:
     """``drive`` for the processes of a distributed run other than rank 0: train, write nothing."""
     if stop is not None:
         trainer.callbacks.on("step", lambda ev: ev.trainer.stop() if stop.is_set() else None)
-    trainer.run()
+    run_steps(trainer)
     return RunResult(Path(), "finished" if trainer.step_count >= trainer.config.steps else "stopped", trainer.error,
                      trainer, None)
 

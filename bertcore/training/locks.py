@@ -31,7 +31,7 @@ from bertcore.message import Message
 LOCK_FILE = ".lock"
 _BUSY = (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK)
 _HELD_LOCK = threading.Lock()
-_HELD: set[str] = set()  # run directories whose lock this process holds (RunLock)
+_HELD: dict[str, int] = {}  # run directory -> the descriptor of the lock this process holds on it
 
 
 class RunBusy(InputError):
@@ -40,55 +40,6 @@ class RunBusy(InputError):
 
 def _open(directory: Path) -> int:
     return os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-
-
-class RunLock:
-    """An exclusive lock on a run directory, held until ``release()`` (or until this process ends)."""
-
-    def __init__(self, directory: str | Path):
-        self.directory = Path(directory)
-        self._fd: int | None = None
-
-    def acquire(self) -> RunLock:
-        fd = _open(self.directory)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            holder = _read_holder(fd)
-            os.close(fd)
-            if e.errno in _BUSY:
-                raise RunBusy(Message("{run} is being trained right now ({holder}); wait until that training ends "
-                                      "or stop it, then try again", run=self.directory.name,
-                                      holder=holder)) from None
-            raise
-        try:  # who holds it, for the message a second process gets (the lock itself is the flock)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
-        except OSError:
-            pass  # a full disk: the lock holds all the same
-        self._fd = fd
-        with _HELD_LOCK:
-            _HELD.add(_key(self.directory))
-        return self
-
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with _HELD_LOCK:
-                _HELD.discard(_key(self.directory))
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def __enter__(self) -> RunLock:
-        return self.acquire() if not self.held else self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
 
 
 def _key(directory: Path) -> str:
@@ -109,9 +60,38 @@ def _read_holder(fd: int) -> str:
     return text or "unknown process"
 
 
-def hold(directory: str | Path) -> RunLock:
-    """Take the run's lock now; RunBusy when another process or thread holds it."""
-    return RunLock(directory).acquire()
+def hold(directory: str | Path) -> Path:
+    """Take the run's exclusive lock now, held until ``release(directory)`` (or until this process ends); RunBusy
+    when another process or thread holds it. Returns the directory."""
+    directory = Path(directory)
+    fd = _open(directory)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = _read_holder(fd)
+        os.close(fd)
+        if e.errno in _BUSY:
+            raise RunBusy(Message("{run} is being trained right now ({holder}); wait until that training ends or "
+                                  "stop it, then try again", run=directory.name, holder=holder)) from None
+        raise
+    try:  # who holds it, for the message a second process gets (the lock itself is the flock)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+    except OSError:
+        pass  # a full disk: the lock holds all the same
+    with _HELD_LOCK:
+        _HELD[_key(directory)] = fd
+    return directory
+
+
+def release(directory: str | Path) -> None:
+    """Give back the lock ``hold`` took on the run (nothing when this process does not hold it)."""
+    with _HELD_LOCK:
+        fd = _HELD.pop(_key(Path(directory)), None)
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def is_held(directory: str | Path) -> bool | None:

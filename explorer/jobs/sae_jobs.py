@@ -1,7 +1,7 @@
 """SAE training in the background for the Features page (no streamlit here: the thread never calls ``st.*``).
 
 An ``SAEJob`` runs ``bertcore.analysis.sae_runs.train_run_sae`` (one SAE) or ``saes_over_training`` (one per chosen
-saved step) in a plain ``threading.Thread`` with one torch thread, at a lower priority than the pages. Its state is
+saved step) as a background job (``bertcore.training.job.BackgroundJob``) with one torch thread, at a lower priority than the pages. Its state is
 plain values behind a lock; the page polls ``snapshot()`` from a fragment. The SAEs land in the run directory, so
 a reload (a new session) finds them on disk; a job still running is found again through ``job_for(workspace)``
 (one job per workspace at a time, and at most ``training_slots.max_trainings()`` in the server). An SAE trains in
@@ -10,7 +10,6 @@ about half a minute and its result is kept on disk, so a job whose tab was close
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,8 @@ import torch
 
 from bertcore.analysis.sae_runs import SAESpec, saes_over_training, train_run_sae
 from bertcore.errors import BertcoreError
+from bertcore.io.sae_io import SAES_DIR
+from bertcore.training.job import LIVE, BackgroundJob
 from bertcore.message import Message
 from explorer.jobs import training_slots
 
@@ -26,7 +27,7 @@ STAGES = ("data", "train", "measure", "label", "done")
 
 @dataclass
 class JobSnapshot:
-    status: str  # running | finished | stopped | error
+    status: str  # preparing | running | finished | stopped | error
     kind: str  # "one" | "over_training"
     stage: str
     fraction: float  # of the current SAE's stage "train"; the overall progress is ``progress``
@@ -39,7 +40,7 @@ class JobSnapshot:
 
     @property
     def running(self) -> bool:
-        return self.status == "running"
+        return self.status in LIVE
 
     @property
     def progress(self) -> float:
@@ -49,38 +50,36 @@ class JobSnapshot:
         return min(1.0, (self.done + (part if self.done < self.total else 0.0)) / max(1, self.total))
 
 
-class SAEJob:
+class SAEJob(BackgroundJob):
+    """One SAE (or one per saved step) of ``run_dir``, trained as a background job
+    (``bertcore.training.job.BackgroundJob``); its state is kept in ``run_dir/saes/job.json``."""
+
+    kind = "SAE training"
+
     def __init__(self, run_dir: str | Path, spec: SAESpec, over_training: bool = False):
+        super().__init__(state_dir=Path(run_dir) / SAES_DIR)  # never abandoned: an SAE is quick and kept on disk
         self.run_dir, self.spec, self.over_training = Path(run_dir), spec, over_training
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._status, self._stage, self._fraction = "running", "data", 0.0
-        self._done, self._total = 0, 1
-        self._message: str | None = None
+        self._stage, self._fraction = "data", 0.0
+        self._done, self._total = 0, 5 if over_training else 1
         self._result: list = []
-        self._started = time.monotonic()
-        self._ended: float | None = None
-        self._thread = threading.Thread(target=self._run, name=f"bx-sae-{id(self):x}", daemon=True)
-
-    def start(self) -> SAEJob:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def join(self, timeout: float | None = None) -> bool:
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
 
     def snapshot(self) -> JobSnapshot:
+        self.heartbeat()
         with self._lock:
-            end = self._ended if self._ended is not None else time.monotonic()
             return JobSnapshot(self._status, "over_training" if self.over_training else "one", self._stage,
-                               self._fraction, self._done, self._total, end - self._started, self._message,
+                               self._fraction, self._done, self._total, self.elapsed, self._message,
                                list(self._result), self.spec)
 
-    # -- worker thread: never calls st.* --
+    def progress(self) -> float:
+        s = self.snapshot()
+        return s.progress
+
+    def failure(self, e: Exception):
+        if isinstance(e, BertcoreError):
+            return e.args[0] if e.args and isinstance(e.args[0], Message) else str(e)
+        return Message("training the SAE failed: {kind}: {err}", kind=type(e).__name__, err=str(e))
+
+    # -- the job's thread: never calls st.* --
     def _one(self, stage: str, fraction: float) -> None:
         with self._lock:
             self._stage, self._fraction = stage, float(fraction)
@@ -89,30 +88,19 @@ class SAEJob:
         with self._lock:
             self._done, self._total, self._stage, self._fraction = done, total, stage, float(fraction)
 
-    def _run(self) -> None:
+    def work(self) -> None:
         torch.set_num_threads(1)
         training_slots.lower_this_threads_priority(training_slots.training_nice())
-        try:
-            if self.over_training:
-                with self._lock:
-                    self._total = 5
-                dirs = saes_over_training(self.run_dir, self.spec, progress=self._many, stop=self._stop.is_set)
-            else:
-                dirs = [train_run_sae(self.run_dir, self.spec, progress=self._one, stop=self._stop.is_set)]
-            with self._lock:
-                self._result = [str(d) for d in dirs]
-                self._status = "stopped" if self._stop.is_set() else "finished"
-                self._done = self._total if not self._stop.is_set() else self._done
-        except BertcoreError as e:
-            with self._lock:
-                self._status, self._message = "error", e.args[0] if e.args and isinstance(e.args[0], Message) else str(e)
-        except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
-            with self._lock:
-                self._status = "error"
-                self._message = Message("training the SAE failed: {kind}: {err}", kind=type(e).__name__, err=str(e))
-        finally:
-            with self._lock:
-                self._ended = time.monotonic()
+        self.set_status("running")
+        stop = self.stop_signal.is_set
+        if self.over_training:
+            dirs = saes_over_training(self.run_dir, self.spec, progress=self._many, stop=stop)
+        else:
+            dirs = [train_run_sae(self.run_dir, self.spec, progress=self._one, stop=stop)]
+        with self._lock:
+            self._result = [str(d) for d in dirs]
+            if not stop():
+                self._done = self._total
 
 
 _JOBS_LOCK = threading.Lock()
@@ -136,7 +124,7 @@ def start_job(workspace: str, run_dir: str | Path, spec: SAESpec, over_training:
                                   "BERTCORE_MAX_TRAININGS). Try again in a minute.", n=running, cap=cap))
         job = SAEJob(run_dir, spec, over_training)
         _JOBS[workspace] = job
-    return job.start()
+        return job.start()  # under the lock: a second Start sees it running
 
 
 def job_for(workspace: str) -> SAEJob | None:

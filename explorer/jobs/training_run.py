@@ -1,10 +1,12 @@
 """Background training runner of the explorer (no streamlit here: the thread never calls ``st.*``).
 
-``TrainingRun`` drives the one training route, ``bertcore.jobs.service`` (``train`` / ``resume``), for one or
-more jobs, each a ``bertcore.jobs.service.RunSpec`` (``resume_from`` set: a resume), one after the other: each
-becomes a run directory below ``runs_dir`` (the browser's workspace), written while it trains. By default the jobs train in a child process (``bertcore.jobs.worker``: its own
-interpreter lock, so a class's page scripts do not slow it down) and a plain ``threading.Thread`` relays its
-events into the same records a training thread fills (``BERTCORE_TRAINING_PROCESS=0``: they train in that thread).
+``TrainingRun`` (a ``bertcore.training.job.BackgroundJob``) drives the one training route,
+``bertcore.jobs.service`` (``train`` / ``resume``), for one or more jobs, each a ``bertcore.jobs.service.RunSpec``
+(``resume_from`` set: a resume), one after the other: each becomes a run directory below ``runs_dir`` (the
+browser's workspace), written while it trains. By default ``start()`` writes the jobs to a job folder and starts
+a child process that trains them (``bertcore.jobs.worker``: its own interpreter lock, so a class's page scripts do
+not slow it down); the job's thread only relays the child's events into the run's records
+(``BERTCORE_TRAINING_PROCESS=0``: the thread trains them itself, and its events go through the same relay).
 Runs are also registered per workspace (``find_live``), so a reloaded tab of the same workspace finds the run still
 training and keeps polling it. The UI polls ``snapshot()``, which doubles as a heartbeat: a run nobody polled for
 ``BERTCORE_ABANDON_SECONDS`` (default 10 s) stops itself, because its tab was closed. At most
@@ -27,13 +29,11 @@ import torch
 
 import bertcore  # noqa: F401,E402 - sets OMP_WAIT_POLICY before torch is imported
 from bertcore.analysis.live_probe import Probe
-from bertcore.analysis.records import TrainingRecords
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs
 from bertcore.jobs import service, worker
-from bertcore.training.callbacks import Callbacks
-from bertcore.training.drive import StopSignal
+from bertcore.training.job import BackgroundJob
 from bertcore.training.history import History
 from explorer.session import client_limits
 from explorer.i18n import mark
@@ -102,33 +102,33 @@ def find_live(workspace: str, slot: str) -> "TrainingRun | None":
         return _LIVE.get((workspace, slot))
 
 
-class TrainingRun:
+class TrainingRun(BackgroundJob):
     """One background training of one or more jobs (run one after the other), each into its own run directory.
 
     ``runs_dir``: the folder new run directories go to (default: ``bertcore.training.runs.cli_runs_dir()``).
     ``corpus_spec``: how to rebuild ``corpus`` for a resume ("builtin", "tutorial"; None stores its pairs).
     ``on_end(run_dir)``: called in the thread after the last job with a usable checkpoint (e.g. remember it
-    as the workspace's active model)."""
+    as the workspace's active model). Start, stop, the heartbeat and the end's order: ``BackgroundJob``."""
+
+    kind = "training"
 
     def __init__(self, jobs, corpus, tokenizer=None, abandon_after: float | None = None, runs_dir=None,
                  corpus_spec: str | None = None, on_end=None):
+        super().__init__(abandon_seconds() if abandon_after is None else abandon_after)
         self.jobs = list(jobs)
         self.corpus = corpus
         self.tokenizer = tokenizer
         self.corpus_spec = corpus_spec
         self.runs_dir = runs_dir
         self.on_end = on_end
-        self.abandon_after = abandon_seconds() if abandon_after is None else float(abandon_after)
         self.nice = training_nice()  # read here, so a bad value is an error on Start, never in the thread
         self.runtime = training_runtime()  # the same: a bad BERTCORE_TRAINING_DEVICE says so on Start
         self.in_process = own_process()
-        self._proc: worker.TrainingProcess | None = None  # the child, when the run trains in its own process
-        self._stop_reason = "stopped by the user"
-        self.stop_steps: list = [None for _ in self.jobs]  # in its own process: the step a stop request found
-        self._lock = threading.Lock()
-        self._stop = None  # the current job's StopSignal
-        self._stopped = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._proc = None  # the child process (bertcore.jobs.worker.spawn), when the run trains in its own
+        self._folder: Path | None = None  # its job folder
+        self._not_started: Exception | None = None  # why the child could not be started (shown as the run's error)
+        self._current: dict = {}  # in a thread: the trainer a stop request finds (worker.note_stop)
+        self.stop_steps: list = [None for _ in self.jobs]  # the step a stop request found, per job
         self.histories: list[History] = [History.pretraining() for _ in self.jobs]
         self._errors: list = [None for _ in self.jobs]
         self.results: list = [None for _ in self.jobs]
@@ -137,66 +137,44 @@ class TrainingRun:
         self._baselines: list = [None for _ in self.jobs]
         self._skills: list = [None for _ in self.jobs]
         self.probe_objects: list = [None for _ in self.jobs]
-        self._status = "idle"
-        self._message: str | None = None
         self._job = 0
-        self._started = 0.0
-        self._finished: float | None = None
-        self.last_poll = time.monotonic()
         self.adopted = False
 
     # -- control (UI thread) --
     def start(self) -> "TrainingRun":
+        """Take a training slot, start the child process (it trains at once) and the thread that listens to it."""
         client_limits.charge("start")  # ClientLimited: this client's Starts per minute (explorer.session.client_limits)
         try:
             acquire_slot(id(self))
         except ServerBusy:
             client_limits.refund("start")  # no training started: the client's Start is given back
             raise
-        self._status = "preparing"
-        self._started = time.monotonic()
-        self.last_poll = time.monotonic()
-        self._thread = threading.Thread(target=self._run, name=f"bx-train-{id(self):x}", daemon=True)
         try:
-            self._thread.start()
+            if self.in_process:  # the child trains from now on; the job's thread listens to it
+                try:
+                    self._folder = Path(tempfile.mkdtemp(prefix="bertx-job-"))
+                    worker.write_job(self._folder, [self._spec(job) for job in self.jobs], self._parent(),
+                                     nice=self.nice, runtime=self.runtime)
+                    self._proc = worker.spawn(self._folder)
+                except Exception as e:  # noqa: BLE001 - the run ends with it as its message (in the thread)
+                    self._not_started = e
+            super().start(on_exit=lambda: release_slot(id(self)))
         except BaseException:
             release_slot(id(self))
+            if self._proc is not None:
+                self._proc.kill()
             raise
         return self
 
-    def stop(self, reason: str = "stopped by the user", wait: float = 0.0) -> bool:
-        """Ask the run to stop: the step under way completes (in its own process the child then saves and exits).
-        ``wait`` > 0: wait up to that many seconds for the run's end, an event (``join``): a stop takes a step and a
-        checkpoint, longer on a slow machine. True once the run has ended (its slot free, its status final)."""
-        with self._lock:
-            if not self._stopped.is_set():
-                self._stop_reason = reason
-            self._stopped.set()
-            if self._stop is not None:
-                self._stop.request(reason)
-            if self._proc is not None:
-                self._proc.stop(reason)
-        if wait > 0 and threading.current_thread() is not self._thread:  # its own thread never waits for itself
-            return self.join(wait)
-        return not self.running
-
-    def join(self, timeout: float | None = None) -> bool:
-        if self._thread is not None:
-            self._thread.join(timeout)
-            return not self._thread.is_alive()
-        return True
-
-    @property
-    def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
-    @property
-    def status(self) -> str:
-        return self._status
+    def on_stop(self, reason: str) -> None:
+        if self._proc is not None:
+            worker.tell_stop(self._proc, reason)
+        else:
+            worker.note_stop(self._current, self.stop_signal, reason)
 
     def snapshot(self) -> RunSnapshot:
         """A consistent copy of the state (the histories are the trainers' own, thread-safe); also the heartbeat."""
-        self.last_poll = time.monotonic()
+        self.heartbeat()
         with self._lock:
             hists = list(self.histories)
             job = self._job
@@ -205,10 +183,9 @@ class TrainingRun:
             total_steps = sum(int(j.train_config.steps) for j in self.jobs)
             done = sum(len(h) for h in hists)
             status, message, errors = self._status, self._message, list(self._errors)
-            end = self._finished if self._finished is not None else time.monotonic()
             dirs = list(self.run_dirs)
             probes, baselines, skills = [list(p) for p in self._probes], list(self._baselines), list(self._skills)
-        elapsed = max(0.0, end - self._started) if self._started else 0.0
+        elapsed = self.elapsed
         eta = None
         if done and status in ("running", "preparing"):
             eta = elapsed / done * max(0, total_steps - done)
@@ -216,119 +193,59 @@ class TrainingRun:
                            [j.name for j in self.jobs], message, errors, dirs, probes, baselines, skills,
                            self.runtime.label)
 
-    # -- worker thread: never calls st.* --
-    def _callbacks(self, i: int, records: TrainingRecords) -> Callbacks:
-        """What the thread listens to while job ``i`` trains (bertcore.training.callbacks); ``records``: where the
-        training route keeps its probe rows and skills (bertcore.analysis.records)."""
-        def on_start(ev):
-            trainer = ev.trainer  # a resumed run starts with its history so far
-            with self._lock:
-                self.histories[i], self.run_dirs[i], self._status = trainer.history, ev.run_dir, "running"
-                self._baselines[i] = trainer.unigram_baseline
-                self.probe_objects[i] = records.probe
-                self._probes[i] = list(records.probe_history)
-                self._skills[i] = records.skills_history
+    def progress(self) -> float:
+        total = sum(int(j.train_config.steps) for j in self.jobs)
+        return min(1.0, sum(len(h) for h in self.histories) / total) if total else 0.0
 
-        def on_eval(ev):
-            with self._lock:
-                self._probes[i] = list(records.probe_history)
-
-        def on_step(ev):
-            if time.monotonic() - self.last_poll > self.abandon_after and not self._stopped.is_set():
-                with self._lock:
-                    self._status = "abandoned"
-                self.stop("abandoned (the tab was closed)")
-
-        return Callbacks(start=on_start, step=on_step, eval=on_eval)
-
-    def _spec(self, job: service.RunSpec, callbacks=None, records: TrainingRecords | None = None) -> service.RunSpec:
-        """``job`` as ``service`` trains it here: this run's corpus and tokenizer, the server's device, the app's
-        source label, and this thread's listeners."""
+    # -- the thread: never calls st.* --
+    def _spec(self, job: service.RunSpec) -> service.RunSpec:
+        """``job`` as ``service`` trains it here: this run's corpus and tokenizer, the server's device and the
+        app's source label."""
         if job.resume_from is not None:
-            return replace(job, callbacks=callbacks, records=records, runtime=self.runtime)
+            return replace(job, runtime=self.runtime)
         return replace(job, corpus=self.corpus, corpus_spec=self.corpus_spec,
                        tokenizer=self.tokenizer if self.tokenizer is not None else "word", source=TRAINED_LABEL,
-                       callbacks=callbacks, records=records, runtime=self.runtime)
+                       runtime=self.runtime)
 
-    def _run(self) -> None:
-        failed = "the training thread ended unexpectedly"  # or the message of the error that ended the run
+    def work(self) -> None:
+        if self._not_started is not None:
+            if self._folder is not None:
+                shutil.rmtree(self._folder, ignore_errors=True)
+            raise self._not_started
+        if self.in_process:
+            self._relay_child()
+        else:  # BERTCORE_TRAINING_PROCESS=0: the same jobs in this thread, their events applied as they come
+            torch.set_num_threads(1)
+            lower_this_threads_priority(self.nice)
+            worker.run_jobs([self._spec(job) for job in self.jobs], self._parent(), self._on_event,
+                            self.stop_signal, self._current)
+        last = next((d for d, b in zip(reversed(self.run_dirs), reversed(self.results)) if b is not None), None)
+        if last is not None and self.on_end is not None and self._status != "error":
+            self.on_end(last)
+
+    def _relay_child(self) -> None:
+        proc, folder = self._proc, self._folder
         try:
-            if self.in_process:
-                self._run_in_process()
-            else:
-                self._run_in_thread()
-            last = next((d for d, b in zip(reversed(self.run_dirs), reversed(self.results)) if b is not None), None)
-            if last is not None and self.on_end is not None and self._status != "error":
-                self.on_end(last)
-            failed = None
-        except Exception as e:  # noqa: BLE001 - shown to the user as a message, never a traceback
-            failed = str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
-        finally:
-            # The end, in this order: the slot is free before the status is final and the thread ends, so whoever
-            # sees the end (a poll, stop(wait=...), join) can start the next training at once.
-            release_slot(id(self))
-            with self._lock:
-                if failed is not None:
-                    self._status, self._message = "error", failed
-                elif self._status not in ("abandoned", "error"):
-                    self._status = "stopped" if self._stopped.is_set() else "finished"
-                self._finished = time.monotonic()
-
-    def _run_in_thread(self) -> None:
-        torch.set_num_threads(1)
-        lower_this_threads_priority(self.nice)
-        for i, job in enumerate(self.jobs):
-            if self._stopped.is_set():
-                break
-            stop = StopSignal()
-            with self._lock:
-                self._job, self._status, self._stop = i, "preparing", stop
-                if self._stopped.is_set():
-                    stop.request(self._stop_reason)
-            records = TrainingRecords()
-            spec = self._spec(job, self._callbacks(i, records), records)
-            if spec.resume_from is not None:
-                result = service.resume(spec.resume_from, stop=stop, callbacks=spec.callbacks, runtime=spec.runtime,
-                                        records=records)
-            else:
-                result = service.train(spec, parent=self._parent(), stop=stop)
-            self._finish_job(i, result, records)
-            if self._errors[i]:
-                break
-
-    # -- the same in a child process (bertcore.jobs.worker): this thread only relays its events --
-    def _run_in_process(self) -> None:
-        folder = Path(tempfile.mkdtemp(prefix="bertx-job-"))
-        try:
-            worker.write_job(folder, [self._spec(job) for job in self.jobs], self._parent(), nice=self.nice,
-                             runtime=self.runtime)
-            with self._lock:
-                if self._stopped.is_set():
-                    return
-                proc = self._proc = worker.TrainingProcess(folder)
             said_why = False
-            for ev in proc.events():
+            for ev in worker.events(proc):
                 said_why = self._on_event(ev) or said_why
-                if time.monotonic() - self.last_poll > self.abandon_after and not self._stopped.is_set():
-                    with self._lock:
-                        self._status = "abandoned"
-                    self.stop("abandoned (the tab was closed)")
-            rc = proc.wait()
+            rc = worker.finish(proc)
             if not said_why:
-                why = proc.crash_text()
+                why = worker.crash_text(folder)
                 raise RuntimeError(f"the training process ended unexpectedly (exit code {rc})"
                                    + (f": {why}" if why else ""))
         finally:
-            with self._lock:
-                self._proc = None
             shutil.rmtree(folder, ignore_errors=True)
 
     def _on_event(self, ev: dict) -> bool:
-        """Apply one event of the child to this run's records; True once the child said how it ended."""
+        """Apply one event of the jobs (bertcore.jobs.worker) to this run's records; True once they said how they
+        ended. The one relay: the child's JSON lines and a thread's events alike."""
         kind, i = ev.get("ev"), int(ev.get("job", 0) or 0)
         if kind == "job":
             with self._lock:
-                self._job, self._status = i, "preparing"
+                self._job = i
+                if self._status != "abandoned":
+                    self._status = "preparing"
         elif kind == "start":
             hist = History.pretraining()
             worker.sync_rows(hist, ev["history"])
@@ -338,7 +255,9 @@ class TrainingRun:
                 skills = History(sk["columns"], sk["eval_keys"])
                 worker.sync_rows(skills, sk)
             with self._lock:
-                self.histories[i], self.run_dirs[i], self._status = hist, Path(ev["run_dir"]), "running"
+                self.histories[i], self.run_dirs[i] = hist, Path(ev["run_dir"])
+                if self._status != "abandoned":
+                    self._status = "running"
                 self._baselines[i] = ev.get("baseline")
                 self.probe_objects[i] = Probe(**ev["probe"]) if ev.get("probe") else None
                 self._probes[i] = list(ev.get("probes") or [])
@@ -352,36 +271,20 @@ class TrainingRun:
                     self._probes[i] = list(ev["probes"])
         elif kind == "job_end":
             self.stop_steps[i] = ev.get("stop_step")
-            self._finish_job_dir(i, Path(ev["run_dir"]), ev.get("error"))
+            self._finish_job(i, Path(ev["run_dir"]), ev.get("error"))
         elif kind == "error":
             with self._lock:
                 self._status, self._message = "error", str(ev.get("message"))
             return True
         return kind == "done"
 
-    def _finish_job_dir(self, i: int, run_dir: Path, error) -> None:
-        """Job ``i`` ended in its own process: its model as saved in ``run_dir`` (None if it has no checkpoint)."""
+    def _finish_job(self, i: int, run_dir: Path, error) -> None:
+        """Job ``i`` ended: its model as saved in ``run_dir`` (None if it has no checkpoint), named by its run
+        (explorer.session.state.set_active), its folder and error."""
         try:
             bundle = load_checkpoint(run_dir)
         except BertcoreError as e:
             bundle, error = None, error or str(e)
-        self._keep(i, bundle, run_dir, error)
-
-    def _parent(self):
-        return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()
-
-    def _finish_job(self, i: int, result, records: TrainingRecords) -> None:
-        """Job ``i`` ended in this process's thread: the trainer's history, the run's records and model."""
-        trainer = result.trainer
-        with self._lock:
-            self.histories[i] = trainer.history  # a resumed run's history replaced the first one
-            self._probes[i] = list(records.probe_history)
-            self._skills[i] = records.skills_history
-        error = trainer.error or (result.reason if result.status == "failed" else None)
-        self._keep(i, result.bundle, result.run_dir, error)  # the bundle's history is the trainer's, as saved
-
-    def _keep(self, i: int, bundle, run_dir: Path, error) -> None:
-        """Job ``i``'s end, either way: its model (named by its run: explorer.session.state.set_active), folder and error."""
         if bundle is not None:
             bundle.model.eval()
             bundle.name = bundle.name or run_dir.name
@@ -390,6 +293,12 @@ class TrainingRun:
             self._errors[i] = error
             self.results[i] = bundle
             self.run_dirs[i] = run_dir
+
+    def failure(self, e: Exception) -> str:
+        return str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
+
+    def _parent(self):
+        return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()
 
 
 def fmt_seconds(s: float | None) -> str:
