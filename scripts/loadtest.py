@@ -2,8 +2,9 @@
 
     python scripts/loadtest.py --sessions 100 --seconds 120 --trainings 2 [--json]
 
-starts one server process (``streamlit run app.py`` from this checkout, headless, on a free 127.0.0.1 port,
-with its own temporary runs folder), runs the load test against it and stops it. To test a server that is
+starts one server process (``streamlit run serve.py`` from this checkout, the shared server's entry: app.py
+behind the client gate; ``--script app.py`` for the app alone; headless, on a free 127.0.0.1 port, with its own
+temporary runs folder), runs the load test against it and stops it. To test a server that is
 already running (another checkout, a proxy in front of several processes), give its ``--port P``.
 
 Only 127.0.0.1 is contacted. Prints a table (or one JSON object with --json) of the per-page times from
@@ -63,6 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=0,
                    help="port of a running server on 127.0.0.1 (default: start one from this checkout)")
+    p.add_argument("--script", choices=("serve.py", "app.py"), default="serve.py",
+                   help="what the started server runs: serve.py (app.py behind the client gate, a shared server's "
+                        "entry; the default) or app.py")
     p.add_argument("--sessions", type=int, required=True, help="simulated students (browser tabs)")
     p.add_argument("--seconds", type=float, required=True, help="length of the load phase")
     p.add_argument("--trainings", type=int, required=True,
@@ -110,15 +114,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def _start_server():
-    """A headless server of this checkout on a free port (bench.harness.AppServer: its own runs folder)."""
+def _start_server(script: str = "serve.py"):
+    """A headless server of this checkout on a free port (bench.harness.AppServer: its own runs folder); ``script``
+    serve.py (a shared server's entry: app.py behind the client gate) or app.py."""
     import tempfile
 
     from bench.harness import AppServer
 
     log = Path(tempfile.mkdtemp(prefix="bertx-loadtest-")) / "server.log"
     try:
-        return AppServer(log).start(timeout=120)
+        return AppServer(log, script=script).start(timeout=120)
     except RuntimeError as e:
         sys.stderr.write(f"error: the server did not start ({e}); its log: {log}\n")
         return None
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     server = None
     if a.port == 0:
-        server = _start_server()
+        server = _start_server(a.script)
         if server is None:
             return 2
         a.port = server.port

@@ -223,10 +223,12 @@ def test_a_full_disk_through_the_cli_and_the_app_runner(corpus, tmp_path, monkey
     assert code == 2 and err.startswith("error: could not write the checkpoint after step 0 (No space left")
     assert f"--resume {out}" in err and "Traceback" not in err
 
+    from bertcore.analysis import records
     from bertcore.jobs import service as svc
 
     s = spec(corpus, steps=30)
-    monkeypatch.setattr(svc, "save_checkpoint", _fail_after(ck.save_checkpoint, 2, full))  # step 0, 5, then full
+    # the pretraining run's files are written by its records (TrainingRecords.save): step 0, 5, then full
+    monkeypatch.setattr(records, "save_checkpoint", _fail_after(ck.save_checkpoint, 2, full))
     monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "0")  # the patched save is in this process: train in a thread
     run = TrainingRun([svc.RunSpec(s.model_config, s.train_config, name="full disk")], corpus, runs_dir=tmp_path / "ws",
                       abandon_after=600)

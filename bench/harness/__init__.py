@@ -72,14 +72,16 @@ def free_port() -> int:
 
 
 class AppServer:
-    """`python -m streamlit run app.py` in the repo root, headless, bound to 127.0.0.1.
+    """`python -m streamlit run app.py` in the repo root, headless, bound to 127.0.0.1 (``script="serve.py"``: the
+    shared server's entry, app.py behind the client gate).
 
     ``start()`` returns once /_stcore/health answers (that runs no page script, so the first *page*
     request is still the caller's) and records the seconds it took in ``healthy_after``."""
 
     def __init__(self, log_path: Path | None = None, port: int | None = None, runs_dir: Path | None = None,
-                 env: dict | None = None, address: str = "127.0.0.1"):
+                 env: dict | None = None, address: str = "127.0.0.1", script: str = "app.py"):
         self.port = port or free_port()
+        self.script = script
         self.address = address  # "0.0.0.0": every interface, as a shared server (still reached on 127.0.0.1)
         # Its own BERTCORE_RUNS_DIR (a fresh temp dir unless given): runs never land in the user's data folder.
         self.runs_dir = Path(runs_dir) if runs_dir else Path(tempfile.mkdtemp(prefix="bertx-runs-"))
@@ -92,7 +94,7 @@ class AppServer:
 
     def start(self, timeout: float = LOAD / 1000, poll: float = 0.3) -> "AppServer":
         env = dict(os.environ, PYTHONUNBUFFERED="1", BERTCORE_RUNS_DIR=str(self.runs_dir), **self.extra_env)
-        cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true",
+        cmd = [sys.executable, "-m", "streamlit", "run", self.script, "--server.headless=true",
                f"--server.address={self.address}", f"--server.port={self.port}", "--browser.gatherUsageStats=false",
                "--server.fileWatcherType=none"]
         self._log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in stop()

@@ -1,0 +1,145 @@
+"""The client gate (explorer/session/client_gate.py, serve.py): one address's websocket connections over a cap are
+refused before Streamlit makes a session of them; everything else passes untouched."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from explorer.session import client_gate
+from explorer.session.client_gate import POLICY_VIOLATION, ClientGate
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    client_gate.CONNECTS.clear()
+    client_gate._OPEN.clear()
+    monkeypatch.setenv("BERTCORE_CLIENT_REFUSED_DELAY", "0")
+    for k in ("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "BERTCORE_CLIENT_CONNECTIONS", "BERTCORE_CLIENT_CAP_LOCAL"):
+        monkeypatch.delenv(k, raising=False)
+    yield
+    client_gate.CONNECTS.clear()
+    client_gate._OPEN.clear()
+
+
+class App:
+    """The Streamlit behind the gate: records who reached it; a connection stays open until ``release`` is set."""
+
+    def __init__(self):
+        self.reached: list[str] = []
+        self.release = asyncio.Event()
+
+    async def __call__(self, scope, receive, send):
+        self.reached.append(scope["client"][0] if scope.get("client") else scope["type"])
+        if scope["type"] == "websocket":
+            await self.release.wait()
+
+
+def ws(host: str, path: str = "/_stcore/stream") -> dict:
+    return {"type": "websocket", "path": path, "client": (host, 50000)}
+
+
+async def connect(gate, scope) -> list[dict]:
+    """One connection through the gate; what the gate itself sent back (nothing when the app took it)."""
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "websocket.connect"}
+
+    async def send(msg):
+        sent.append(msg)
+
+    await gate(scope, receive, send)
+    return sent
+
+
+def test_a_script_over_the_connect_cap_is_refused_before_the_app_and_others_are_not(monkeypatch):
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "2")
+
+    async def main():
+        app = App()
+        app.release.set()  # each connection ends at once
+        gate = ClientGate(app)
+        answers = [await connect(gate, ws("10.0.0.5")) for _ in range(3)]
+        assert answers[:2] == [[], []] and answers[2] == [{"type": "websocket.close", "code": POLICY_VIOLATION}]
+        assert app.reached == ["10.0.0.5", "10.0.0.5"]  # the third never became a session
+        assert await connect(gate, ws("10.0.0.6")) == []  # another student's address is not touched
+        assert await connect(gate, {"type": "http", "path": "/", "client": ("10.0.0.5", 1)}) == []  # pages pass
+        assert await connect(gate, ws("10.0.0.5", "/_stcore/health")) == []  # only the app's stream is counted
+        for _ in range(5):  # the server machine itself (a personal machine, a proxy without an address)
+            assert await connect(gate, ws("127.0.0.1")) == []
+        assert app.reached.count("127.0.0.1") == 5
+        assert client_gate.refused["connects"] >= 1
+
+    asyncio.run(main())
+
+
+def test_the_open_connections_cap_frees_a_place_when_one_closes(monkeypatch):
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECTIONS", "1")
+
+    async def main():
+        app = App()
+        gate = ClientGate(app)
+        first = asyncio.create_task(connect(gate, ws("2001:db8::1")))
+        await asyncio.sleep(0.05)
+        assert client_gate.open_connections("2001:db8::/64") == 1
+        # the same /64 network is the same client (one host usually holds a whole /64)
+        assert await connect(gate, ws("2001:db8::2")) == [{"type": "websocket.close", "code": POLICY_VIOLATION}]
+        app.release.set()
+        assert await first == []
+        assert client_gate.open_connections("2001:db8::/64") == 0
+        assert await connect(gate, ws("2001:db8::2")) == []
+
+    asyncio.run(main())
+
+
+def test_local_connections_are_capped_when_the_operator_asks(monkeypatch):
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "1")
+    monkeypatch.setenv("BERTCORE_CLIENT_CAP_LOCAL", "1")
+
+    async def main():
+        app = App()
+        app.release.set()
+        gate = ClientGate(app)
+        assert await connect(gate, ws("127.0.0.1")) == []
+        assert await connect(gate, ws("::1")) == [{"type": "websocket.close", "code": POLICY_VIOLATION}]
+
+    asyncio.run(main())
+
+
+def test_a_bad_setting_says_which(monkeypatch):
+    from bertcore.errors import ConfigError
+
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "lots")
+    with pytest.raises(ConfigError, match="BERTCORE_CLIENT_CONNECTS_PER_MINUTE"):
+        client_gate.connects_cap()
+
+
+def test_serve_py_puts_the_gate_in_front_of_the_real_server(tmp_path):
+    """``streamlit run serve.py``: the app as ``streamlit run app.py`` serves it, and a third connection a minute
+    from 127.0.0.2 (the cap set to 2) gets HTTP 403 on its websocket upgrade, while 127.0.0.1 opens the page."""
+    from bench.harness import AppServer
+    from loadgen.protocol import StreamlitTab
+
+    server = AppServer(tmp_path / "server.log", script="serve.py", env={
+        "BERTCORE_CLIENT_CONNECTS_PER_MINUTE": "2", "BERTCORE_CLIENT_REFUSED_DELAY": "0"}).start(timeout=180)
+
+    async def main():
+        tabs = [StreamlitTab(server.port, source="127.0.0.2", timeout=180) for _ in range(3)]
+        local = StreamlitTab(server.port, timeout=180)
+        try:
+            results = [await t.open() for t in tabs]
+            mine = await local.open()
+        finally:
+            for t in tabs + [local]:
+                await t.close()
+        return results, mine
+
+    try:
+        results, mine = asyncio.run(main())
+    finally:
+        server.stop()
+    assert [r.ok for r in results] == [True, True, False], [r.error for r in results]
+    assert "403" in results[2].error
+    assert mine.ok, mine.error
+    assert "Traceback" not in server.log_tail(200)
