@@ -1,8 +1,8 @@
-"""The explorer for a shared server: ``streamlit run serve.py`` (the same flags as ``streamlit run app.py``).
+"""app.py behind the client gate: ``streamlit run serve.py`` (the same flags as ``streamlit run app.py``).
 
-It is app.py behind the client gate (explorer/session/client_gate.py): a script that opens hundreds of sessions
-from one address is turned away before Streamlit makes a session of each. On a personal machine
-``streamlit run app.py`` is the same app without it. docs/LIMITS.md ("One client cannot starve the class").
+A script that opens hundreds of sessions from one address is turned away before Streamlit makes a session of each
+(explorer/session/client_gate.py). Opt-in for now: measured beside the class of 100, its own baseline was slower than
+``streamlit run app.py``'s (docs/BENCH.md, "The client flood beside the class of 100"). docs/LIMITS.md.
 """
 import streamlit as st
 from starlette.middleware import Middleware

@@ -2,9 +2,8 @@
 
     python scripts/loadtest.py --sessions 100 --seconds 120 --trainings 2 [--json]
 
-starts one server process (``streamlit run serve.py`` from this checkout, the shared server's entry: app.py
-behind the client gate; ``--script app.py`` for the app alone; headless, on a free 127.0.0.1 port, with its own
-temporary runs folder), runs the load test against it and stops it. To test a server that is
+starts one server process (``streamlit run app.py`` from this checkout, or ``--script serve.py``: app.py behind
+the client gate; headless, on a free 127.0.0.1 port, with its own temporary runs folder), runs the load test against it and stops it. To test a server that is
 already running (another checkout, a proxy in front of several processes), give its ``--port P``.
 
 Only 127.0.0.1 is contacted. Prints a table (or one JSON object with --json) of the per-page times from
@@ -64,9 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=0,
                    help="port of a running server on 127.0.0.1 (default: start one from this checkout)")
-    p.add_argument("--script", choices=("serve.py", "app.py"), default="serve.py",
-                   help="what the started server runs: serve.py (app.py behind the client gate, a shared server's "
-                        "entry; the default) or app.py")
+    p.add_argument("--script", choices=("app.py", "serve.py"), default="app.py",
+                   help="what the started server runs: app.py (the default) or serve.py (app.py behind the client "
+                        "gate, explorer/session/client_gate.py)")
     p.add_argument("--sessions", type=int, required=True, help="simulated students (browser tabs)")
     p.add_argument("--seconds", type=float, required=True, help="length of the load phase")
     p.add_argument("--trainings", type=int, required=True,
@@ -114,9 +113,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def _start_server(script: str = "serve.py"):
+def _start_server(script: str = "app.py"):
     """A headless server of this checkout on a free port (bench.harness.AppServer: its own runs folder); ``script``
-    serve.py (a shared server's entry: app.py behind the client gate) or app.py."""
+    app.py or serve.py (app.py behind the client gate)."""
     import tempfile
 
     from bench.harness import AppServer

@@ -12,14 +12,13 @@ from explorer.session.client_gate import POLICY_VIOLATION, ClientGate
 
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch):
-    client_gate.CONNECTS.clear()
-    client_gate._OPEN.clear()
+    client_gate.clear()
     monkeypatch.setenv("BERTCORE_CLIENT_REFUSED_DELAY", "0")
-    for k in ("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "BERTCORE_CLIENT_CONNECTIONS", "BERTCORE_CLIENT_CAP_LOCAL"):
+    for k in ("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "BERTCORE_CLIENT_CONNECT_BURST", "BERTCORE_CLIENT_CONNECTIONS",
+              "BERTCORE_CLIENT_CAP_LOCAL"):
         monkeypatch.delenv(k, raising=False)
     yield
-    client_gate.CONNECTS.clear()
-    client_gate._OPEN.clear()
+    client_gate.clear()
 
 
 class App:
@@ -53,8 +52,23 @@ async def connect(gate, scope) -> list[dict]:
     return sent
 
 
+def test_turns_come_from_a_token_bucket_and_a_turn_too_far_away_is_refused(monkeypatch):
+    """60 a minute with a burst of 3: three connections at once go in, the next ones wait 1 s, 2 s, ... for their
+    turn (a coroutine sleeps; no session exists yet), and one whose turn is more than MAX_WAIT away is refused."""
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "60")
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECT_BURST", "3")
+    key = "10.0.0.9"
+    waits = [client_gate.admit(key, now=100.0) for _ in range(3 + int(client_gate.MAX_WAIT))]
+    assert waits == [0.0, 0.0, 0.0] + [float(k) for k in range(1, int(client_gate.MAX_WAIT) + 1)]
+    assert client_gate.admit(key, now=100.0) == "connects"  # 11 s away
+    assert client_gate.admit(key, now=102.0) == float(client_gate.MAX_WAIT - 1)  # 2 s later two turns came back
+    assert client_gate.open_connections(key) == 3 + int(client_gate.MAX_WAIT) + 1  # the waiting ones count as open
+    assert client_gate.admit("10.0.0.10", now=100.0) == 0.0  # each address has its own bucket
+
+
 def test_a_script_over_the_connect_cap_is_refused_before_the_app_and_others_are_not(monkeypatch):
     monkeypatch.setenv("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "2")
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECT_BURST", "2")  # a third connection's turn is 30 s away: refused
 
     async def main():
         app = App()
@@ -95,6 +109,7 @@ def test_the_open_connections_cap_frees_a_place_when_one_closes(monkeypatch):
 
 def test_local_connections_are_capped_when_the_operator_asks(monkeypatch):
     monkeypatch.setenv("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "1")
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECT_BURST", "1")
     monkeypatch.setenv("BERTCORE_CLIENT_CAP_LOCAL", "1")
 
     async def main():
@@ -122,7 +137,8 @@ def test_serve_py_puts_the_gate_in_front_of_the_real_server(tmp_path):
     from loadgen.protocol import StreamlitTab
 
     server = AppServer(tmp_path / "server.log", script="serve.py", env={
-        "BERTCORE_CLIENT_CONNECTS_PER_MINUTE": "2", "BERTCORE_CLIENT_REFUSED_DELAY": "0"}).start(timeout=180)
+        "BERTCORE_CLIENT_CONNECTS_PER_MINUTE": "2", "BERTCORE_CLIENT_CONNECT_BURST": "2",
+        "BERTCORE_CLIENT_REFUSED_DELAY": "0"}).start(timeout=180)
 
     async def main():
         tabs = [StreamlitTab(server.port, source="127.0.0.2", timeout=180) for _ in range(3)]
@@ -143,3 +159,13 @@ def test_serve_py_puts_the_gate_in_front_of_the_real_server(tmp_path):
     assert "403" in results[2].error
     assert mine.ok, mine.error
     assert "Traceback" not in server.log_tail(200)
+
+
+def test_a_flood_waits_ever_longer_for_its_refusals(monkeypatch):
+    """The first burst of refusals in a minute is told after the base delay, each further burst waits twice as long,
+    up to a minute; another address starts again at the base delay."""
+    monkeypatch.setenv("BERTCORE_CLIENT_REFUSED_DELAY", "3")
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECT_BURST", "2")
+    delays = [client_gate.refusal_delay("10.0.0.7") for _ in range(14)]
+    assert delays == [3, 3, 6, 6, 12, 12, 24, 24, 48, 48, 60, 60, 60, 60]
+    assert client_gate.refusal_delay("10.0.0.8") == 3

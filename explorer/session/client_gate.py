@@ -7,39 +7,52 @@ in a loop (issue 45's flood) keeps the server busy with sessions that are only r
 Streamlit as ASGI middleware (``serve.py``: ``st.App("app.py", middleware=[ClientGate])``) and looks at each new
 connection of the app's websocket (``/_stcore/stream``, one per browser tab or reload) before Streamlit sees it:
 
-==================  =========================================================================  =======
-what                cap per client address                                                     default
-==================  =========================================================================  =======
-connects            new websocket connections in a sliding minute                               120
-                    (``BERTCORE_CLIENT_CONNECTS_PER_MINUTE``)
-open connections    websockets open at once (``BERTCORE_CLIENT_CONNECTIONS``)                    100
-==================  =========================================================================  =======
+==========================  ================================================================  =======
+what                        per client address                                                default
+==========================  ================================================================  =======
+new connections a minute    ``BERTCORE_CLIENT_CONNECTS_PER_MINUTE``: the rate of a token bucket     60
+a burst at once             ``BERTCORE_CLIENT_CONNECT_BURST``: the bucket's size                    10
+open connections            ``BERTCORE_CLIENT_CONNECTIONS``: websockets open (or waiting) at once   100
+==========================  ================================================================  =======
 
-Both defaults sit well above the app's own session cap (30 a minute), so a person, or a class behind one
-address, meets the app's message first; only a script gets this far. A connection over a cap is refused after
-``refused_delay()`` seconds (a sleeping coroutine: it costs no thread and no core) with close code 1008 before
-it is accepted, which a browser sees as an HTTP 403 on the upgrade. 0 turns a cap off. The address is the one
-``client_limits.client_key`` counts (a proxy's ``X-Forwarded-For`` only when uvicorn trusts that proxy), and
-connections from the server machine itself are not capped unless ``BERTCORE_CLIENT_CAP_LOCAL=1``.
+A connection whose turn has not come waits for it (up to ``MAX_WAIT`` = 10 s, a sleeping coroutine: no thread, no
+session yet), so a person who opens a dozen tabs at once gets all of them, a little later; a flood's sessions reach
+Streamlit at most at the bucket's rate instead of all at once. One whose turn is further away, or over the
+open-connections cap, is refused after ``refusal_delay`` seconds (3 s, doubling with every further burst of
+refusals of that address in a minute, up to 60 s) with close code 1008 before it is accepted,
+which a browser sees as an HTTP 403 on the upgrade. The app's own caps (30 new sessions a minute) still apply to
+what the gate lets through and answer with their message. 0 turns the rate or the open cap off. The address is the
+one ``client_limits.client_key`` counts (a proxy's ``X-Forwarded-For`` only when uvicorn trusts that proxy), and
+connections from the server machine itself are not gated unless ``BERTCORE_CLIENT_CAP_LOCAL=1``.
 """
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections import OrderedDict
 
 from bertcore.settings import env_number
-from explorer.session.client_limits import LOCAL, SlidingWindow, cap_local, client_key, refused_delay
+from explorer.session.client_limits import LOCAL, SlidingWindow, cap_local, client_key, escalated_delay
 
 STREAM_PATH = "/_stcore/stream"
-CONNECTS = SlidingWindow()  # new connections per address and minute, shared by the whole server process
-_OPEN: dict[str, int] = {}  # address -> websockets open now
-_OPEN_LOCK = threading.Lock()
+MAX_WAIT = 10.0  # a connection waits at most this long for its turn; one that would wait longer is refused
+MAX_KEYS = 10_000  # addresses remembered; the least recently seen is forgotten first
 POLICY_VIOLATION = 1008  # the websocket close code for "refused by policy"
+_LOCK = threading.Lock()
+_OPEN: dict[str, int] = {}  # address -> websockets open now (or waiting for their turn)
+_BUCKETS: OrderedDict[str, list[float]] = OrderedDict()  # address -> [tokens, monotonic time of that count]
+REFUSALS = SlidingWindow()  # the refused connections of each address in the last minute (the delay grows with them)
 refused = {"connects": 0, "open": 0}  # how many connections each cap turned away (a bench reads it)
+waited = {"connections": 0, "seconds": 0.0}  # connections that waited for their turn, and how long in all
 
 
 def connects_cap() -> int:
-    return env_number("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", 120, minimum=0, integer=True)
+    return env_number("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", 60, minimum=0, integer=True)
+
+
+def connect_burst() -> int:
+    return env_number("BERTCORE_CLIENT_CONNECT_BURST", 10, minimum=1, integer=True)
 
 
 def connections_cap() -> int:
@@ -47,25 +60,62 @@ def connections_cap() -> int:
 
 
 def open_connections(key: str) -> int:
-    with _OPEN_LOCK:
+    with _LOCK:
         return _OPEN.get(key, 0)
 
 
-def admit(key: str) -> str | None:
-    """Count a new connection of ``key``: None when it may go on (then it is open until ``closed(key)``), else
-    the cap it is over ("connects" or "open")."""
-    with _OPEN_LOCK:
+def clear() -> None:
+    with _LOCK:
+        _OPEN.clear()
+        _BUCKETS.clear()
+    REFUSALS.clear()
+
+
+def refusal_delay(key: str) -> float:
+    """Seconds before a refused connection of ``key`` is told: ``refused_delay()`` for its first ``connect_burst``
+    refusals in a minute, then doubling with each further burst of them, up to a minute (client_limits'
+    ``escalated_delay``). A person refused once waits the base delay; a flood that asks again at once waits ever
+    longer, so its retries cost the server less and less."""
+    REFUSALS.allow(key, 1_000_000)
+    return escalated_delay(1 + (REFUSALS.count(key) - 1) // connect_burst())
+
+
+def _turn(key: str, now: float) -> float | None:
+    """Take ``key``'s next turn from its token bucket (``connect_burst`` tokens, refilled at ``connects_cap`` a
+    minute): the seconds until that turn (0: now), or None when it would be more than MAX_WAIT away."""
+    rate = connects_cap() / 60.0
+    if rate <= 0:
+        return 0.0
+    burst = float(connect_burst())
+    tokens, then = _BUCKETS.pop(key, [burst, now])
+    tokens = min(burst, tokens + (now - then) * rate)
+    wait = 0.0 if tokens >= 1 else (1 - tokens) / rate
+    if wait > MAX_WAIT:
+        _BUCKETS[key] = [tokens, now]
+        return None
+    _BUCKETS[key] = [tokens - 1, now]  # below zero: turns already promised to connections that wait
+    while len(_BUCKETS) > MAX_KEYS:
+        _BUCKETS.popitem(last=False)
+    return wait
+
+
+def admit(key: str, now: float | None = None) -> float | str:
+    """A new connection of ``key``: the seconds it waits for its turn (0.0: none; from then on it is open until
+    ``closed(key)``), or the cap it is over ("open" or "connects") when it is refused."""
+    now = time.monotonic() if now is None else now
+    with _LOCK:
         cap = connections_cap()
         if cap and _OPEN.get(key, 0) >= cap:
             return "open"
-        if CONNECTS.allow(key, connects_cap()) > 0:
+        wait = _turn(key, now)
+        if wait is None:
             return "connects"
         _OPEN[key] = _OPEN.get(key, 0) + 1
-    return None
+    return wait
 
 
 def closed(key: str) -> None:
-    with _OPEN_LOCK:
+    with _LOCK:
         n = _OPEN.get(key, 0) - 1
         if n > 0:
             _OPEN[key] = n
@@ -86,14 +136,19 @@ class ClientGate:
         key = client_key(None if host in ("127.0.0.1", "::1") else host)
         if key == LOCAL and not cap_local():
             return await self.app(scope, receive, send)
-        over = admit(key)
-        if over is None:
+        got = admit(key)
+        if isinstance(got, float):
             try:
+                if got > 0:  # its turn comes later: a sleeping coroutine holds it, no thread, no session yet
+                    waited["connections"] += 1
+                    waited["seconds"] += got
+                    await asyncio.sleep(got)
                 return await self.app(scope, receive, send)
             finally:
                 closed(key)
-        refused[over] += 1
+        refused[got] += 1
+        delay = refusal_delay(key)
         message = await receive()  # websocket.connect
         if message.get("type") == "websocket.connect":
-            await asyncio.sleep(refused_delay())
+            await asyncio.sleep(delay)
             await send({"type": "websocket.close", "code": POLICY_VIOLATION})
