@@ -3,6 +3,7 @@ refused before Streamlit makes a session of them; everything else passes untouch
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 import pytest
 
@@ -32,6 +33,13 @@ class App:
         self.reached.append(scope["client"][0] if scope.get("client") else scope["type"])
         if scope["type"] == "websocket":
             await self.release.wait()
+
+
+def run(coro):
+    """``asyncio.run`` in a thread of its own: in the full suite a browser test's event loop may still be set in
+    this thread, where asyncio.run refuses to start another."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
 
 
 def ws(host: str, path: str = "/_stcore/stream") -> dict:
@@ -85,7 +93,7 @@ def test_a_script_over_the_connect_cap_is_refused_before_the_app_and_others_are_
         assert app.reached.count("127.0.0.1") == 5
         assert client_gate.refused["connects"] >= 1
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_the_open_connections_cap_frees_a_place_when_one_closes(monkeypatch):
@@ -104,7 +112,7 @@ def test_the_open_connections_cap_frees_a_place_when_one_closes(monkeypatch):
         assert client_gate.open_connections("2001:db8::/64") == 0
         assert await connect(gate, ws("2001:db8::2")) == []
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_local_connections_are_capped_when_the_operator_asks(monkeypatch):
@@ -119,7 +127,7 @@ def test_local_connections_are_capped_when_the_operator_asks(monkeypatch):
         assert await connect(gate, ws("127.0.0.1")) == []
         assert await connect(gate, ws("::1")) == [{"type": "websocket.close", "code": POLICY_VIOLATION}]
 
-    asyncio.run(main())
+    run(main())
 
 
 def test_a_bad_setting_says_which(monkeypatch):
@@ -152,7 +160,7 @@ def test_serve_py_puts_the_gate_in_front_of_the_real_server(tmp_path):
         return results, mine
 
     try:
-        results, mine = asyncio.run(main())
+        results, mine = run(main())
     finally:
         server.stop()
     assert [r.ok for r in results] == [True, True, False], [r.error for r in results]
