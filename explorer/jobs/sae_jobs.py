@@ -71,8 +71,7 @@ class SAEJob(BackgroundJob):
                                list(self._result), self.spec)
 
     def progress(self) -> float:
-        s = self.snapshot()
-        return s.progress
+        return self.snapshot().progress
 
     def failure(self, e: Exception):
         if isinstance(e, BertcoreError):

@@ -193,10 +193,6 @@ class TrainingRun(BackgroundJob):
                            [j.name for j in self.jobs], message, errors, dirs, probes, baselines, skills,
                            self.runtime.label)
 
-    def progress(self) -> float:
-        total = sum(int(j.train_config.steps) for j in self.jobs)
-        return min(1.0, sum(len(h) for h in self.histories) / total) if total else 0.0
-
     # -- the thread: never calls st.* --
     def _spec(self, job: service.RunSpec) -> service.RunSpec:
         """``job`` as ``service`` trains it here: this run's corpus and tokenizer, the server's device and the
@@ -293,9 +289,6 @@ class TrainingRun(BackgroundJob):
             self._errors[i] = error
             self.results[i] = bundle
             self.run_dirs[i] = run_dir
-
-    def failure(self, e: Exception) -> str:
-        return str(e) if isinstance(e, BertcoreError) else f"training failed: {type(e).__name__}: {e}"
 
     def _parent(self):
         return self.runs_dir if self.runs_dir is not None else runs.cli_runs_dir()

@@ -43,8 +43,7 @@ _LOCK = threading.Lock()
 _OPEN: dict[str, int] = {}  # address -> websockets open now (or waiting for their turn)
 _BUCKETS: OrderedDict[str, list[float]] = OrderedDict()  # address -> [tokens, monotonic time of that count]
 REFUSALS = SlidingWindow()  # the refused connections of each address in the last minute (the delay grows with them)
-refused = {"connects": 0, "open": 0}  # how many connections each cap turned away (a bench reads it)
-waited = {"connections": 0, "seconds": 0.0}  # connections that waited for their turn, and how long in all
+refused = {"connects": 0, "open": 0}  # how many connections each cap turned away
 
 
 def connects_cap() -> int:
@@ -140,8 +139,6 @@ class ClientGate:
         if isinstance(got, float):
             try:
                 if got > 0:  # its turn comes later: a sleeping coroutine holds it, no thread, no session yet
-                    waited["connections"] += 1
-                    waited["seconds"] += got
                     await asyncio.sleep(got)
                 return await self.app(scope, receive, send)
             finally:
