@@ -16,13 +16,23 @@ Each session of the flood, in a loop until the deadline and without think time (
 
 Every answer is sorted: refused by the client's caps (their message), "Server busy", a training started, or
 something else. The flood's own request times, errors and counts are reported apart from the class's.
+
+The flood runs in a process of its own (``run_flood_process``: ``python -m loadgen.flood SETTINGS``), as an
+attacker's client runs on a machine of its own: in the students' process, its 300 tight loops held the event loop
+that times the students' pages, and the students' figures then measured the load generator as well as the server.
+It still shares this machine's cores with the server; ``nice`` lowers its priority there (0: none).
 """
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
+import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from loadgen.protocol import RunResult, StreamlitTab
 from loadgen.student import MARKER_RE, STEPS_SLIDER
@@ -41,6 +51,7 @@ class FloodSettings:
     ramp: float = 10.0
     delay: float = 0.0  # seconds after the class's first student
     forge: bool = False  # a 127.0.0.x flood also sends a forged X-Forwarded-For per session
+    nice: int = 0  # the flood process's niceness (its client would be on another machine; here it shares the cores)
 
     @property
     def loopback_source(self) -> bool:
@@ -63,6 +74,8 @@ class FloodOutcome:
     times: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
+    cpu_seconds: float = 0.0  # the flood process's own CPU time (its client work, not the server's)
+    niceness: int = 0  # the flood process's niceness as it ran
 
     def note(self, name: str, r: RunResult, where: str) -> bool:
         self.requests += 1
@@ -195,4 +208,47 @@ def flood_report(s: FloodSettings, out: FloodOutcome, seconds: float) -> dict:
         "trainings_started": out.trainings_started,
         "p50": q(0.5), "p95": q(0.95), "max": round(times[-1], 3) if times else None,
         "errors": len(out.errors), "error_samples": out.errors[:10], "leaks": out.leaks[:10],
+        "process_cpu_s": out.cpu_seconds, "nice": out.niceness,
     }
+
+
+async def run_flood_process(port: int, s: FloodSettings, deadline: float, timeout: float,
+                            seed: int = 0) -> FloodOutcome:
+    """``run_flood`` in a process of its own (see the module's docstring); its outcome comes back as one JSON line."""
+    settings = dataclasses.asdict(s)
+    job = {"port": port, "settings": settings, "seconds": max(0.0, deadline - time.monotonic()), "timeout": timeout,
+           "seed": seed}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "loadgen.flood", json.dumps(job),
+                                                cwd=str(Path(__file__).resolve().parent.parent),
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    limit = job["seconds"] + s.delay + 2 * timeout + 90
+    try:
+        stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=limit)
+    except asyncio.TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return FloodOutcome(errors=[f"the flood's process did not end within {limit:.0f} s"])
+    lines = stdout.decode(errors="replace").strip().splitlines()
+    try:
+        got = json.loads(lines[-1])
+        return FloodOutcome(**{f.name: got[f.name] for f in dataclasses.fields(FloodOutcome)})
+    except (IndexError, ValueError, KeyError, TypeError):
+        tail = stderr.decode(errors="replace").strip().splitlines()[-3:]
+        return FloodOutcome(errors=[f"the flood's process ended with code {proc.returncode}: " + " | ".join(tail)])
+
+
+def _child(arg: str) -> int:
+    job = json.loads(arg)
+    fields = job["settings"]
+    fields["think"] = tuple(fields["think"])
+    s = FloodSettings(**fields)
+    if s.nice:
+        os.nice(s.nice)
+    out = asyncio.run(run_flood(job["port"], s, time.monotonic() + job["seconds"], job["timeout"], job["seed"]))
+    out.cpu_seconds, out.niceness = round(time.process_time(), 2), os.nice(0)
+    print(json.dumps(dataclasses.asdict(out)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1]))

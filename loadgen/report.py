@@ -170,7 +170,8 @@ def format_table(rep: dict) -> str:
               f"'server busy' answers {rep['busy']}",
               f"server RSS {rep['server_rss_mb_start']} MB at the start, max {rep['server_rss_mb']} MB; server CPU "
               f"mean {rep['server_cpu_pct_mean']}%, max {rep['server_cpu_pct_max']}% (200% = both cores); "
-              f"load generator {rep.get('generator_cpu_pct_mean')}%",
+              f"load generator {rep.get('generator_cpu_pct_mean')}%, its event loop late by "
+              f"{_lag(rep.get('generator_loop_lag_s'))}",
               f"the server's child processes (trainings): RSS max {rep.get('children_rss_mb')} MB, CPU mean "
               f"{rep.get('children_cpu_pct_mean')}%; server and children together: RSS max {rep.get('total_rss_mb')} MB",
               f"training steps/s: solo {tr.get('solo_steps_per_s')} (the mean of {_solos(tr)}), under load {speeds}; "
@@ -185,7 +186,8 @@ def format_table(rep: dict) -> str:
                   f"p95 {fl['p95']} s; Start pressed {fl['starts_pressed']} times: {fl['starts_refused']} refused by "
                   f"the client's cap, {fl['starts_busy']} 'server busy', {fl['starts_already_running']} 'already running', "
                   f"{fl['trainings_started']} trainings started; "
-                  f"errors {fl['errors']}"]
+                  f"errors {fl['errors']}; its own process used {fl.get('process_cpu_s')} s of CPU "
+                  f"(nice {fl.get('nice', 0)})"]
     targets = rep.get("targets", {})
     if targets:
         lines.append("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in targets.items()))
@@ -194,6 +196,10 @@ def format_table(rep: dict) -> str:
         if rep.get(key):
             lines += ["", f"first {title}:"] + [f"  {s}" for s in rep[key]]
     return "\n".join(lines)
+
+
+def _lag(lag: dict | None) -> str:
+    return f"p95 {lag['p95']} s, max {lag['max']} s" if lag else "-"
 
 
 def _solos(tr: dict) -> str:

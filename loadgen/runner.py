@@ -27,7 +27,7 @@ import random
 import time
 from dataclasses import dataclass
 
-from loadgen.flood import FloodOutcome, FloodSettings, flood_report, run_flood
+from loadgen.flood import FloodOutcome, FloodSettings, flood_report, run_flood_process
 from loadgen.protocol import http_get
 from loadgen.report import ServerMonitor, descendants, find_server_pid, page_stats
 from loadgen.student import (SOLO_MARKER, TRAIN_LABELS, VISIT, WARMUP_MARKER, Outcome, Page, Student, new_marker,
@@ -136,7 +136,16 @@ async def _flood_after_trainers(s: Settings, students: list[Student], deadline: 
     while time.monotonic() < end and not all(st.out.training_started or st.out.busy or st.out.errors
                                               for st in trainers):
         await asyncio.sleep(0.2)
-    return await run_flood(s.port, s.flood, deadline, s.timeout, s.seed)
+    return await run_flood_process(s.port, s.flood, deadline, s.timeout, s.seed)
+
+
+async def loop_lag(lags: list[float], until: float, every: float = 0.05) -> None:
+    """How late this generator's own event loop wakes up (seconds past ``every``) until ``until``: a busy generator
+    delays its reading of the server's answers, and the pages' times would include that delay."""
+    while time.monotonic() < until:
+        t = time.monotonic()
+        await asyncio.sleep(every)
+        lags.append(time.monotonic() - t - every)
 
 
 def _merge(outs: list[Outcome]) -> dict:
@@ -173,6 +182,8 @@ async def run_load_test(s: Settings) -> dict:
                 for i in range(s.sessions)]
     ramp = min(s.ramp, s.seconds / 2)
     mon_task = asyncio.create_task(monitor.run(s.seconds + 2 * s.timeout + 60))
+    lags: list[float] = []
+    lag_task = asyncio.create_task(loop_lag(lags, deadline))
     tasks = [asyncio.create_task(st.run(ramp * i / max(1, s.sessions))) for i, st in enumerate(students)]
     flooding = s.flood is not None and s.flood.sessions > 0
     flood_task = asyncio.create_task(_flood_after_trainers(s, students, deadline)) if flooding else None
@@ -183,6 +194,7 @@ async def run_load_test(s: Settings) -> dict:
     flood = await flood_task if flood_task is not None else None
     monitor.stop()
     await mon_task
+    await lag_task
     own = 100.0 * (time.process_time() - own_cpu) / max(1e-9, time.monotonic() - own_t)
     if solos:  # phase 4, after the load's trainings have ended (their processes gone)
         ended = await trainings_ended(pids, EVENT_TIMEOUTS * s.timeout)
@@ -196,6 +208,9 @@ async def run_load_test(s: Settings) -> dict:
                if t in done and t.exception() is not None]
     rep = _report(s, students, extra, monitor, rss_start, solos, pids, load_before, crashed, len(pending), flood)
     rep["generator_cpu_pct_mean"] = round(own, 1)
+    lags.sort()
+    rep["generator_loop_lag_s"] = ({"p95": round(lags[int(0.95 * (len(lags) - 1))], 3), "max": round(lags[-1], 3)}
+                                   if lags else None)
     return rep
 
 

@@ -63,9 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = _Parser(description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=0,
                    help="port of a running server on 127.0.0.1 (default: start one from this checkout)")
-    p.add_argument("--script", choices=("app.py", "serve.py"), default="app.py",
-                   help="what the started server runs: app.py (the default) or serve.py (app.py behind the client "
-                        "gate, explorer/session/client_gate.py)")
+    p.add_argument("--script", choices=("app.py", "serve.py"), default="serve.py",
+                   help="what the started server runs: serve.py (the default: app.py behind the client gate, "
+                        "explorer/session/client_gate.py, as the deployments start it) or app.py")
     p.add_argument("--sessions", type=int, required=True, help="simulated students (browser tabs)")
     p.add_argument("--seconds", type=float, required=True, help="length of the load phase")
     p.add_argument("--trainings", type=int, required=True,
@@ -91,6 +91,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "any other is sent as X-Forwarded-For from 127.0.0.1, as a proxy would (default 127.0.0.2)")
     p.add_argument("--flood-think", type=_think, default=(0.0, 0.0), metavar="MIN,MAX",
                    help="the flood's pause between requests, uniform in seconds (default 0,0: a tight loop)")
+    p.add_argument("--flood-nice", type=int, default=0, metavar="N",
+                   help="the flood process's niceness, 0..19 (an attacker's client runs on a machine of its own; on "
+                        "this one it shares the server's cores; default 0)")
     p.add_argument("--flood-forge", action="store_true",
                    help="each flood session from a loopback source also sends a forged X-Forwarded-For")
     a = p.parse_args(argv)
@@ -105,6 +108,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         (0 <= a.rounds <= 1000, f"--rounds must be 0..1000 (got {a.rounds})"),
         (all(p > 0 for p in a.pid), "--pid must be a process id"),
         (0 <= a.flood <= MAX_SESSIONS, f"--flood must be 0..{MAX_SESSIONS} (got {a.flood})"),
+        (0 <= a.flood_nice <= 19, f"--flood-nice must be 0..19 (got {a.flood_nice})"),
         (_ip(a.flood_address), f"--flood-address must be an IP address other than 127.0.0.1 (got {a.flood_address!r})"),
     ]
     for ok, msg in checks:
@@ -148,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                      ramp=a.ramp, solo_seconds=a.solo_seconds, warmup=not a.no_warmup, timeout=a.timeout,
                      seed=a.seed, rounds=a.rounds, pids=tuple(a.pid),
                      flood=FloodSettings(a.flood, a.flood_address, a.flood_think, ramp=a.ramp,
-                                         forge=a.flood_forge) if a.flood else None)
+                                         forge=a.flood_forge, nice=a.flood_nice) if a.flood else None)
         rep = asyncio.run(run_load_test(s))
     finally:
         if server is not None:

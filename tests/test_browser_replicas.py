@@ -70,7 +70,8 @@ def test_two_replicas_share_runs_survive_a_killed_replica_and_pass_uploads(brows
     from bench.harness import AppServer
 
     runs_dir = tmp_path / "runs"  # the shared storage every replica sees
-    servers = [AppServer(tmp_path / f"replica{i}.log", runs_dir=runs_dir, env=SERVER_ENV) for i in (1, 2)]
+    servers = [AppServer(tmp_path / f"replica{i}.log", runs_dir=runs_dir, env=SERVER_ENV, script="serve.py")  # as REPLICAS.md
+               for i in (1, 2)]
     starters = [threading.Thread(target=s.start) for s in servers]
     for t in starters:
         t.start()

@@ -16,7 +16,7 @@ def fresh(monkeypatch):
     client_gate.clear()
     monkeypatch.setenv("BERTCORE_CLIENT_REFUSED_DELAY", "0")
     for k in ("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", "BERTCORE_CLIENT_CONNECT_BURST", "BERTCORE_CLIENT_CONNECTIONS",
-              "BERTCORE_CLIENT_CAP_LOCAL"):
+              "BERTCORE_CLIENT_CAP_LOCAL", "BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE"):
         monkeypatch.delenv(k, raising=False)
     yield
     client_gate.clear()
@@ -44,6 +44,10 @@ def run(coro):
 
 def ws(host: str, path: str = "/_stcore/stream") -> dict:
     return {"type": "websocket", "path": path, "client": (host, 50000)}
+
+
+def http(host: str, path: str = "/", query: bytes = b"", method: str = "GET") -> dict:
+    return {"type": "http", "method": method, "path": path, "query_string": query, "client": (host, 50000)}
 
 
 async def connect(gate, scope) -> list[dict]:
@@ -86,7 +90,7 @@ def test_a_script_over_the_connect_cap_is_refused_before_the_app_and_others_are_
         assert answers[:2] == [[], []] and answers[2] == [{"type": "websocket.close", "code": POLICY_VIOLATION}]
         assert app.reached == ["10.0.0.5", "10.0.0.5"]  # the third never became a session
         assert await connect(gate, ws("10.0.0.6")) == []  # another student's address is not touched
-        assert await connect(gate, {"type": "http", "path": "/", "client": ("10.0.0.5", 1)}) == []  # pages pass
+        assert await connect(gate, http("10.0.0.5", "/static/js/index.js")) == []  # files pass
         assert await connect(gate, ws("10.0.0.5", "/_stcore/health")) == []  # only the app's stream is counted
         for _ in range(5):  # the server machine itself (a personal machine, a proxy without an address)
             assert await connect(gate, ws("127.0.0.1")) == []
@@ -177,3 +181,49 @@ def test_a_flood_waits_ever_longer_for_its_refusals(monkeypatch):
     delays = [client_gate.refusal_delay("10.0.0.7") for _ in range(14)]
     assert delays == [3, 3, 6, 6, 12, 12, 24, 24, 48, 48, 60, 60, 60, 60]
     assert client_gate.refusal_delay("10.0.0.8") == 3
+
+
+@pytest.mark.parametrize("path, page", [("/", True), ("/train", True), ("/attention/", True),
+                                        ("/static/js/index.abc.js", False), ("/_stcore/health", False),
+                                        ("/media/x.png", False), ("/favicon.png", False),
+                                        ("/component/bertviz/index.html", False), ("/app/static/a", False)])
+def test_which_requests_are_page_loads(path, page):
+    assert client_gate.is_page_load(http("10.0.0.1", path)) is page
+    assert client_gate.is_page_load(http("10.0.0.1", path, method="POST")) is False
+    assert client_gate.is_page_load({"type": "websocket", "path": path}) is False
+
+
+def test_page_loads_over_their_bucket_get_429_with_the_wait_in_the_link_s_language(monkeypatch):
+    """2 page loads a minute (burst 2): the third GET of the app's page from one address gets HTTP 429 from the gate
+    (Streamlit never serves it), with Retry-After and a message in English or, with ?lang=zh, Chinese; its
+    websocket connections, static files, another address and the server machine itself are not touched."""
+    monkeypatch.setenv("BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE", "2")
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECT_BURST", "2")
+
+    async def main():
+        app = App()
+        app.release.set()
+        gate = ClientGate(app)
+        assert await connect(gate, http("10.0.0.5", "/")) == []
+        assert await connect(gate, http("10.0.0.5", "/train")) == []
+        refused = await connect(gate, http("10.0.0.5", "/"))
+        assert refused[0]["type"] == "http.response.start" and refused[0]["status"] == 429
+        headers = dict(refused[0]["headers"])
+        assert headers[b"retry-after"] == b"30" and headers[b"content-type"].startswith(b"text/plain")
+        body = refused[1]["body"].decode()
+        assert body.startswith("Too many page loads from your network address: at most 2 a minute")
+        assert "BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE" in body and "Reload in 30 s" in body
+        assert int(headers[b"content-length"]) == len(refused[1]["body"])
+        zh = (await connect(gate, http("10.0.0.5", "/predict", b"ws=abc&lang=zh")))[1]["body"].decode()
+        assert "BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE" in zh and "30 秒" in zh
+        assert app.reached == ["10.0.0.5", "10.0.0.5"]  # the refused loads never reached Streamlit
+        assert await connect(gate, http("10.0.0.5", "/static/js/index.js")) == []
+        assert await connect(gate, ws("10.0.0.5")) == []  # the websocket has a bucket of its own
+        assert await connect(gate, http("10.0.0.6", "/")) == []
+        for _ in range(4):
+            assert await connect(gate, http("127.0.0.1", "/")) == []
+        assert client_gate.refused["pages"] >= 2
+
+    run(main())
+    monkeypatch.setenv("BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE", "0")  # 0: no cap on page loads
+    assert [client_gate.admit_page("10.0.0.7", now=5.0) for _ in range(50)] == [0.0] * 50

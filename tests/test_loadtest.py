@@ -226,6 +226,26 @@ def test_a_flood_from_one_address_is_held_to_its_caps_beside_the_class(capped_se
     assert fl["sessions_opened"] == 8 and fl["sessions_admitted"] == 4, fl
     assert fl["trainings_started"] == 1 and fl["starts_pressed"] > fl["trainings_started"], fl
     assert fl["refused"] >= 4 + fl["starts_refused"] and fl["errors"] == 0, fl
+    assert fl["process_cpu_s"] > 0 and fl["nice"] == os.nice(0), fl  # it ran in a process of its own (loadgen.flood)
+    lag = rep["generator_loop_lag_s"]
+    assert 0 <= lag["p95"] <= lag["max"], lag
+
+
+def test_the_flood_process_reports_what_went_wrong_in_it():
+    """The flood's own process (``python -m loadgen.flood``) against a port nobody listens on: its outcome comes back
+    through the JSON line, each session's failed connection an error of its own, and with the niceness it was given."""
+    import asyncio
+    import concurrent.futures
+    import time
+
+    from loadgen.flood import FloodSettings, run_flood_process
+
+    s = FloodSettings(sessions=3, ramp=0.0, nice=5)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # a browser test may have set a loop in this thread
+        out = pool.submit(asyncio.run, run_flood_process(free_port(), s, time.monotonic() + 5, 5.0)).result(60)
+    assert out.sessions_opened == 3 and out.requests == 3 and out.sessions_admitted == 0, out
+    assert len(out.errors) == 3 and all("open /: connect failed" in e for e in out.errors), out.errors
+    assert out.cpu_seconds > 0 and out.niceness == min(19, os.nice(0) + 5)
 
 
 def test_behind_a_proxy_on_loopback_the_forwarded_address_is_the_client(capped_server):

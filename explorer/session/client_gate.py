@@ -5,7 +5,8 @@ refused client gets a message that says which cap and how long to wait. But each
 Streamlit session and a page script started on the server; a script that opens hundreds of sessions and reloads
 in a loop (issue 45's flood) keeps the server busy with sessions that are only refused. This gate sits in front of
 Streamlit as ASGI middleware (``serve.py``: ``st.App("app.py", middleware=[ClientGate])``) and looks at each new
-connection of the app's websocket (``/_stcore/stream``, one per browser tab or reload) before Streamlit sees it:
+connection of the app's websocket (``/_stcore/stream``, one per browser tab or reload) before Streamlit sees it,
+and at each load of the app's HTML page (``GET /``, ``GET /train``: the request before that websocket):
 
 ==========================  ================================================================  =======
 what                        per client address                                                default
@@ -13,7 +14,14 @@ what                        per client address                                  
 new connections a minute    ``BERTCORE_CLIENT_CONNECTS_PER_MINUTE``: the rate of a token bucket     60
 a burst at once             ``BERTCORE_CLIENT_CONNECT_BURST``: the bucket's size                    10
 open connections            ``BERTCORE_CLIENT_CONNECTIONS``: websockets open (or waiting) at once   100
+page loads a minute         ``BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE``: a token bucket of its own    60
 ==========================  ================================================================  =======
+
+A page load is served through Streamlit's HTTP stack (its session-cookie, path and gzip middleware and a file read:
+about as much of the event loop as the websocket's handshake); a flood's page loads were half of what its first
+seconds cost the server (docs/BENCH.md, "The client flood beside the class of 100"). One over the bucket gets HTTP
+429 with a ``Retry-After`` instead, from the gate, after the same ``refusal_delay``. The static files (``/static/``),
+``/_stcore/`` and the media are not counted: a browser caches the first and the app itself asks for the others.
 
 A connection whose turn has not come waits for it (up to ``MAX_WAIT`` = 10 s, a sleeping coroutine: no thread, no
 session yet), so a person who opens a dozen tabs at once gets all of them, a little later; a flood's sessions reach
@@ -28,11 +36,14 @@ connections from the server machine itself are not gated unless ``BERTCORE_CLIEN
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections import OrderedDict
 
 from bertcore.settings import env_number
+from explorer import i18n
+from explorer.i18n import mark, tr
 from explorer.session.client_limits import LOCAL, SlidingWindow, cap_local, client_key, escalated_delay
 
 STREAM_PATH = "/_stcore/stream"
@@ -42,8 +53,12 @@ POLICY_VIOLATION = 1008  # the websocket close code for "refused by policy"
 _LOCK = threading.Lock()
 _OPEN: dict[str, int] = {}  # address -> websockets open now (or waiting for their turn)
 _BUCKETS: OrderedDict[str, list[float]] = OrderedDict()  # address -> [tokens, monotonic time of that count]
+_PAGE_BUCKETS: OrderedDict[str, list[float]] = OrderedDict()  # the same, for the HTML page loads
 REFUSALS = SlidingWindow()  # the refused connections of each address in the last minute (the delay grows with them)
-refused = {"connects": 0, "open": 0}  # how many connections each cap turned away
+refused = {"connects": 0, "open": 0, "pages": 0}  # how many connections or page loads each cap turned away
+NOT_PAGES = ("/_stcore/", "/static/", "/app/static/", "/media/", "/component/")
+PAGE_REFUSED = mark("Too many page loads from your network address: at most {cap} a minute (set by {env}). "
+                    "Reload in {seconds} s; your workspace and runs are kept.")
 
 
 def connects_cap() -> int:
@@ -52,6 +67,19 @@ def connects_cap() -> int:
 
 def connect_burst() -> int:
     return env_number("BERTCORE_CLIENT_CONNECT_BURST", 10, minimum=1, integer=True)
+
+
+def page_loads_cap() -> int:
+    return env_number("BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE", 60, minimum=0, integer=True)
+
+
+def is_page_load(scope) -> bool:
+    """A GET of the app's HTML page: any path but the static files, ``/_stcore/``, media and components, whose last
+    part has no dot (``/``, ``/train``; ``/favicon.png`` is a file)."""
+    path = str(scope.get("path", ""))
+    if scope.get("type") != "http" or scope.get("method") not in ("GET", "HEAD") or path.startswith(NOT_PAGES):
+        return False
+    return "." not in path.rsplit("/", 1)[-1]
 
 
 def connections_cap() -> int:
@@ -67,6 +95,7 @@ def clear() -> None:
     with _LOCK:
         _OPEN.clear()
         _BUCKETS.clear()
+        _PAGE_BUCKETS.clear()
     REFUSALS.clear()
 
 
@@ -79,23 +108,32 @@ def refusal_delay(key: str) -> float:
     return escalated_delay(1 + (REFUSALS.count(key) - 1) // connect_burst())
 
 
-def _turn(key: str, now: float) -> float | None:
+def _turn(key: str, now: float, buckets: OrderedDict | None = None, per_minute: int | None = None) -> float | None:
     """Take ``key``'s next turn from its token bucket (``connect_burst`` tokens, refilled at ``connects_cap`` a
-    minute): the seconds until that turn (0: now), or None when it would be more than MAX_WAIT away."""
-    rate = connects_cap() / 60.0
+    minute; ``buckets`` and ``per_minute`` another bucket and its rate): the seconds until that turn (0: now), or
+    None when it would be more than MAX_WAIT away."""
+    buckets = _BUCKETS if buckets is None else buckets
+    rate = (connects_cap() if per_minute is None else per_minute) / 60.0
     if rate <= 0:
         return 0.0
     burst = float(connect_burst())
-    tokens, then = _BUCKETS.pop(key, [burst, now])
+    tokens, then = buckets.pop(key, [burst, now])
     tokens = min(burst, tokens + (now - then) * rate)
     wait = 0.0 if tokens >= 1 else (1 - tokens) / rate
     if wait > MAX_WAIT:
-        _BUCKETS[key] = [tokens, now]
+        buckets[key] = [tokens, now]
         return None
-    _BUCKETS[key] = [tokens - 1, now]  # below zero: turns already promised to connections that wait
-    while len(_BUCKETS) > MAX_KEYS:
-        _BUCKETS.popitem(last=False)
+    buckets[key] = [tokens - 1, now]  # below zero: turns already promised to connections that wait
+    while len(buckets) > MAX_KEYS:
+        buckets.popitem(last=False)
     return wait
+
+
+def admit_page(key: str, now: float | None = None) -> float | None:
+    """A page load of ``key``: the seconds it waits for its turn (0.0: none), or None when it is refused."""
+    now = time.monotonic() if now is None else now
+    with _LOCK:
+        return _turn(key, now, _PAGE_BUCKETS, page_loads_cap())
 
 
 def admit(key: str, now: float | None = None) -> float | str:
@@ -129,12 +167,15 @@ class ClientGate:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope.get("type") != "websocket" or not str(scope.get("path", "")).endswith(STREAM_PATH):
+        stream = scope.get("type") == "websocket" and str(scope.get("path", "")).endswith(STREAM_PATH)
+        if not stream and not is_page_load(scope):
             return await self.app(scope, receive, send)
         host = (scope.get("client") or (None, None))[0]
         key = client_key(None if host in ("127.0.0.1", "::1") else host)
         if key == LOCAL and not cap_local():
             return await self.app(scope, receive, send)
+        if not stream:
+            return await self._page_load(key, scope, receive, send)
         got = admit(key)
         if isinstance(got, float):
             try:
@@ -149,3 +190,22 @@ class ClientGate:
         if message.get("type") == "websocket.connect":
             await asyncio.sleep(delay)
             await send({"type": "websocket.close", "code": POLICY_VIOLATION})
+
+    async def _page_load(self, key, scope, receive, send):
+        wait = admit_page(key)
+        if wait is not None:
+            if wait > 0:
+                await asyncio.sleep(wait)
+            return await self.app(scope, receive, send)
+        refused["pages"] += 1
+        delay = refusal_delay(key)
+        await asyncio.sleep(delay)
+        lang = "zh" if b"lang=zh" in (scope.get("query_string") or b"") else "en"
+        with i18n.using(lang):
+            text = tr(PAGE_REFUSED, cap=page_loads_cap(), env="BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE",
+                      seconds=max(1, math.ceil(60.0 / max(1, page_loads_cap()))))
+        body = text.encode("utf-8")
+        await send({"type": "http.response.start", "status": 429, "headers": [
+            (b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
+            (b"retry-after", str(max(1, math.ceil(60.0 / max(1, page_loads_cap())))).encode())]})
+        await send({"type": "http.response.body", "body": body if scope.get("method") == "GET" else b""})
