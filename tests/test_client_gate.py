@@ -225,5 +225,12 @@ def test_page_loads_over_their_bucket_get_429_with_the_wait_in_the_link_s_langua
         assert client_gate.refused["pages"] >= 2
 
     run(main())
+    monkeypatch.setenv("BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE", "60")  # the wait told is the turn's, not a guess
+    monkeypatch.setenv("BERTCORE_CLIENT_CONNECT_BURST", "10")
+    assert [client_gate.admit_page("10.0.0.9", now=0.0) for _ in range(20)] == [0.0] * 10 + [float(k) for k in
+                                                                                             range(1, 11)]
+    assert client_gate.admit_page("10.0.0.9", now=0.0) is None  # its turn is 11 s away
+    assert client_gate.page_wait("10.0.0.9", now=0.0) == pytest.approx(11.0)
+    assert client_gate.page_wait("10.0.0.9", now=4.0) == pytest.approx(7.0)
     monkeypatch.setenv("BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE", "0")  # 0: no cap on page loads
     assert [client_gate.admit_page("10.0.0.7", now=5.0) for _ in range(50)] == [0.0] * 50

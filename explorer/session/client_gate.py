@@ -129,6 +129,16 @@ def _turn(key: str, now: float, buckets: OrderedDict | None = None, per_minute: 
     return wait
 
 
+def page_wait(key: str, now: float | None = None) -> float:
+    """Seconds until ``key``'s next page-load turn, taking none (what a refused load is told to wait)."""
+    now = time.monotonic() if now is None else now
+    rate = page_loads_cap() / 60.0
+    with _LOCK:
+        tokens, then = _PAGE_BUCKETS.get(key, [float(connect_burst()), now])
+    tokens = min(float(connect_burst()), tokens + (now - then) * rate)
+    return 0.0 if rate <= 0 or tokens >= 1 else (1 - tokens) / rate
+
+
 def admit_page(key: str, now: float | None = None) -> float | None:
     """A page load of ``key``: the seconds it waits for its turn (0.0: none), or None when it is refused."""
     now = time.monotonic() if now is None else now
@@ -201,11 +211,11 @@ class ClientGate:
         delay = refusal_delay(key)
         await asyncio.sleep(delay)
         lang = "zh" if b"lang=zh" in (scope.get("query_string") or b"") else "en"
+        seconds = max(1, math.ceil(page_wait(key)))
         with i18n.using(lang):
-            text = tr(PAGE_REFUSED, cap=page_loads_cap(), env="BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE",
-                      seconds=max(1, math.ceil(60.0 / max(1, page_loads_cap()))))
+            text = tr(PAGE_REFUSED, cap=page_loads_cap(), env="BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE", seconds=seconds)
         body = text.encode("utf-8")
         await send({"type": "http.response.start", "status": 429, "headers": [
             (b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),
-            (b"retry-after", str(max(1, math.ceil(60.0 / max(1, page_loads_cap())))).encode())]})
+            (b"retry-after", str(seconds).encode())]})
         await send({"type": "http.response.body", "body": body if scope.get("method") == "GET" else b""})
