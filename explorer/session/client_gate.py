@@ -108,17 +108,22 @@ def refusal_delay(key: str) -> float:
     return escalated_delay(1 + (REFUSALS.count(key) - 1) // connect_burst())
 
 
-def _turn(key: str, now: float, buckets: OrderedDict | None = None, per_minute: int | None = None) -> float | None:
-    """Take ``key``'s next turn from its token bucket (``connect_burst`` tokens, refilled at ``connects_cap`` a
-    minute; ``buckets`` and ``per_minute`` another bucket and its rate): the seconds until that turn (0: now), or
-    None when it would be more than MAX_WAIT away."""
-    buckets = _BUCKETS if buckets is None else buckets
-    rate = (connects_cap() if per_minute is None else per_minute) / 60.0
+def _tokens(buckets: OrderedDict, key: str, now: float, rate: float) -> float:
+    """``key``'s tokens in ``buckets`` at ``now`` (``connect_burst`` when it has none yet), refilled at ``rate`` a
+    second since they were last counted, at most ``connect_burst``."""
+    burst = float(connect_burst())
+    tokens, then = buckets.get(key, [burst, now])
+    return min(burst, tokens + (now - then) * rate)
+
+
+def _turn(key: str, now: float, buckets: OrderedDict, per_minute: int) -> float | None:
+    """Take ``key``'s next turn from its token bucket in ``buckets`` (``connect_burst`` tokens, refilled at
+    ``per_minute``): the seconds until that turn (0: now), or None when it would be more than MAX_WAIT away."""
+    rate = per_minute / 60.0
     if rate <= 0:
         return 0.0
-    burst = float(connect_burst())
-    tokens, then = buckets.pop(key, [burst, now])
-    tokens = min(burst, tokens + (now - then) * rate)
+    tokens = _tokens(buckets, key, now, rate)
+    buckets.pop(key, None)  # re-inserted last: the most recently seen
     wait = 0.0 if tokens >= 1 else (1 - tokens) / rate
     if wait > MAX_WAIT:
         buckets[key] = [tokens, now]
@@ -133,10 +138,11 @@ def page_wait(key: str, now: float | None = None) -> float:
     """Seconds until ``key``'s next page-load turn, taking none (what a refused load is told to wait)."""
     now = time.monotonic() if now is None else now
     rate = page_loads_cap() / 60.0
+    if rate <= 0:
+        return 0.0
     with _LOCK:
-        tokens, then = _PAGE_BUCKETS.get(key, [float(connect_burst()), now])
-    tokens = min(float(connect_burst()), tokens + (now - then) * rate)
-    return 0.0 if rate <= 0 or tokens >= 1 else (1 - tokens) / rate
+        tokens = _tokens(_PAGE_BUCKETS, key, now, rate)
+    return 0.0 if tokens >= 1 else (1 - tokens) / rate
 
 
 def admit_page(key: str, now: float | None = None) -> float | None:
@@ -154,7 +160,7 @@ def admit(key: str, now: float | None = None) -> float | str:
         cap = connections_cap()
         if cap and _OPEN.get(key, 0) >= cap:
             return "open"
-        wait = _turn(key, now)
+        wait = _turn(key, now, _BUCKETS, connects_cap())
         if wait is None:
             return "connects"
         _OPEN[key] = _OPEN.get(key, 0) + 1
