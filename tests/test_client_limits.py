@@ -37,6 +37,42 @@ def test_a_cap_allows_that_many_in_a_minute_then_says_how_long_to_wait():
     assert w.count("a", now=61.0) == 3 and w.count("a", now=200.0) == 0
 
 
+def test_after_a_burst_the_cap_comes_at_its_own_pace_not_all_at_once():
+    """60 a minute with a burst of 10: 10 at once, then one a second; a client that waits gets its burst back."""
+    w = cl.SlidingWindow(window=60)
+    assert [w.allow("a", 60, 10, now=0.0) for _ in range(10)] == [0.0] * 10
+    assert w.allow("a", 60, 10, now=0.0) == pytest.approx(1.0)  # the 11th: its turn is a second away
+    assert w.allow("a", 60, 10, now=0.5) == pytest.approx(0.5)
+    assert w.count("a", now=0.5) == 10  # refusals are not counted
+    assert w.allow("a", 60, 10, now=1.0) == 0.0 and w.allow("a", 60, 10, now=1.0) == pytest.approx(1.0)
+    # a tight loop gets one a second from then on, until the minute's 60 are used (11 so far, 49 more: at 2 ... 50 s)
+    allowed = [t / 10 for t in range(11, 600) if w.allow("a", 60, 10, now=t / 10) == 0.0]
+    assert allowed == [float(t) for t in range(2, 51)]
+    assert w.allow("b", 60, 10, now=5.0) == 0.0  # each key its own bucket
+    # the minute's cap still holds: a burst after a pause never makes more than 60 in a window
+    w2 = cl.SlidingWindow(window=60)
+    got = sum(w2.allow("c", 12, 10, now=t / 10) == 0.0 for t in range(0, 600))
+    assert got == 12  # 10 at once, then one per 5 s for 10 s; then the minute's 12 are used
+    assert w2.allow("c", 12, 10, now=61.0) == 0.0  # the first ones have left the minute, and tokens are back
+    w.refund("a")  # a refund gives the turn back as well as the count
+    assert w.allow("a", 60, 10, now=59.9) == 0.0
+
+
+def test_a_burst_of_0_is_no_pace_and_the_setting_is_read(monkeypatch):
+    w = cl.SlidingWindow(window=60)
+    assert all(w.allow("a", 30, 0, now=0.0) == 0.0 for _ in range(30))  # the whole minute's cap at once
+    assert w.allow("a", 30, 0, now=0.0) == pytest.approx(60.0)
+    assert cl.burst() == 10
+    monkeypatch.setenv("BERTCORE_CLIENT_BURST", "2")
+    monkeypatch.setenv("BERTCORE_CLIENT_RUNS_PER_MINUTE", "60")
+    addr = "203.0.113.20"
+    assert [cl.refusal("run", addr) is None for _ in range(3)] == [True, True, False]
+    with i18n.using("en"):
+        assert "at most 60 a minute" in cl.refusal("run", addr) and "Wait 1 s" in cl.refusal("run", addr)
+    monkeypatch.setenv("BERTCORE_CLIENT_BURST", "0")
+    assert cl.refusal("run", addr) is None  # no pace: only the minute's cap
+
+
 def test_each_key_has_its_own_window_and_a_cap_of_0_is_no_cap():
     w = cl.SlidingWindow(window=60)
     assert w.allow("a", 1, now=0.0) == 0.0 and w.allow("a", 1, now=1.0) > 0

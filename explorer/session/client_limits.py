@@ -12,6 +12,11 @@ start      a training started (Train, Compare, resume)      3   ``explorer.jobs.
 upload     a checkpoint zip extracted and loaded           10   ``explorer.session.uploads.load_checkpoint_zip``
 =========  ==========================================  =======  =============================================
 
+Each cap also has a pace: at most ``BERTCORE_CLIENT_BURST`` (default 10) of one action at once, then the cap's own
+rate (60 page runs a minute: one a second; a token bucket beside the window). Without it a client in a tight loop
+spent its whole minute in the first seconds of each minute, a burst of 60 page runs beside the class's own, and the
+students' pages queued behind it every minute (docs/BENCH.md, "The client flood beside the class of 100").
+
 Only what was allowed is counted, so a client that stops is let in again as its oldest counted event leaves
 the window, and a Start that the server refused (``ServerBusy``) is given back (``refund``).
 
@@ -53,12 +58,14 @@ sleep = time.sleep  # how a refused page run waits (refused_delay); a test puts 
 
 
 class SlidingWindow:
-    """The times of each key's counted events in the last ``window`` seconds; thread-safe, memory bounded.
+    """The times of each key's counted events in the last ``window`` seconds, and each key's pace; thread-safe,
+    memory bounded.
 
-    ``allow(key, cap)`` counts one event and returns 0.0 when the key has fewer than ``cap`` in the window;
-    otherwise it counts nothing and returns the seconds until one leaves the window. At most ``max_keys`` keys
-    are kept: a new key first drops the keys whose events have all left the window, then the least recently
-    counted key."""
+    ``allow(key, cap, burst)`` counts one event and returns 0.0 when the key has fewer than ``cap`` in the window
+    and, with ``burst`` > 0, a turn in its token bucket (``burst`` tokens, refilled at ``cap`` per window: events
+    after a burst come at the cap's own pace, not all at once); otherwise it counts nothing and returns the seconds
+    until both allow one. At most ``max_keys`` keys are kept: a new key first drops the keys whose events have all
+    left the window, then the least recently counted key."""
 
     def __init__(self, window: float = WINDOW_SECONDS, max_keys: int = MAX_CLIENTS,
                  clock: Callable[[], float] = time.monotonic):
@@ -67,8 +74,9 @@ class SlidingWindow:
         self.clock = clock
         self._lock = threading.Lock()
         self._events: OrderedDict[str, deque] = OrderedDict()  # least recently counted key first
+        self._paces: dict[str, list[float]] = {}  # key -> [tokens, the time they were counted]
 
-    def allow(self, key: str, cap: int, now: float | None = None) -> float:
+    def allow(self, key: str, cap: int, burst: int = 0, now: float | None = None) -> float:
         if cap <= 0:
             return 0.0
         now = self.clock() if now is None else now
@@ -79,12 +87,25 @@ class SlidingWindow:
                     times.popleft()
                 if len(times) >= cap:  # the cap may have been lowered: the event that must leave is len - cap
                     return max(1e-3, times[len(times) - cap] + self.window - now)
-            else:
+            tokens = self._tokens(key, cap, burst, now)
+            if tokens < 1:
+                return max(1e-3, (1 - tokens) * self.window / cap)
+            if times is None:
                 self._make_room(now)
                 times = self._events[key] = deque()
             times.append(now)
             self._events.move_to_end(key)
+            if burst > 0:
+                self._paces[key] = [tokens - 1, now]
             return 0.0
+
+    def _tokens(self, key: str, cap: int, burst: int, now: float) -> float:
+        """``key``'s tokens at ``now``: ``burst`` when it has none counted, refilled at ``cap`` per window since
+        (a burst of 0: no pace, always a token)."""
+        if burst <= 0:
+            return 1.0
+        tokens, then = self._paces.get(key, (float(burst), now))
+        return min(float(burst), tokens + (now - then) * cap / self.window)
 
     def refund(self, key: str) -> None:
         """Take back the latest counted event of ``key`` (an action that did not happen after all)."""
@@ -92,6 +113,9 @@ class SlidingWindow:
             times = self._events.get(key)
             if times:
                 times.pop()
+                pace = self._paces.get(key)
+                if pace is not None:
+                    pace[0] += 1
 
     def count(self, key: str, now: float | None = None) -> int:
         now = self.clock() if now is None else now
@@ -101,6 +125,7 @@ class SlidingWindow:
     def clear(self) -> None:
         with self._lock:
             self._events.clear()
+            self._paces.clear()
 
     def __len__(self) -> int:
         with self._lock:
@@ -111,12 +136,16 @@ class SlidingWindow:
             return
         # the keys are in the order of their latest event: drop those whose events have all left the window
         while self._events:
-            times = next(iter(self._events.values()))
+            key, times = next(iter(self._events.items()))
             if times and times[-1] > now - self.window:
                 break
-            self._events.popitem(last=False)
+            self._forget(key)
         while len(self._events) >= self.max_keys:  # still full: forget the least recently counted
-            self._events.popitem(last=False)
+            self._forget(next(iter(self._events)))
+
+    def _forget(self, key: str) -> None:
+        del self._events[key]
+        self._paces.pop(key, None)
 
 
 @dataclass(frozen=True)
@@ -153,6 +182,14 @@ def cap(action: str) -> int:
     variable is not a whole number."""
     c = CAPS[action]
     return env_number(c.env, c.default, minimum=0, integer=True)
+
+
+def burst() -> int:
+    """The most of one action a client may do at once (env BERTCORE_CLIENT_BURST, default 10; 0: no pace). After
+    a burst the next ones come at the cap's own pace (60 page runs a minute: one a second), so a client in a tight
+    loop spreads its minute's cap over the minute instead of spending it in the first seconds, all at once, beside
+    everyone else's pages."""
+    return env_number("BERTCORE_CLIENT_BURST", 10, minimum=0, integer=True)
 
 
 def cap_local() -> bool:
@@ -220,7 +257,7 @@ def refusal(action: str, address: str | None = None) -> str | None:
     key = client_key(address if address is not None else client_address())
     if key == LOCAL and not cap_local():
         return None
-    wait = WINDOWS[action].allow(key, cap(action))
+    wait = WINDOWS[action].allow(key, cap(action), burst())
     return message(action, wait) if wait else None
 
 
