@@ -9,13 +9,14 @@ server trusts that header from 127.0.0.1 only, explorer/session/client_limits.py
 
 Each session of the flood, in a loop until the deadline and without think time (``think``, default none):
 
-* opens the app; a session the server refuses (the caps' message instead of the page) asks for the page again,
-  as a script that reloads would;
+* opens the app, and opens it again whenever the client gate (serve.py) turns the page load (HTTP 429) or the
+  websocket (HTTP 403) away; a session the server refuses (the caps' message instead of the page) asks for the page
+  again, as a script that reloads would;
 * an admitted session opens the Train page and presses Start; when a training started, it presses Stop at once,
   so that its next Start can start another one (the costliest thing a Start can ask for: a new training process).
 
-Every answer is sorted: refused by the client's caps (their message), "Server busy", a training started, or
-something else. The flood's own request times, errors and counts are reported apart from the class's.
+Every answer is sorted: turned away by the gate, refused by the client's caps (their message), "Server busy", a
+training started, or something else (an error). The flood's own request times, errors and counts are reported apart from the class's.
 
 The flood runs in a process of its own (``run_flood_process``: ``python -m loadgen.flood SETTINGS``), as an
 attacker's client runs on a machine of its own: in the students' process, its 300 tight loops held the event loop
@@ -29,6 +30,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ from loadgen.student import MARKER_RE, STEPS_SLIDER
 REFUSED = b"from your network address"  # in each of the caps' messages (explorer.session.client_limits), in English
 BUSY = b"Server busy"
 ALREADY = b"already running in this workspace"  # Start while its own training has not stopped yet
+GATE_REFUSED = re.compile(r"answered HTTP 429|HTTP 403")  # the client gate's answers (explorer.session.client_gate)
 FLOOD_STEPS = 3000  # the flood's runs: long enough not to end before its Stop
 
 
@@ -66,6 +69,7 @@ class FloodOutcome:
     sessions_admitted: int = 0
     requests: int = 0
     refused: int = 0  # answers that were the caps' message (sessions, page runs, Starts)
+    gate_refused: int = 0  # page loads (HTTP 429) and websockets (HTTP 403) the client gate turned away
     starts_pressed: int = 0
     starts_refused: int = 0  # Start answered with the caps' message
     starts_busy: int = 0  # Start answered "Server busy"
@@ -74,11 +78,13 @@ class FloodOutcome:
     times: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     leaks: list[str] = field(default_factory=list)
+    events: list = field(default_factory=list)  # (start, seconds, session, what) per request, monotonic time
     cpu_seconds: float = 0.0  # the flood process's own CPU time (its client work, not the server's)
     niceness: int = 0  # the flood process's niceness as it ran
 
     def note(self, name: str, r: RunResult, where: str) -> bool:
         self.requests += 1
+        self.events.append((time.monotonic() - r.seconds, r.seconds, name, where + ("" if r.ok else " (failed)")))
         if r.ok:
             self.times.append(r.seconds)
         else:
@@ -127,7 +133,16 @@ class FloodSession:
             if time.monotonic() >= self.deadline:
                 return
             self.out.sessions_opened += 1
-            if not self.out.note(self.name, await self.tab.open(""), "open /"):
+            while True:  # the client gate (serve.py) may turn the page load or the websocket away: ask again
+                r = await self.tab.open("")
+                if r.ok or not GATE_REFUSED.search(r.error or ""):
+                    break
+                self.out.requests += 1
+                self.out.gate_refused += 1
+                self.out.events.append((time.monotonic() - r.seconds, r.seconds, self.name, "open / (refused)"))
+                if not await self._pause():
+                    return
+            if not self.out.note(self.name, r, "open /"):
                 return
             while self._refused() or "train" not in self.tab.pages:  # not let in (yet): ask again
                 self.out.refused += self._refused()
@@ -203,7 +218,7 @@ def flood_report(s: FloodSettings, out: FloodOutcome, seconds: float) -> dict:
         "forged_forwarded_for": bool(s.forge and s.loopback_source),
         "sessions_opened": out.sessions_opened, "sessions_admitted": out.sessions_admitted,
         "requests": out.requests, "requests_per_s": round(out.requests / max(1e-9, seconds), 1),
-        "refused": out.refused, "starts_pressed": out.starts_pressed, "starts_refused": out.starts_refused,
+        "refused": out.refused, "gate_refused": out.gate_refused, "starts_pressed": out.starts_pressed, "starts_refused": out.starts_refused,
         "starts_busy": out.starts_busy, "starts_already_running": out.starts_already,
         "trainings_started": out.trainings_started,
         "p50": q(0.5), "p95": q(0.95), "max": round(times[-1], 3) if times else None,

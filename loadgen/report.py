@@ -31,6 +31,36 @@ def page_stats(times: dict[str, list[float]]) -> dict[str, dict]:
     return out
 
 
+def windows(students: list[tuple[float, float, str, str]], flood: list[tuple[float, float, str, str]],
+            t0: float, width: float = 10.0, slow: float = 1.5) -> list[dict]:
+    """The load phase in windows of ``width`` seconds from ``t0``, by when each request started: the students'
+    requests (n, p95, how many took over ``slow`` s) and the flood's (n). A slow minute shows where it was:
+    beside the flood's requests, or in the class alone. Rows are (start, seconds, who, what), monotonic time."""
+    rows: dict[int, dict] = {}
+    for kind, events in (("students", students), ("flood", flood)):
+        for start, seconds, _, _ in events:
+            w = rows.setdefault(int(max(0.0, start - t0) // width), {"students": [], "flood": 0})
+            if kind == "students":
+                w["students"].append(seconds)
+            else:
+                w["flood"] += 1
+    out = []
+    for i in sorted(rows):
+        xs = rows[i]["students"]
+        p95 = percentile(xs, 95)
+        out.append({"t": round(i * width, 1), "n": len(xs), "p95": round(p95, 3) if p95 is not None else None,
+                    "slow": sum(x > slow for x in xs), "flood": rows[i]["flood"]})
+    return out
+
+
+def write_timeline(path: str | Path, events: list[tuple[float, float, str, str]], t0: float) -> None:
+    """Every request of the load phase as CSV: its start (seconds after the load began), seconds, who, what."""
+    lines = ["start_s,seconds,who,what"]
+    for start, seconds, who, what in sorted(events):
+        lines.append(f"{start - t0:.3f},{seconds:.3f},{who},\"{what.replace(chr(34), chr(39))}\"")
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 # ----------------------------------------------------------------------------- the server process
 def _listening_inodes(port: int) -> set[str]:
     inodes = set()
@@ -182,12 +212,17 @@ def format_table(rep: dict) -> str:
         lines += [f"flood: {fl['sessions']} sessions from {fl['address']} ({fl['via']}"
                   f"{', each with a forged X-Forwarded-For' if fl['forged_forwarded_for'] else ''}): "
                   f"{fl['sessions_admitted']} of {fl['sessions_opened']} opened were let in; {fl['requests']} requests "
-                  f"({fl['requests_per_s']}/s), {fl['refused']} answered with the caps' message, p50 {fl['p50']} s, "
+                  f"({fl['requests_per_s']}/s), {fl['refused']} answered with the caps' message, "
+                  f"{fl.get('gate_refused', 0)} turned away by the client gate, p50 {fl['p50']} s, "
                   f"p95 {fl['p95']} s; Start pressed {fl['starts_pressed']} times: {fl['starts_refused']} refused by "
                   f"the client's cap, {fl['starts_busy']} 'server busy', {fl['starts_already_running']} 'already running', "
                   f"{fl['trainings_started']} trainings started; "
                   f"errors {fl['errors']}; its own process used {fl.get('process_cpu_s')} s of CPU "
                   f"(nice {fl.get('nice', 0)})"]
+    slow = [w for w in rep.get("windows", []) if w["slow"]]
+    if slow:  # where the slow pages were: beside the flood's requests, or in the class alone
+        lines.append("windows with pages over 1.5 s (start s: p95 s, slow/n, flood requests): " + "; ".join(
+            f"{w['t']:g}: {w['p95']}, {w['slow']}/{w['n']}, {w['flood']}" for w in slow))
     targets = rep.get("targets", {})
     if targets:
         lines.append("targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in targets.items()))

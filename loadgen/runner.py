@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from loadgen.flood import FloodOutcome, FloodSettings, flood_report, run_flood_process
 from loadgen.protocol import http_get
-from loadgen.report import ServerMonitor, descendants, find_server_pid, page_stats
+from loadgen.report import ServerMonitor, descendants, find_server_pid, page_stats, windows, write_timeline
 from loadgen.student import (SOLO_MARKER, TRAIN_LABELS, VISIT, WARMUP_MARKER, Outcome, Page, Student, new_marker,
                              step_labels)
 
@@ -60,6 +60,7 @@ class Settings:
     rounds: int = 0  # > 0: each student goes round the visit this many times, then leaves
     pids: tuple[int, ...] = ()  # processes to sample; default: the one listening on the port
     flood: FloodSettings | None = None  # one client address flooding the server beside the students
+    timeline: str = ""  # a CSV file for every request of the load phase (report.write_timeline); "" = none
 
 
 async def server_ready(port: int) -> bool:
@@ -208,6 +209,12 @@ async def run_load_test(s: Settings) -> dict:
                if t in done and t.exception() is not None]
     rep = _report(s, students, extra, monitor, rss_start, solos, pids, load_before, crashed, len(pending), flood)
     rep["generator_cpu_pct_mean"] = round(own, 1)
+    t0 = deadline - s.seconds
+    events = [e for st in students for e in st.out.events]
+    flood_events = [tuple(e) for e in flood.events] if flood is not None else []
+    rep["windows"] = windows(events, flood_events, t0)
+    if s.timeline:
+        write_timeline(s.timeline, events + flood_events, t0)
     lags.sort()
     rep["generator_loop_lag_s"] = ({"p95": round(lags[int(0.95 * (len(lags) - 1))], 3), "max": round(lags[-1], 3)}
                                    if lags else None)

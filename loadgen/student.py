@@ -126,6 +126,7 @@ class Outcome:
     own_text_seen: int = 0
     busy: int = 0  # "Server busy" answers to a Start
     steps: list[tuple[float, int]] = field(default_factory=list)  # (monotonic time, step) of its own run
+    events: list[tuple[float, float, str, str]] = field(default_factory=list)  # (start, seconds, who, label)
     train_total: int | None = None
     training_started: bool = False
     requests: int = 0
@@ -177,6 +178,7 @@ class Student:
         self.out.requests += 1
         if self.record and r.ok:
             self.out.times.setdefault(label, []).append(r.seconds)
+            self.out.events.append((time.monotonic() - r.seconds, r.seconds, self.out.name, label))
         if not r.ok:
             self.out.errors.append(f"{self.out.name} {where}: {r.error}")
         self.out.exceptions.extend(f"{self.out.name} {where}: {e}" for e in r.exceptions)

@@ -71,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--trainings", type=int, required=True,
                    help="how many of the sessions start a training (the server's cap is BERTCORE_MAX_TRAININGS)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    p.add_argument("--timeline", default="", metavar="CSV",
+                   help="write every request of the load phase (the students' and the flood's) to this CSV file: "
+                        "its start in seconds after the load began, seconds, who, what")
     p.add_argument("--think", type=_think, default=(5.0, 15.0), metavar="MIN,MAX",
                    help="think time before each action, uniform in seconds (default 5,15)")
     p.add_argument("--ramp", type=float, default=10.0, help="seconds over which the sessions start (default 10)")
@@ -108,6 +111,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         (0 <= a.rounds <= 1000, f"--rounds must be 0..1000 (got {a.rounds})"),
         (all(p > 0 for p in a.pid), "--pid must be a process id"),
         (0 <= a.flood <= MAX_SESSIONS, f"--flood must be 0..{MAX_SESSIONS} (got {a.flood})"),
+        (not a.timeline or Path(a.timeline).resolve().parent.is_dir(),
+         f"--timeline: the folder of {a.timeline!r} does not exist"),
         (0 <= a.flood_nice <= 19, f"--flood-nice must be 0..19 (got {a.flood_nice})"),
         (_ip(a.flood_address), f"--flood-address must be an IP address other than 127.0.0.1 (got {a.flood_address!r})"),
     ]
@@ -150,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         s = Settings(port=a.port, sessions=a.sessions, seconds=a.seconds, trainings=a.trainings, think=a.think,
                      ramp=a.ramp, solo_seconds=a.solo_seconds, warmup=not a.no_warmup, timeout=a.timeout,
-                     seed=a.seed, rounds=a.rounds, pids=tuple(a.pid),
+                     seed=a.seed, rounds=a.rounds, pids=tuple(a.pid), timeline=a.timeline,
                      flood=FloodSettings(a.flood, a.flood_address, a.flood_think, ramp=a.ramp,
                                          forge=a.flood_forge, nice=a.flood_nice) if a.flood else None)
         rep = asyncio.run(run_load_test(s))

@@ -98,6 +98,8 @@ def test_the_solo_yardstick_is_taken_before_and_after_the_load(server):
     (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "0", "--flood", "501"], "--flood must be"),
     (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "0", "--flood", "9", "--flood-address",
       "127.0.0.1"], "--flood-address must be an IP address other than 127.0.0.1"),
+    (["--port", "8501", "--sessions", "3", "--seconds", "5", "--trainings", "0", "--timeline", "/nonexistent/t.csv"],
+     "--timeline: the folder of '/nonexistent/t.csv' does not exist"),
 ])
 def test_bad_arguments_exit_2(args, message):
     r = _loadtest(*args, timeout=60)
@@ -208,14 +210,14 @@ def capped_server(tmp_path_factory):
     srv.stop()
 
 
-def test_a_flood_from_one_address_is_held_to_its_caps_beside_the_class(capped_server):
+def test_a_flood_from_one_address_is_held_to_its_caps_beside_the_class(capped_server, tmp_path):
     """8 flood sessions from 127.0.0.2, each with a forged X-Forwarded-For, beside 2 students from 127.0.0.1 (the
     server machine itself: not capped). The forged header is not believed (127.0.0.2 is no trusted proxy): the 8 are
     one client, so 4 sessions are let in and 4 refused, and 1 training starts in the minute. The students see no
     error and only their own texts."""
     r = _loadtest("--port", str(capped_server.port), "--sessions", "2", "--seconds", "45", "--trainings", "0",
                   "--rounds", "1", "--think", "0.1,0.3", "--ramp", "1", "--solo-seconds", "0", "--no-warmup",
-                  "--flood", "8", "--flood-forge", "--json", timeout=240)
+                  "--flood", "8", "--flood-forge", "--json", "--timeline", str(tmp_path / "t.csv"), timeout=240)
     assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}\n{capped_server.log_tail()}"
     rep = json.loads(r.stdout)
     assert rep["errors"] == 0 and rep["exceptions"] == 0, rep["error_samples"] + rep["exception_samples"]
@@ -229,6 +231,30 @@ def test_a_flood_from_one_address_is_held_to_its_caps_beside_the_class(capped_se
     assert fl["process_cpu_s"] > 0 and fl["nice"] == os.nice(0), fl  # it ran in a process of its own (loadgen.flood)
     lag = rep["generator_loop_lag_s"]
     assert 0 <= lag["p95"] <= lag["max"], lag
+    # the timeline: every timed request of the students and every request of the flood, by when it started
+    rows = (tmp_path / "t.csv").read_text().splitlines()
+    assert rows[0] == "start_s,seconds,who,what"
+    students = [r for r in rows[1:] if r.split(",")[2].startswith("s")]
+    flood = [r for r in rows[1:] if r.split(",")[2].startswith("flood")]
+    assert len(students) == sum(p["n"] for p in rep["pages"].values()) and len(flood) == fl["requests"]
+    starts = [float(r.split(",")[0]) for r in rows[1:]]
+    assert starts == sorted(starts) and 0 <= starts[0] and starts[-1] <= 45 + 60
+    w = rep["windows"]
+    assert sum(x["n"] for x in w) == len(students) and sum(x["flood"] for x in w) == len(flood)
+    assert [x["t"] for x in w] == sorted(x["t"] for x in w) and all(x["t"] % 10 == 0 for x in w)
+
+
+def test_windows_put_each_request_in_the_ten_seconds_it_started_in():
+    from loadgen.report import windows
+
+    students = [(100.0 + t, secs, "s00", "Overview") for t, secs in ((0.5, 0.1), (3.0, 2.0), (9.9, 0.2), (25.0, 1.6))]
+    flood = [(100.0 + t, 0.05, "flood000", "open /") for t in (4.0, 5.0, 31.0)]
+    assert windows(students, flood, t0=100.0) == [
+        {"t": 0.0, "n": 3, "p95": 1.82, "slow": 1, "flood": 2},  # 0.1, 2.0, 0.2: p95 between 0.2 and 2.0
+        {"t": 20.0, "n": 1, "p95": 1.6, "slow": 1, "flood": 0},
+        {"t": 30.0, "n": 0, "p95": None, "slow": 0, "flood": 1},
+    ]
+    assert windows([(99.0, 0.3, "s01", "x")], [], t0=100.0)[0]["t"] == 0.0  # a request just before: the first window
 
 
 def test_the_flood_process_reports_what_went_wrong_in_it():
@@ -274,3 +300,27 @@ def test_behind_a_proxy_on_loopback_the_forwarded_address_is_the_client(capped_s
         same, other, local = pool.submit(asyncio.run, visit()).result(timeout=300)
     assert same == [(True, False, True)] * 4 + [(True, True, False)]
     assert other == (True, False, True) and local == (True, False, True)
+
+
+def test_behind_the_client_gate_a_turned_away_flood_session_asks_again_and_is_no_error(tmp_path):
+    """serve.py with a small gate (page loads and websockets: 6 a minute, 2 at once, refusals told after 1 s): six
+    flood sessions from 127.0.0.2 beside one student. The gate turns page loads away with HTTP 429; each such session
+    opens the app again (as a reloading script would) instead of giving up, and the report counts those as the
+    gate's refusals, not as errors. Fewer than six sessions get in within 25 s; the student sees no error."""
+    gate = {"BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE": "6", "BERTCORE_CLIENT_CONNECTS_PER_MINUTE": "6",
+            "BERTCORE_CLIENT_CONNECT_BURST": "2", "BERTCORE_CLIENT_REFUSED_DELAY": "1"}
+    srv = AppServer(tmp_path / "server.log", runs_dir=tmp_path / "runs", env=gate, script="serve.py").start()
+    try:
+        r = _loadtest("--port", str(srv.port), "--sessions", "1", "--seconds", "25", "--trainings", "0",
+                      "--rounds", "1", "--think", "0.1,0.3", "--ramp", "1", "--solo-seconds", "0", "--no-warmup",
+                      "--flood", "6", "--json", "--timeline", str(tmp_path / "t.csv"), timeout=240)
+    finally:
+        srv.stop()
+    assert r.returncode == 0, f"rc={r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    rep = json.loads(r.stdout)
+    assert rep["errors"] == 0 and rep["exceptions"] == 0, rep["error_samples"] + rep["exception_samples"]
+    fl = rep["flood"]
+    assert fl["sessions_opened"] == 6 and 2 <= fl["sessions_admitted"] < 6, fl
+    assert fl["gate_refused"] >= 4 and fl["errors"] == 0, fl  # each of the others asked again at least once
+    refused = [row for row in (tmp_path / "t.csv").read_text().splitlines() if row.endswith('"open / (refused)"')]
+    assert len(refused) == fl["gate_refused"]
