@@ -10,7 +10,7 @@ server trusts that header from 127.0.0.1 only, explorer/session/client_limits.py
 Each session of the flood, in a loop until the deadline and without think time (``think``, default none):
 
 * opens the app, and opens it again whenever the client gate (serve.py) turns the page load (HTTP 429) or the
-  websocket (HTTP 403) away; a session the server refuses (the caps' message instead of the page) asks for the page
+  websocket (HTTP 403) away, or holds it past the timeout (its refusal delay grows to a minute); a session the server refuses (the caps' message instead of the page) asks for the page
   again, as a script that reloads would;
 * an admitted session opens the Train page and presses Start; when a training started, it presses Stop at once,
   so that its next Start can start another one (the costliest thing a Start can ask for: a new training process).
@@ -70,6 +70,7 @@ class FloodOutcome:
     requests: int = 0
     refused: int = 0  # answers that were the caps' message (sessions, page runs, Starts)
     gate_refused: int = 0  # page loads (HTTP 429) and websockets (HTTP 403) the client gate turned away
+    gate_held: int = 0  # page loads still unanswered at the timeout (the gate's refusal delay grows to 60 s)
     starts_pressed: int = 0
     starts_refused: int = 0  # Start answered with the caps' message
     starts_busy: int = 0  # Start answered "Server busy"
@@ -135,11 +136,14 @@ class FloodSession:
             self.out.sessions_opened += 1
             while True:  # the client gate (serve.py) may turn the page load or the websocket away: ask again
                 r = await self.tab.open("")
-                if r.ok or not GATE_REFUSED.search(r.error or ""):
+                held = not r.ok and "TimeoutError" in (r.error or "")  # the gate's refusal delay outlasted it
+                if r.ok or not (held or GATE_REFUSED.search(r.error or "")):
                     break
                 self.out.requests += 1
-                self.out.gate_refused += 1
-                self.out.events.append((time.monotonic() - r.seconds, r.seconds, self.name, "open / (refused)"))
+                self.out.gate_held += held
+                self.out.gate_refused += not held
+                self.out.events.append((time.monotonic() - r.seconds, r.seconds, self.name,
+                                        "open / (held)" if held else "open / (refused)"))
                 if not await self._pause():
                     return
             if not self.out.note(self.name, r, "open /"):
@@ -218,7 +222,7 @@ def flood_report(s: FloodSettings, out: FloodOutcome, seconds: float) -> dict:
         "forged_forwarded_for": bool(s.forge and s.loopback_source),
         "sessions_opened": out.sessions_opened, "sessions_admitted": out.sessions_admitted,
         "requests": out.requests, "requests_per_s": round(out.requests / max(1e-9, seconds), 1),
-        "refused": out.refused, "gate_refused": out.gate_refused, "starts_pressed": out.starts_pressed, "starts_refused": out.starts_refused,
+        "refused": out.refused, "gate_refused": out.gate_refused, "gate_held": out.gate_held, "starts_pressed": out.starts_pressed, "starts_refused": out.starts_refused,
         "starts_busy": out.starts_busy, "starts_already_running": out.starts_already,
         "trainings_started": out.trainings_started,
         "p50": q(0.5), "p95": q(0.95), "max": round(times[-1], 3) if times else None,
