@@ -10,13 +10,14 @@ server trusts that header from 127.0.0.1 only, explorer/session/client_limits.py
 Each session of the flood, in a loop until the deadline and without think time (``think``, default none):
 
 * opens the app, and opens it again whenever the client gate (serve.py) turns the page load (HTTP 429) or the
-  websocket (HTTP 403) away, or holds it past the timeout (its refusal delay grows to a minute); a session the server refuses (the caps' message instead of the page) asks for the page
-  again, as a script that reloads would;
+  websocket (HTTP 403) away, or holds it past the timeout (its refusal delay grows to a minute); a session the
+  server refuses (the caps' message instead of the page) asks for the page again, as a script that reloads would;
 * an admitted session opens the Train page and presses Start; when a training started, it presses Stop at once,
   so that its next Start can start another one (the costliest thing a Start can ask for: a new training process).
 
 Every answer is sorted: turned away by the gate, refused by the client's caps (their message), "Server busy", a
-training started, or something else (an error). The flood's own request times, errors and counts are reported apart from the class's.
+training started, or something else (an error). The flood's own request times, errors and counts are reported
+apart from the class's.
 
 The flood runs in a process of its own (``run_flood_process``: ``python -m loadgen.flood SETTINGS``), as an
 attacker's client runs on a machine of its own: in the students' process, its 300 tight loops held the event loop
@@ -222,7 +223,8 @@ def flood_report(s: FloodSettings, out: FloodOutcome, seconds: float) -> dict:
         "forged_forwarded_for": bool(s.forge and s.loopback_source),
         "sessions_opened": out.sessions_opened, "sessions_admitted": out.sessions_admitted,
         "requests": out.requests, "requests_per_s": round(out.requests / max(1e-9, seconds), 1),
-        "refused": out.refused, "gate_refused": out.gate_refused, "gate_held": out.gate_held, "starts_pressed": out.starts_pressed, "starts_refused": out.starts_refused,
+        "refused": out.refused, "gate_refused": out.gate_refused, "gate_held": out.gate_held,
+        "starts_pressed": out.starts_pressed, "starts_refused": out.starts_refused,
         "starts_busy": out.starts_busy, "starts_already_running": out.starts_already,
         "trainings_started": out.trainings_started,
         "p50": q(0.5), "p95": q(0.95), "max": round(times[-1], 3) if times else None,
