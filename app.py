@@ -7,7 +7,9 @@ import streamlit as st
 from PIL import Image
 
 import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
-from explorer.session import client_limits, workspace
+from bertcore.errors import BertcoreError
+from bertcore.message import reason
+from explorer.session import client_limits, page_slots, workspace
 from explorer import i18n
 from explorer.jobs import training_slots
 from explorer.i18n import mark, tr
@@ -78,13 +80,19 @@ refused = client_limits.admit_run()  # one client address's sessions and page ru
 if refused:
     st.error(refused)
     st.stop()
-# expanded: every page in view, and no "View N more" button, which Streamlit writes in English only
-page = st.navigation(build_navigation(), position="sidebar", expanded=True)
-workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
-workspace.sync_share_param()  # ?share=<id>: a read-only link to one run opens it (explorer.session.share_links)
-training_slots.warmup_optimizer()
-if st.context.headers:  # a real server (AppTest has no request): its threads, switch interval and collector
-    training_slots.tune_server_process()
-render_sidebar()
-workspace.remember_in_browser()  # for a tab that reconnects to another server process (docs/REPLICAS.md)
-run_page(page)  # whatever a page did not catch is shown as a message, never Streamlit's error screen
+try:
+    page_slots.semaphore()  # a few page scripts at a time (explorer/session/page_slots.py)
+except BertcoreError as e:  # BERTCORE_PAGE_SLOTS is not a whole number
+    st.error(tr(reason(e)))
+    st.stop()
+with page_slots.page_slot():
+    # expanded: every page in view, and no "View N more" button, which Streamlit writes in English only
+    page = st.navigation(build_navigation(), position="sidebar", expanded=True)
+    workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
+    workspace.sync_share_param()  # ?share=<id>: a read-only link to one run opens it (explorer.session.share_links)
+    training_slots.warmup_optimizer()
+    if st.context.headers:  # a real server (AppTest has no request): its threads, switch interval and collector
+        training_slots.tune_server_process()
+    render_sidebar()
+    workspace.remember_in_browser()  # for a tab that reconnects to another server process (docs/REPLICAS.md)
+    run_page(page)  # whatever a page did not catch is shown as a message, never Streamlit's error screen

@@ -44,7 +44,7 @@ from collections import OrderedDict
 from bertcore.settings import env_number
 from explorer import i18n
 from explorer.i18n import mark, tr
-from explorer.session.client_limits import LOCAL, SlidingWindow, cap_local, client_key, escalated_delay
+from explorer.session.client_limits import LOCAL, SlidingWindow, cap_local, client_key, escalated_delay, refill
 
 STREAM_PATH = "/_stcore/stream"
 MAX_WAIT = 10.0  # a connection waits at most this long for its turn; one that would wait longer is refused
@@ -113,7 +113,7 @@ def _tokens(buckets: OrderedDict, key: str, now: float, rate: float) -> float:
     second since they were last counted, at most ``connect_burst``."""
     burst = float(connect_burst())
     tokens, then = buckets.get(key, [burst, now])
-    return min(burst, tokens + (now - then) * rate)
+    return refill(tokens, then, now, rate, burst)
 
 
 def _turn(key: str, now: float, buckets: OrderedDict, per_minute: int) -> float | None:

@@ -105,7 +105,7 @@ class SlidingWindow:
         if burst <= 0:
             return 1.0
         tokens, then = self._paces.get(key, (float(burst), now))
-        return min(float(burst), tokens + (now - then) * cap / self.window)
+        return refill(tokens, then, now, cap / self.window, burst)
 
     def refund(self, key: str) -> None:
         """Take back the latest counted event of ``key`` (an action that did not happen after all)."""
@@ -146,6 +146,12 @@ class SlidingWindow:
     def _forget(self, key: str) -> None:
         del self._events[key]
         self._paces.pop(key, None)
+
+
+def refill(tokens: float, then: float, now: float, rate: float, burst: float) -> float:
+    """A token bucket's tokens at ``now``: ``tokens`` when last counted at ``then``, refilled at ``rate`` a second
+    since, at most ``burst`` (the pace here and the client gate's turns, explorer/session/client_gate.py)."""
+    return min(float(burst), tokens + (now - then) * rate)
 
 
 @dataclass(frozen=True)
