@@ -8,7 +8,8 @@ the class's whole-server stalls (docs/BENCH.md, "The class's stalls: messages wa
 
 A script that waits here waits on a semaphore, not for the interpreter lock, so the event loop competes with at
 most ``page_slots()`` scripts. The pages' total work is the same (one interpreter lock runs one script at a time
-anyway); it is done in turn instead of in 5 ms slices, and the finished pages' messages go out at once.
+anyway); it is done in turn instead of in 1 ms slices (the server's switch interval), and the finished pages'
+messages go out at once.
 
 app.py takes a slot after the client caps (a refused run's wait holds none) and around the page itself. A fragment's
 own reruns (a training's progress every second) are not counted: they are small and must not wait behind a page.
