@@ -1,15 +1,11 @@
 """BERT explorer: `streamlit run app.py`. Routes the pages (st.navigation) and draws the shared sidebar."""
-import base64
-import io
 
-import numpy as np
 import streamlit as st
-from PIL import Image
 
 import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
 from bertcore.errors import BertcoreError
 from bertcore.message import reason
-from explorer.session import client_limits, page_slots, workspace
+from explorer.session import client_limits, page_caches, page_slots, workspace
 from explorer import i18n
 from explorer.jobs import training_slots
 from explorer.i18n import mark, tr
@@ -36,26 +32,12 @@ PAGES = [
 ]
 
 
-@st.cache_resource(show_spinner=False)
-def _icon() -> str:
-    """A 32x32 favicon drawn in memory, as a data: URL made once per server: served by this server, nothing
-    fetched from the internet (a ":material/..." page_icon would make the browser fetch a Google font), and no
-    PNG encoding on every run (a PIL image is encoded again by each st.set_page_config)."""
-    img = np.zeros((32, 32, 3), dtype=np.uint8)
-    img[:] = (255, 255, 255)
-    colors = [(66, 133, 244), (219, 68, 55), (244, 180, 0), (15, 157, 88)]
-    for i, c in enumerate(colors):  # four stacked "layers"
-        img[3 + i * 7: 8 + i * 7, 4:28] = c
-    png = io.BytesIO()
-    Image.fromarray(img).save(png, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(png.getvalue()).decode("ascii")
-
 
 # The link's workspace goes into session state first, before any element: a rerun requested meanwhile (a click)
 # stops this run at its first element, and a page switch's rerun carries no ?ws=. That is how the tabs of a
 # server process that died reconnect to another process with their workspace (docs/REPLICAS.md).
 workspace.workspace_id()
-st.set_page_config(page_title="BERT explorer", page_icon=_icon(), layout="wide")
+st.set_page_config(page_title="BERT explorer", page_icon=page_caches.page_icon(), layout="wide")
 
 
 def build_navigation():

@@ -10,7 +10,7 @@ import streamlit as st
 from bertcore.data.corpus import load_corpus_file
 from bertcore.data.tokenization import basic_tokenize, has_cjk
 from bertcore.errors import BertcoreError
-from explorer.session import corpus_state as cs
+from explorer.session import corpus_state as cs, page_caches
 from explorer.figures import learn as F
 from explorer.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
@@ -37,17 +37,11 @@ MAX_SHOW_PIECES = 100
 _HEADERS = (mark("id"), mark("token"), mark("count in corpus"), mark("auto"), mark("pairs"), mark("prose"))
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
-def _shared(key: str, _fn):
-    """Results for the built-in/tutorial corpora, shared by all sessions (read-only)."""
-    return _fn()
-
-
 def _memo(key: str, fn):
     """Shared cache for built-in/tutorial corpora, this session's cache for uploaded ones."""
     if "upload:" not in key:
         with st.spinner(tr("Building the tokenizer and counting tokens…")):
-            return _shared(key, fn)
+            return page_caches.corpus_result(key, fn)
     cache = st.session_state.setdefault("dt_cache", {})
     if key not in cache:
         if len(cache) > 8:

@@ -8,7 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from bertcore.analysis.lens import has_mlm_head
-from bertcore.analysis.sae_runs import (DEFAULT_K, SAESpec, check_spec, effect_of, features_of, open_sae, sae_corpus,
+from bertcore.analysis.sae_runs import (DEFAULT_K, SAESpec, check_spec, effect_of, sae_corpus,
                                         summary, text_activations)
 from bertcore.analysis.steering import skill_flips, skill_suite, steer_text, steering_vector
 from bertcore.data.user_text import is_blank
@@ -18,7 +18,7 @@ from bertcore.training.job import INTERRUPTED, read_state
 from explorer import replay, tour
 from explorer.jobs import sae_jobs
 from explorer.figures import skills_view
-from explorer.session import state
+from explorer.session import page_caches, state
 from explorer.export import plotly_config
 from explorer.figures.features import (contexts_html, feature_frame, features_csv, histogram_figure, label_text,
                                        over_training_figure, text_html, top_features_frame, words_frame)
@@ -133,19 +133,6 @@ def _start(ws: str, run_dir: Path, spec: SAESpec, model, over: bool) -> None:
         st.rerun()
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
-def _opened(sae_dir: str, mtime: float, _bundle):
-    """(sae, cfg, training, bundle at its step, feature table) of an SAE folder, once per folder version."""
-    sae, cfg, training, b = open_sae(sae_dir, _bundle)
-    return sae, cfg, training, b, features_of(sae_dir, b)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def _families(sae_dir: str, mtime: float) -> dict:
-    """The best number / topic / [MASK] features of an SAE (its features.json), once per file version."""
-    return features_of(sae_dir).get("families") or {}
-
-
 def _replay(run_dir: Path, spec: SAESpec) -> Path | None:
     """The over-training view and its step slider; the SAE folder to show (a step's, or the final one)."""
     final = run_dir / SAES_DIR / spec.name()
@@ -159,7 +146,7 @@ def _replay(run_dir: Path, spec: SAESpec) -> Path | None:
     points = []
     for s in steps:
         d = run_dir / SAES_DIR / _with_step(spec, s).name()
-        points.append({"step": s, "families": _families(str(d), (d / FEATURES_FILE).stat().st_mtime)})
+        points.append({"step": s, "families": page_caches.sae_families(str(d), (d / FEATURES_FILE).stat().st_mtime)})
     skills = skills_view.saved_skills(run_dir)
     names = {n: skills_view.skill_name(n) for n in skills_view.skill_names(skills)}
     fig = over_training_figure(points, skills.frame() if skills is not None else None, names,
@@ -338,7 +325,7 @@ def render():
     if d is None or not (d / FEATURES_FILE).is_file():
         return
     with user_action(tr("Open the SAE")) as act:
-        sae, cfg, training, b, table = _opened(str(d), (d / FEATURES_FILE).stat().st_mtime, active.bundle)
+        sae, cfg, training, b, table = page_caches.opened_sae(str(d), (d / FEATURES_FILE).stat().st_mtime, active.bundle)
     if act.failed:
         return
     _quality(d)

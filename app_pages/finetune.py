@@ -1,7 +1,7 @@
 """Fine-tune: fine-tune a pretrained encoder and the same architecture from random weights, and see what pretraining buys."""
 import streamlit as st
 
-from bertcore.data.tasks import get_task, load_task_csv, task_names
+from bertcore.data.tasks import load_task_csv, task_names
 from bertcore.errors import BertcoreError
 from bertcore.finetune.comparison import PRETRAINED, SCRATCH, summary_line
 from bertcore.finetune.models import MINILM_LR, classify
@@ -10,7 +10,7 @@ from bertcore.finetune.tuner import FinetuneConfig
 from explorer.figures import finetune as ff
 from explorer.jobs import finetunes, training_run
 from explorer import livechart
-from explorer.session import state, workspace
+from explorer.session import page_caches, state, workspace
 from bertcore.data.user_text import is_blank
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import error_text, user_action
@@ -32,18 +32,13 @@ def _task(name: str):
     """(Task or None, error or None)."""
     try:
         if name != _UPLOAD:
-            return _cached_task(name), None
+            return page_caches.finetune_task(name), None
         up = st.session_state.get("finetune_csv")
         if up is None:
             return None, tr("Upload a CSV with the header text,label (or text_a,text_b,label).")
         return load_task_csv(up.getvalue(), name=up.name), None
     except BertcoreError as e:
         return None, tr("This file cannot be used: {error}", error=error_text(e))
-
-
-@st.cache_resource(show_spinner="Building the task from the built-in grammar…")
-def _cached_task(name: str):
-    return get_task(name)
 
 
 def _saved_line(c) -> str:
@@ -179,7 +174,7 @@ def _sweep(folder, start_args) -> None:
 @user_action("Try the fine-tuned models")
 def _try_it(models, tokenizer, labels, pair: bool, task_name: str) -> None:
     st.subheader(tr("Try it"))
-    first = _cached_task(task_name).held_out[0] if task_name in task_names() else None
+    first = page_caches.finetune_task(task_name).held_out[0] if task_name in task_names() else None
     c1, c2 = st.columns(2)
     a = c1.text_input(tr("sentence") if not pair else tr("sentence A"), first.text_a if first else "", key="finetune_text_a")
     b = c2.text_input(tr("sentence B"), (first.text_b or "") if first else "", key="finetune_text_b") if pair else None
@@ -232,7 +227,7 @@ def _sweep_args(saved):
     try:
         am = workspace.list_models()[source]
         cfg = FinetuneConfig.from_dict(m.get("finetune_config") or {})
-        return am.model, am.tokenizer, _cached_task(task_name), cfg, source
+        return am.model, am.tokenizer, page_caches.finetune_task(task_name), cfg, source
     except KeyError:
         return tr("The starting model “{source}” is not loaded in this session; pick it in the sidebar first.",
                   source=source)

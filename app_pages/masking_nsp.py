@@ -8,15 +8,11 @@ import streamlit as st
 import torch
 
 from bertcore.data import pretraining as P
-from bertcore.data.corpus import Corpus
 from bertcore.data.pretraining import (
     MaskingRates,
-    PretrainingData,
-    build_pair,
     expected_selection_rate,
-    masking_stats,
 )
-from explorer.session import corpus_state as cs
+from explorer.session import corpus_state as cs, page_caches
 from explorer.figures import learn as F
 from explorer.seed_example import render_seed003
 
@@ -78,13 +74,6 @@ def _as_list(x) -> list[int]:
     if x and isinstance(x[0], list):  # a batch of one
         x = x[0]
     return [int(v) for v in x]
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def _convergence(key: str, _corpus, _tokenizer, max_len: int, rates: tuple, seed: int) -> list[dict]:
-    sub = Corpus(_corpus.name, list(_corpus.pairs[:STATS_PAIRS]), _corpus.description)
-    data = PretrainingData(sub, _tokenizer, max_len, MaskingRates(*rates), DEFAULTS.nsp_positive_prob, 0.0, seed)
-    return [dict(masking_stats(data, n, seed + n)) for n in DRAWS]
 
 
 def _controls(mask_token: str = "[MASK]"):
@@ -197,7 +186,8 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
     rate, mask, rnd, keep, max_len = rates
     key = f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}"
     with st.spinner(tr("Drawing masked examples…")):
-        stats = _convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed))
+        stats = page_caches.masking_convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed),
+                                                    STATS_PAIRS, tuple(DRAWS))
     configured = {"selected_rate": rate, "mask_share": mask, "random_share": rnd, "keep_share": keep}
     fig = memo_shown(tokenizer, ("mn_stats_fig", key, max_len, (rate, mask, rnd, keep), int(seed)),
                      lambda: F.masking_convergence_figure(stats, configured, tokenizer.mask_token))
@@ -214,22 +204,11 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
                   random=f"{last['random_share']:.3f}", keep=f"{last['keep_share']:.3f}"))
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _maskable_lengths(ckey: str, _corpus, _tokenizer, max_len: int, n_pairs: int) -> list[int]:
-    """Maskable tokens (no [CLS]/[SEP]) of the first pairs as training builds them ([CLS] A [SEP] B [SEP],
-    truncated to max_len)."""
-    out = []
-    for a, b in _corpus.pairs[:n_pairs]:
-        ids, _ = build_pair(_tokenizer, _tokenizer.encode(a), _tokenizer.encode(b), max_len)
-        out.append(sum(i not in _tokenizer.special_ids for i in ids))
-    return out
-
-
 @user_action("Compute the selection rule")
 def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
     """The masking rule in words, and the selection rate it gives on this corpus (BERT §3.1)."""
     rate, mask, rnd, _keep, max_len = rates
-    lengths = _maskable_lengths(f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}", corpus, tokenizer, max_len,
+    lengths = page_caches.maskable_lengths(f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}", corpus, tokenizer, max_len,
                                 STATS_PAIRS)
     expected = expected_selection_rate(lengths, rate)
     c1, c2 = st.columns([3, 1])

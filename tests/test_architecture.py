@@ -2,7 +2,8 @@
 
 * bertcore (the library) imports nothing from the app (streamlit, explorer, app_pages) or the benchmarks (bench);
 * bertcore's modules form no import cycle;
-* no file of the project imports a private Streamlit module (``streamlit.runtime``, ``streamlit.web``, ...).
+* no file of the project imports a private Streamlit module (``streamlit.runtime``, ``streamlit.web``, ...);
+* app.py and the page scripts, which Streamlit runs again at every page run, define no Streamlit cache.
 """
 from __future__ import annotations
 
@@ -91,6 +92,31 @@ def test_no_private_streamlit_import():
             if mod.startswith("streamlit.") and not mod.startswith(PUBLIC_STREAMLIT):
                 bad.append(f"{path.relative_to(ROOT)} imports {mod}")
     assert not bad, bad
+
+
+def _cache_decorators(path: Path) -> list[str]:
+    """The ``st.cache_data`` / ``st.cache_resource`` decorators (called or not) of the functions in ``path``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                target = d.func if isinstance(d, ast.Call) else d
+                if isinstance(target, ast.Attribute) and target.attr in ("cache_data", "cache_resource"):
+                    out.append(f"{path.name}:{node.lineno} {node.name}")
+    return out
+
+
+def test_scripts_run_at_every_page_run_define_no_cache(tmp_path):
+    """A cache decorator runs again at every run of the script that holds it, and Streamlit then reads and
+    tokenizes the function's source to key it (explorer/session/page_caches.py): caches live in modules."""
+    scripts = [ROOT / "app.py", ROOT / "serve.py", *sorted((ROOT / "app_pages").glob("*.py"))]
+    assert len(scripts) >= 16
+    bad = [hit for path in scripts for hit in _cache_decorators(path)]
+    assert not bad, bad
+    probe = tmp_path / "page.py"
+    probe.write_text("import streamlit as st\n@st.cache_resource(show_spinner=False)\ndef a():\n    return 1\n"
+                     "@st.cache_data\ndef b():\n    return 2\n")
+    assert _cache_decorators(probe) == ["page.py:3 a", "page.py:6 b"]
 
 
 def test_the_walker_sees_real_imports(tmp_path):
