@@ -25,6 +25,7 @@ from explorer.figures.inspect import (
 from bertcore.data.user_text import is_blank
 from explorer.i18n import LANGUAGES, frozen, mark, tr, using
 from explorer.page_errors import user_action
+from explorer.session.memo import memo, memo_shown
 
 DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
@@ -118,12 +119,12 @@ def _grid(insp, tokens, fmt):
                    "queries (the token that attends), columns are keys. **Click a head** to open it in *One head*.",
                    L=L, H=H, top=f"{float(A.max()):.2f}"))
     n = grid_cell_size(L, H)
-    P, labels = pooled_attention(A, tokens, n)
+    P, labels = memo(insp, ("attn_pooled", n), lambda: pooled_attention(A, tokens, n))
     if P.shape[-1] < T:
         st.info(tr("{T} tokens × {heads} heads: each map is pooled on the server to {P} × {P} blocks of up to {n} "
                    "tokens (mean over the block's queries of the weight on the block's keys, so rows still sum to 1). "
                    "*One head* and *Rollout* show every token.", T=T, heads=L * H, P=P.shape[-1], n=-(-T // n)))
-    fig = attention_grid_figure(P, tokens, labels=labels)
+    fig = memo_shown(insp, ("attn_grid_fig", n), lambda: attention_grid_figure(P, tokens, labels=labels))
     _chart(fig, "attn_grid", fmt, "attention_all_heads", on_select="rerun", selection_mode="points")
     st.download_button(tr("All attentions (NPZ: attentions [L, H, T, T], tokens, segment_ids)"),
                        lambda: attentions_npz(A, tokens, insp.segment_ids), file_name="attentions.npz",
@@ -301,7 +302,8 @@ def render():
     b = _optional_b(b, tok)
     limit = min(max_pos, PAGE_MAX_TOKENS)
     with user_action("Inspect the attention") as act:  # the library decides whether A holds words
-        insp = inspect_pair(model, tok, a, b, max_len=limit)
+        # every rerun of this page (a layer, a head, a tab) reads the same pair: one forward pass per model and input
+        insp = memo(model, ("attn_inspect", a, b, limit), lambda: inspect_pair(model, tok, a, b, max_len=limit))
     if act.failed:
         return
     tokens = [str(t) for t in insp.tokens]

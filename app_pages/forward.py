@@ -5,7 +5,6 @@ shared by every session through ``explorer.session.memo``), so they equal ``pyth
 stage table, formulas and seed locations live in ``explorer.figures.forward_stages``; the stage, layer, head, token and
 texts are in the address bar (``?fw_stage=qkv&fw_layer=0&fw_head=0&fw_token=2&fw_a=...``)."""
 import numpy as np
-import pyarrow as pa
 import streamlit as st
 
 from bertcore.analysis.trace import trace
@@ -18,6 +17,7 @@ from explorer.session import state
 from explorer.examples import Examples, session_examples
 from explorer.export import matrix_csv, plotly_config
 from explorer.figures.inspect import token_labels
+from explorer.figures.plotly_dict import freeze_figure
 from explorer.figures.forward_text import explanation, seed_line
 from explorer.i18n import frozen, language, tr
 from explorer.session.memo import memo
@@ -126,11 +126,11 @@ class _View:
         shown, rows = m[r0:r1, c0:c1], FF.stage_rows(tokens, r0, r1)
         shown_cols = (token_labels(t.tokens)[c0:c1] if stage.id in FS.SQUARE else cols[c0:c1])
         dk = model.config.head_dim
-        self.fig = None if wide else FF.stage_heatmap(
+        self.fig = None if wide else freeze_figure(FF.stage_heatmap(
             shown, rows, shown_cols, row - r0, prob=stage.id in ("softmax", "attn_dropout"),
             blocks=3 if stage.id == "qkv" else 0,
             head_cols=(head * dk, (head + 1) * dk) if stage.id == "concat" else None,
-            meta=f"{stage.id} {layer} {head} {token}")
+            meta=f"{stage.id} {layer} {head} {token}"))
         what = tr("shape {shape}", shape=" × ".join(str(n) for n in m.shape))
         if (c1 - c0) != m.shape[1]:
             what += " · " + tr("showing rows {r0}–{r1} and columns {c0}–{c1} around the chosen token (a window: the "
@@ -139,13 +139,13 @@ class _View:
             what += " · " + tr("showing rows {r0}–{r1} around the chosen token (a window: the CSV has every row)",
                                r0=r0, r1=r1 - 1)
         self.what = what
-        table = FF.stage_frame(shown[:, :TABLE_COLS], token_labels(tokens, escape=False)[r0:r1],
-                               [str(c) for c in (token_labels(t.tokens, escape=False)[c0:c1] if stage.id in FS.SQUARE
-                                                 else shown_cols)][:TABLE_COLS])
-        table.index = [("▶ " if i == row - r0 else "") + str(lab) for i, lab in enumerate(table.index)]
-        self.n_rows = len(table)
-        self.table_cfg = {str(c): st.column_config.NumberColumn(str(c), format="%.4f") for c in table.columns}
-        self.table = pa.Table.from_pandas(table)  # what st.dataframe would make of the frame, made once
+        labels = [str(c) for c in (token_labels(t.tokens, escape=False)[c0:c1] if stage.id in FS.SQUARE
+                                   else shown_cols)][:TABLE_COLS]
+        marked = [("▶ " if i == row - r0 else "") + str(lab)
+                  for i, lab in enumerate(token_labels(tokens, escape=False)[r0:r1])]
+        self.n_rows = len(marked)
+        self.table_cfg = {c: st.column_config.NumberColumn(c, format="%.4f") for c in labels}
+        self.table = FF.stage_table(shown[:, :TABLE_COLS], marked, labels)  # what st.dataframe would make, made once
         self.m, self.tokens = m, tokens
         self.csv_cols = token_labels(t.tokens, escape=False) if stage.id in FS.SQUARE else cols
         self.rows_csv = slice(r0, r1) if wide else slice(0, m.shape[0])  # a big vocabulary: the shown rows only

@@ -28,6 +28,7 @@ from bertcore.model.bert import init_model
 from bertcore.presets import PRESETS, preset
 from bertcore.training import runs
 from bertcore.jobs import service
+from explorer.figures import forward as FF
 from explorer.figures import forward_math as FM
 from explorer.figures import forward_stages as FS
 from explorer.export import matrix_csv
@@ -266,3 +267,21 @@ def test_seed_names_are_in_the_seed_texts():
             if "." in ref.code and "/" not in ref.code:
                 assert re.search(rf"def {ref.code.split('.')[1]}\(", src), (stage.id, ref)
             assert ref.part in src, (stage.id, ref)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 3), (20, 256), (3, 0)])
+def test_a_stage_table_is_what_arrow_makes_of_the_stage_frame(shape):
+    """FF.stage_table builds the arrow table itself; it must equal pa.Table.from_pandas(stage_frame) to the
+    metadata, so st.dataframe shows the same table (the rows as the index)."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal(shape).astype(np.float64)
+    rows = [("▶ " if i == 1 else "") + f"{i} tok{i}" for i in range(shape[0])]
+    cols = [f"{j} 词{j}" for j in range(shape[1])]
+    got = FF.stage_table(m, rows, cols)
+    want = pa.Table.from_pandas(FF.stage_frame(m, rows, cols))
+    assert got.equals(want, check_metadata=True)
+    back = got.to_pandas()
+    assert list(back.index) == rows and list(back.columns) == cols
+    assert np.array_equal(back.to_numpy(), m.astype(np.float32))

@@ -65,3 +65,20 @@ def test_an_owner_collected_while_the_memo_is_locked_does_not_deadlock():
     with m._lock:
         gc.collect()  # the owner's weakref callback takes the lock again in this thread
     assert len(m._memo) <= n - 1
+
+
+def test_figures_are_kept_frozen_alone_or_in_a_tuple():
+    import plotly.graph_objects as go
+    import pytest
+
+    from explorer.figures.plotly_dict import FrozenFigure
+    owner = Owner()
+    fig = m.memo(owner, ("fig",), lambda: go.Figure(go.Bar(y=[1, 2])))
+    pair = m.memo(owner, ("pair",), lambda: (go.Figure(go.Bar(y=[3])), "caption", go.Figure()))
+    rows = m.memo(owner, ("rows",), lambda: [1, 2])
+    assert isinstance(fig, FrozenFigure) and list(fig.data[0].y) == [1, 2]
+    assert isinstance(pair, tuple) and isinstance(pair[0], FrozenFigure) and pair[1] == "caption"
+    assert isinstance(pair[2], FrozenFigure) and rows == [1, 2]
+    assert m.memo(owner, ("fig",), lambda: None) is fig
+    with pytest.raises(TypeError):
+        fig.update_layout(title="changed by one session")

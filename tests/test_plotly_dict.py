@@ -71,3 +71,51 @@ def test_prediction_figures(title):
         for pos in (None, 1, 999):
             assert_validated_equal(token_strip_figure(toks, scores, pos, title))
         assert_validated_equal(token_strip_figure(toks, {"rollout": np.zeros(len(toks))}, 1, title))
+
+
+def _heatmaps() -> go.Figure:
+    from plotly.subplots import make_subplots
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("a", "b"))
+    rng = np.random.default_rng(0)
+    for c in range(2):
+        fig.add_trace(go.Heatmap(z=rng.random((5, 4)), x=list("wxyz"), colorscale="Viridis"), 1, c + 1)
+    fig.update_layout(title="two heads", height=300)
+    return fig
+
+
+def test_a_frozen_figure_is_charted_as_the_figure_it_froze():
+    """st.plotly_chart's own spec (its proto, through AppTest) of the frozen figure equals the original's."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from explorer.figures.plotly_dict import freeze_figure
+        from tests.test_plotly_dict import _heatmaps
+        st.plotly_chart(_heatmaps(), key="plain")
+        shared = freeze_figure(_heatmaps())
+        st.plotly_chart(shared, key="frozen")
+        st.plotly_chart(shared, key="again")
+
+    at = AppTest.from_function(script, default_timeout=60).run()
+    assert not at.exception
+    specs = [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    assert len(specs) == 3
+    assert specs[0] == specs[1] == specs[2]
+    assert specs[0]["data"][0]["z"]["shape"] == "5, 4" and specs[0]["layout"]["title"]["text"] == "two heads"
+
+
+def test_a_frozen_figure_refuses_changes_and_a_copy_takes_them():
+    fig = plotly_dict.freeze_figure(_heatmaps())
+    assert plotly_dict.freeze_figure(fig) is fig
+    before = _json(fig)
+    for change in (lambda: fig.update_layout(height=500), lambda: fig.update_traces(zmin=0),
+                   lambda: fig.data[0].update(zmax=2), lambda: setattr(fig.layout, "title", "x"),
+                   lambda: fig.add_trace(go.Bar(y=[1])), lambda: setattr(fig, "data", [])):
+        with pytest.raises(TypeError, match="shared by every session"):
+            change()
+    assert _json(fig) == before
+    copy = go.Figure(fig)
+    copy.update_layout(height=500)
+    assert copy.layout.height == 500 and fig.layout.height == 300
+

@@ -14,7 +14,8 @@ default views, which every student asks for, out of the memo.
 Only pure functions of (owner, key) may be memoised here: the owner must not change afterwards (models in use
 are in eval mode and never trained in place) and the key must hold every other input, the session's language
 included for anything that holds shown text (a figure's titles). A memoised result is shared: the caller must
-not change it (a plotly figure is only read by ``st.plotly_chart``).
+not change it (a plotly figure is only read by ``st.plotly_chart``). A figure, or a tuple or list of them, is kept
+frozen (``explorer.figures.plotly_dict.freeze_figure``): serialised from a dict made once, and changing it raises.
 """
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Callable
 
+import plotly.graph_objects as go
+
+from explorer.figures.plotly_dict import freeze_figure
 from explorer.i18n import language
 
 PER_OWNER = 16  # results kept per owner and kind (least recently used dropped first)
@@ -57,7 +61,7 @@ def memo(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
         if cache is not None and key in cache:
             cache.move_to_end(key)
             return cache[key]
-    value = compute()
+    value = _freeze(compute())
     with _lock:
         caches = _caches(owner)
         if caches is None:
@@ -70,6 +74,14 @@ def memo(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
         cache[key] = value
         while len(cache) > PER_OWNER:
             cache.popitem(last=False)
+    return value
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, go.Figure):
+        return freeze_figure(value)
+    if type(value) in (tuple, list) and any(isinstance(v, go.Figure) for v in value):
+        return type(value)(freeze_figure(v) if isinstance(v, go.Figure) else v for v in value)
     return value
 
 
