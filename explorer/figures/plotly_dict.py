@@ -8,7 +8,8 @@ same figure. Named colour scales are written out as plotly's validation writes t
 
 ``freeze_figure(fig)`` is for a figure that many runs show (``explorer.session.memo`` freezes every figure it keeps):
 ``st.plotly_chart`` asks a figure for its dict at every call, and plotly answers with a deep copy whose arrays it
-encodes again; a figure of a few heat maps cost 10 ms a call that way, and 0.6 ms from the dict made once.
+encodes again; a frozen figure answers with the dict it made once (docs/BENCH.md, "What a page run costs the
+server").
 """
 from __future__ import annotations
 
@@ -45,12 +46,16 @@ class FrozenFigure(go.Figure):
 
 
 def freeze_figure(fig: go.Figure) -> FrozenFigure:
-    """``fig`` as a FrozenFigure (itself when it is one already)."""
+    """``fig`` itself, frozen: from now on a FrozenFigure. Not a copy: copying a figure validates every property
+    again, which cost ten times what freezing saves a chart."""
     if isinstance(fig, FrozenFigure):
         return fig
-    out = FrozenFigure(fig, _validate=False)
-    out._bx_dict = fig.to_dict()  # what st.plotly_chart makes of fig; arrays already encoded
-    return out
+    if type(fig) is not go.Figure:
+        raise TypeError(f"only a go.Figure can be frozen, not a {type(fig).__name__}")
+    made = fig.to_dict()  # what st.plotly_chart makes of fig; its arrays already encoded
+    fig.__class__ = FrozenFigure
+    fig._bx_dict = made
+    return fig
 
 
 @functools.lru_cache(maxsize=32)

@@ -78,10 +78,10 @@ def memo(owner: Any, key: tuple, compute: Callable[[], Any]) -> Any:
 
 
 def _freeze(value: Any) -> Any:
-    if isinstance(value, go.Figure):
+    if type(value) is go.Figure:
         return freeze_figure(value)
-    if type(value) in (tuple, list) and any(isinstance(v, go.Figure) for v in value):
-        return type(value)(freeze_figure(v) if isinstance(v, go.Figure) else v for v in value)
+    if type(value) in (tuple, list) and any(type(v) is go.Figure for v in value):
+        return type(value)(freeze_figure(v) if type(v) is go.Figure else v for v in value)
     return value
 
 

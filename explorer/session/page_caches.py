@@ -2,9 +2,9 @@
 
 They are defined here, in a module imported once, and not in app.py or a page script. Those files are run again at
 every run of a page, so a cache decorator in them runs again too. Streamlit keys each cached function by its
-source: it reads the file and tokenizes the function at every decoration. That was a quarter of the server's work
-for a refused page run, and a few milliseconds of every page run of every student (docs/BENCH.md, "A cache
-decorator in a page script"). tests/test_architecture.py keeps the pages and app.py free of them.
+source: it reads the file and tokenizes the function at every decoration, for every page run of every student
+(docs/BENCH.md, "What a page run costs the server"). tests/test_architecture.py keeps the pages and app.py free of
+them.
 """
 from __future__ import annotations
 
