@@ -187,7 +187,7 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
     key = f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}"
     with st.spinner(tr("Drawing masked examples…")):
         stats = page_caches.masking_convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed),
-                                                    STATS_PAIRS, tuple(DRAWS))
+                                                STATS_PAIRS, tuple(DRAWS))
     configured = {"selected_rate": rate, "mask_share": mask, "random_share": rnd, "keep_share": keep}
     fig = memo_shown(tokenizer, ("mn_stats_fig", key, max_len, (rate, mask, rnd, keep), int(seed)),
                      lambda: F.masking_convergence_figure(stats, configured, tokenizer.mask_token))
@@ -208,8 +208,8 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
 def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
     """The masking rule in words, and the selection rate it gives on this corpus (BERT §3.1)."""
     rate, mask, rnd, _keep, max_len = rates
-    lengths = page_caches.maskable_lengths(f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}", corpus, tokenizer, max_len,
-                                STATS_PAIRS)
+    lengths = page_caches.maskable_lengths(f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}", corpus, tokenizer,
+                                           max_len, STATS_PAIRS)
     expected = expected_selection_rate(lengths, rate)
     c1, c2 = st.columns([3, 1])
     c1.caption(tr("**Selection rule** (`bertcore.data.pretraining.masking_rule`): {rule}",

@@ -7,9 +7,8 @@ streamlit, no model.
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import json
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
