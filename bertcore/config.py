@@ -25,6 +25,9 @@ NSP_HEADS = ("pooler", "first_token")
 LAYER_NORM_STYLES = ("variance", "unbiased_std")
 INITS = ("bert", "pytorch", "xavier_uniform")
 SEGMENT_IDS = ("0/1", "1/2")
+ATTENTION_DIRECTIONS = ("bidirectional", "left_to_right")
+SENTENCE_TASKS = ("nsp", "sop", "none")
+MASKING_UNITS = ("token", "whole_word", "span")
 
 
 class JsonConfig:
@@ -165,6 +168,11 @@ class BertConfig(JsonConfig):
     mlm_head: str = "transform"
     # pooler = tanh(dense(h_CLS)) then classifier (BERT, d2l); first_token = classifier on h_CLS directly (codertimo).
     nsp_head: str = "pooler"
+    # bidirectional = every token attends to every token (BERT). left_to_right = a causal mask, each token sees
+    # itself and its left (BERT Table 5's "LTR": a next-token LM like OpenAI GPT); it trains on the next token
+    # instead of masked ones, and the sentence heads read the last real token, the only one that sees the whole
+    # input (under a causal mask [CLS] sees only itself). Also applied when fine-tuning.
+    attention_direction: str = "bidirectional"
 
     def __post_init__(self) -> None:
         self.validate()
@@ -192,6 +200,7 @@ class BertConfig(JsonConfig):
         _check_choice("layer_norm_style", self.layer_norm_style, LAYER_NORM_STYLES)
         _check_choice("init", self.init, INITS)
         _check_choice("segment_ids", self.segment_ids, SEGMENT_IDS)
+        _check_choice("attention_direction", self.attention_direction, ATTENTION_DIRECTIONS)
         if self.final_layer_norm is None:
             self.final_layer_norm = self.norm_placement == "pre"
         for name in ("final_layer_norm", "embedding_scale", "embedding_layer_norm", "embedding_dropout",
@@ -226,6 +235,11 @@ class BertConfig(JsonConfig):
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
 
+    @property
+    def causal(self) -> bool:
+        """A left-to-right model (BERT Table 5's LTR): a causal mask and a next-token objective."""
+        return self.attention_direction == "left_to_right"
+
 
 @dataclass
 class TrainConfig(JsonConfig):
@@ -254,8 +268,20 @@ class TrainConfig(JsonConfig):
     mask_token_frac: float = 0.8
     # Of the selected: share replaced by a random non-special token (10%); the rest are kept.
     random_token_frac: float = 0.1
-    # Share of pairs whose B is the true next sentence (BERT §3.2: 50%).
+    # Share of pairs whose B is the true next sentence (BERT §3.2: 50%); with sentence_task=sop the share in order.
     nsp_positive_prob: float = 0.5
+    # The sentence-level task: nsp = is B the next sentence or a random one (BERT §3.2); sop = is the true pair in
+    # order or swapped (ALBERT §4.6, sentence-order prediction); none = MLM alone, every pair still packed as
+    # [CLS] A [SEP] B [SEP] with its true B (RoBERTa §4.2 found NSP unnecessary).
+    sentence_task: str = "nsp"
+    # What MLM selects: token = each token on its own (BERT §3.1); whole_word = every piece of a WordPiece word
+    # together (BERT's 2019 whole-word masking); span = runs of whole words with geometric lengths (SpanBERT §3.1).
+    # With a word-level vocabulary whole_word equals token.
+    masking_unit: str = "token"
+    # SpanBERT's span lengths: geometric with this p (0.2: mean 3.8 words once clipped at span_max_length).
+    span_p: float = 0.2
+    # The longest span, in words (SpanBERT: 10).
+    span_max_length: int = 10
     # Seeds the init, the data order, masking and dropout: same seed, same loss curve.
     seed: int = 0
     # Evaluate on the held-out pairs every N steps (0 = never).
@@ -291,6 +317,10 @@ class TrainConfig(JsonConfig):
         check_range("mask_token_frac", self.mask_token_frac, 0.0, 1.0)
         check_range("random_token_frac", self.random_token_frac, 0.0, 1.0)
         check_range("nsp_positive_prob", self.nsp_positive_prob, 0.0, 1.0)
+        _check_choice("sentence_task", self.sentence_task, SENTENCE_TASKS)
+        _check_choice("masking_unit", self.masking_unit, MASKING_UNITS)
+        check_range("span_p", self.span_p, 0.01, 1.0)
+        check_range("span_max_length", self.span_max_length, 1, 64, int)
         check_range("seed", self.seed, 0, 2**63 - 1, int)
         check_range("eval_every", self.eval_every, 0, 1_000_000, int)
         check_range("eval_size", self.eval_size, 1, 100_000, int)

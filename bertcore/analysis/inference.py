@@ -118,8 +118,8 @@ def require_masks(tokenizer, text: str, ids: list, truncated: bool, max_len: int
 
 NO_MLM = Message("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one); fill-mask needs a "
                  "model with cls.predictions")
-NO_NSP = Message("this model has no NSP head (it was imported without cls.seq_relationship); next-sentence "
-                 "prediction needs a BertForPreTraining checkpoint")
+NO_NSP = Message("this model has no trained NSP head (it was imported without cls.seq_relationship, or pretrained "
+                 "with sentence_task=none); next-sentence prediction needs a model pretrained with NSP or SOP")
 
 
 @dataclass

@@ -13,6 +13,10 @@
   pair whose B differs from the true one (label 1 = NotNext). The corpus may repeat B sentences, so the
   check compares the sentences, not the pair index. When the corpus names documents (``Corpus.documents``),
   that pair comes from another document, as in BERT's create_pretraining_data (§A.1).
+* The objective switches (``TrainConfig.sentence_task``, ``masking_unit``; ``BertConfig.attention_direction``):
+  ``sop`` (ALBERT §4.6) keeps each pair's own sentences and swaps A and B for label 1; ``none`` (RoBERTa §4.2)
+  packs every pair in order and trains no sentence head; whole-word and span selection are
+  ``bertcore.data.masking_units``; a left-to-right model gets next-token targets and no masks.
 
 A seeded ``torch.Generator`` drives every random choice, so the same seed gives the same batches.
 """
@@ -25,11 +29,14 @@ from functools import lru_cache
 
 import torch
 
+from bertcore.data import masking_units as U
 from bertcore.data.user_text import clean_text, is_blank
 from bertcore.errors import ConfigError, CorpusError, InputError
 from bertcore.message import Message
 
 IGNORE = -100
+UNITS = ("token", "whole_word", "span")
+SENTENCE_TASKS = ("nsp", "sop", "none")
 _NONE, _MASK, _RANDOM, _KEEP = 0, 1, 2, 3
 ACTIONS = ("none", "mask", "random", "keep")
 _NEG_TRIES = 8
@@ -38,11 +45,15 @@ _NEG_TRIES = 8
 @dataclass
 class MaskingRates:
     """MLM rates (BERT §3.1): select ``mlm_probability`` of tokens; of those ``mask_token_frac`` -> [MASK],
-    ``random_token_frac`` -> random token, the rest kept."""
+    ``random_token_frac`` -> random token, the rest kept. ``unit``: what one selection covers (token, whole_word,
+    span: ``bertcore.data.masking_units``), with SpanBERT's ``span_p`` and ``span_max_length`` for spans."""
 
     mlm_probability: float = 0.15
     mask_token_frac: float = 0.8
     random_token_frac: float = 0.1
+    unit: str = "token"
+    span_p: float = 0.2
+    span_max_length: int = 10
 
     def __post_init__(self) -> None:
         for name in ("mlm_probability", "mask_token_frac", "random_token_frac"):
@@ -52,6 +63,9 @@ class MaskingRates:
         if self.mask_token_frac + self.random_token_frac > 1.0 + 1e-9:
             raise ConfigError(Message("mask_token_frac + random_token_frac must be <= 1 (the rest are kept); "
                                       "lower one"))
+        if self.unit not in UNITS:
+            raise ConfigError(Message("masking_unit={value} is not valid; choose one of {choices}",
+                                      value=repr(self.unit), choices=", ".join(UNITS)))
 
     @property
     def keep_frac(self) -> float:
@@ -59,7 +73,8 @@ class MaskingRates:
 
     @classmethod
     def from_train_config(cls, tc) -> "MaskingRates":
-        return cls(tc.mlm_probability, tc.mask_token_frac, tc.random_token_frac)
+        return cls(tc.mlm_probability, tc.mask_token_frac, tc.random_token_frac, tc.masking_unit, tc.span_p,
+                   tc.span_max_length)
 
 
 @dataclass
@@ -186,37 +201,69 @@ def token_tables(tokenizer) -> tuple[torch.Tensor, torch.Tensor]:
     return t
 
 
-def _mask_batch(ids: torch.Tensor, maskable: torch.Tensor, rates: MaskingRates, generator: torch.Generator,
-                pool: torch.Tensor, mask_id: int):
-    """Vectorized MLM masking of a [B, T] batch -> (masked ids, labels, action codes)."""
-    b, t = ids.shape
+def mask_draws(generator: torch.Generator, b: int, t: int, pool: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The four [b, t] draws one batch's masking reads (u_sel, u_pick, u_act, rand_ids), in the stream's order."""
     u_sel = torch.rand((b, t), generator=generator)
     u_pick = torch.rand((b, t), generator=generator)
     u_act = torch.rand((b, t), generator=generator)
     rand_ids = pool[torch.randint(pool.numel(), (b, t), generator=generator)]
-    return apply_masking(ids, maskable, rates, u_sel, u_pick, u_act, rand_ids, mask_id)
+    return u_sel, u_pick, u_act, rand_ids
+
+
+def _mask_batch(ids: torch.Tensor, maskable: torch.Tensor, rates: MaskingRates, generator: torch.Generator,
+                pool: torch.Tensor, mask_id: int, continuation: torch.Tensor | None = None, stats: dict | None = None):
+    """Vectorized MLM masking of a [B, T] batch -> (masked ids, labels, action codes)."""
+    b, t = ids.shape
+    return apply_masking(ids, maskable, rates, *mask_draws(generator, b, t, pool), mask_id, continuation, stats)
 
 
 def apply_masking(ids: torch.Tensor, maskable: torch.Tensor, rates: MaskingRates, u_sel: torch.Tensor,
-                  u_pick: torch.Tensor, u_act: torch.Tensor, rand_ids: torch.Tensor, mask_id: int):
+                  u_pick: torch.Tensor, u_act: torch.Tensor, rand_ids: torch.Tensor, mask_id: int,
+                  continuation: torch.Tensor | None = None, stats: dict | None = None):
     """MLM masking (BERT §3.1) of a [B, T] batch from given uniforms -> (masked ids, labels, action codes).
 
     ``u_sel`` decides selection, ``u_pick`` the fallback position (at least one per sequence), ``u_act`` the
     mask / random / keep action, and ``rand_ids`` the replacement of a "random" token; all [B, T]. Taking the
     draws as arguments lets a sampler draw them per example (bertcore.data.shards), so an example's masks do
-    not depend on which batch, process or padding width it ends up in.
+    not depend on which batch, process or padding width it ends up in. ``rates.unit`` whole_word / span select
+    whole words (``continuation``: the tokenizer's ``##`` pieces; None = every token a word) and draw the action
+    once per unit (``bertcore.data.masking_units``); ``stats`` collects a span rule's drawn and realised lengths.
     """
-    counts = maskable.sum(1)
-    q = torch.tensor([_select_prob(n, float(rates.mlm_probability)) for n in counts.tolist()])
-    selected = (u_sel < q[:, None]) & maskable
-    empty = (selected.sum(1) == 0) & (counts > 0)
-    if bool(empty.any()):  # at least one per sequence: pick one maskable position uniformly
-        pick = torch.where(maskable, u_pick, torch.full_like(u_pick, -1.0)).argmax(1)
-        rows = empty.nonzero().flatten()
-        selected[rows, pick[rows]] = True
+    p = float(rates.mlm_probability)
+    if rates.unit == "token":
+        counts = maskable.sum(1)
+        q = torch.tensor([_select_prob(n, p) for n in counts.tolist()])
+        selected = (u_sel < q[:, None]) & maskable
+        empty = (selected.sum(1) == 0) & (counts > 0)
+        if bool(empty.any()):  # at least one per sequence: pick one maskable position uniformly
+            pick = torch.where(maskable, u_pick, torch.full_like(u_pick, -1.0)).argmax(1)
+            rows = empty.nonzero().flatten()
+            selected[rows, pick[rows]] = True
+        act = u_act
+    else:
+        starts = U.word_starts(ids, maskable, continuation)
+        owner = U.word_index(starts, maskable)
+        if rates.unit == "whole_word":  # the token rule over words, then every piece of a selected word
+            counts = starts.sum(1)
+            q = torch.tensor([_select_prob(n, p) for n in counts.tolist()])
+            chosen = (u_sel < q[:, None]) & starts
+            empty = (chosen.sum(1) == 0) & (counts > 0)
+            if bool(empty.any()):
+                pick = torch.where(starts, u_pick, torch.full_like(u_pick, -1.0)).argmax(1)
+                rows = empty.nonzero().flatten()
+                chosen[rows, pick[rows]] = True
+            selected = U.spread(chosen, owner).bool() & maskable
+            unit = owner
+        else:
+            selected, unit, drawn, realised = U.select_spans(starts, owner, maskable, p, float(rates.span_p),
+                                                             int(rates.span_max_length), u_sel, u_pick)
+            if stats is not None:
+                stats.setdefault("drawn", []).extend(drawn)
+                stats.setdefault("realised", []).extend(realised)
+        act = u_act.gather(1, unit.clamp(min=0))  # one action draw per unit, at its first token
     m, r = float(rates.mask_token_frac), float(rates.random_token_frac)
-    is_mask = selected & (u_act < m)
-    is_rand = selected & (u_act >= m) & (u_act < m + r)
+    is_mask = selected & (act < m)
+    is_rand = selected & (act >= m) & (act < m + r)
     masked = torch.where(is_mask, torch.full_like(ids, mask_id), ids)
     masked = torch.where(is_rand, rand_ids, masked)
     labels = torch.where(selected, ids, torch.full_like(ids, IGNORE))
@@ -239,7 +286,8 @@ def mask_tokens(input_ids, tokenizer, rates: MaskingRates | None = None, generat
     if ids.numel() and (int(ids.max()) >= special.numel() or int(ids.min()) < 0):
         raise InputError(Message("token id outside the vocabulary (size {size}); encode with the same tokenizer",
                                  size=special.numel()))
-    masked, labels, actions = _mask_batch(ids, ~special[ids], rates, generator, pool, tokenizer.mask_id)
+    masked, labels, actions = _mask_batch(ids, ~special[ids], rates, generator, pool, tokenizer.mask_id,
+                                          U.continuation_table(tokenizer))
     masked_l, labels_l = masked[0].tolist(), labels[0].tolist()
     decisions = None
     if with_decisions:
@@ -256,7 +304,10 @@ class PretrainingData:
 
     def __init__(self, corpus, tokenizer, max_seq_len: int = 48, rates: MaskingRates | None = None,
                  nsp_positive_prob: float = 0.5, held_out_frac: float = 0.1, seed: int = 0,
-                 fixed_length: int | None = None):
+                 fixed_length: int | None = None, sentence_task: str = "nsp", causal: bool = False):
+        if sentence_task not in SENTENCE_TASKS:
+            raise ConfigError(Message("sentence_task={value} is not valid; choose one of {choices}",
+                                      value=repr(sentence_task), choices=", ".join(SENTENCE_TASKS)))
         if len(corpus.pairs) < 2:
             raise CorpusError(Message("corpus {name} has {n} pair(s); NSP needs at least 2 so a NotNext example can "
                                       "take its B from a different pair", name=repr(corpus.name), n=len(corpus.pairs)))
@@ -272,6 +323,8 @@ class PretrainingData:
                                       "(every batch is padded to it); raise it or leave it unset for dynamic padding",
                                       value=repr(fixed_length), max_seq_len=max_seq_len))
         self.fixed_length = fixed_length
+        # the objective switches (TrainConfig.sentence_task, BertConfig.attention_direction): module docstring
+        self.sentence_task, self.causal = sentence_task, bool(causal)
         self.corpus, self.tokenizer, self.max_seq_len = corpus, tokenizer, int(max_seq_len)
         self.rates = rates or MaskingRates()
         self.nsp_positive_prob = float(nsp_positive_prob)
@@ -300,6 +353,7 @@ class PretrainingData:
         self._neg_pool = {s: (p if self.b_group[p].unique().numel() >= 2 else everything) for s, p in self.splits.items()}
         self._neg_fallback: dict[tuple[str, int, int], torch.Tensor] = {}
         self._special, self._pool = token_tables(tokenizer)
+        self._continuation = U.continuation_table(tokenizer)
         self._cls, self._sep, self._pad, self._mask = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id, tokenizer.mask_id
 
     def __len__(self) -> int:
@@ -333,24 +387,57 @@ class PretrainingData:
             out[k] = int(fb[torch.randint(fb.numel(), (1,), generator=generator)])
         return out
 
-    def _batch(self, idx: list[int], split: str, generator: torch.Generator, actions: bool = False) -> dict:
+    def _pair(self, i: int, positive: bool, j: int) -> tuple[list[int], list[int], int]:
+        """(A, B, label) of one example by the sentence task: nsp: B is i's own (label 0, IsNext) or j's
+        (1, NotNext); sop: i's pair in order (0) or swapped (1); none: i's pair in order (its label unused)."""
+        if self.sentence_task == "nsp":
+            return self.a_ids[i], self.b_ids[i if positive else j], 0 if positive else 1
+        if self.sentence_task == "sop" and not positive:
+            return self.b_ids[i], self.a_ids[i], 1
+        return self.a_ids[i], self.b_ids[i], 0
+
+    def _batch(self, idx: list[int], split: str, generator: torch.Generator, actions: bool = False,
+               stats: dict | None = None) -> dict:
         coins = (torch.rand(len(idx), generator=generator) < self.nsp_positive_prob).tolist()
-        negs = self._negatives(idx, split, generator)
-        rows, types = [], []
+        negs = self._negatives(idx, split, generator)  # drawn for every sentence task: the same stream for all
+        rows, types, labels_s, width = [], [], [], 0
         for i, pos, j in zip(idx, coins, negs):
-            r, t = build_ids(self._cls, self._sep, self.a_ids[i], self.b_ids[i if pos else j], self.max_seq_len)
+            a, b, label = self._pair(i, pos, j)
+            r, t = build_ids(self._cls, self._sep, a, b, self.max_seq_len)
             rows.append(r)
             types.append(t)
+            labels_s.append(label)
+            # the width NSP's pair would have: the masking draws always take it, so every task advances the
+            # generator alike (the same pairs in the same order for the same seed)
+            width = max(width, min(len(self.a_ids[i]) + len(self.b_ids[i if pos else j]) + 3, self.max_seq_len))
         out = pad_batch(rows, types, self._pad, self.fixed_length)
         ids = out["input_ids"]
-        masked, labels, acts = _mask_batch(ids, ~self._special[ids], self.rates, generator, self._pool, self._mask)
+        draws = self._draws(generator, len(idx), self.fixed_length or width, ids.shape[1])
+        maskable = ~self._special[ids]
+        if self.causal:  # BERT Table 5's LTR: the next token at every position, nothing masked
+            masked, labels, acts = ids, U.next_token_labels(ids, maskable), torch.zeros_like(ids)
+        else:
+            masked, labels, acts = apply_masking(ids, maskable, self.rates, *draws, self._mask, self._continuation,
+                                                 stats)
         out["input_ids"], out["mlm_labels"] = masked, labels
-        out["nsp_labels"] = torch.tensor([0 if c else 1 for c in coins], dtype=torch.long)
+        out["nsp_labels"] = torch.tensor(labels_s, dtype=torch.long)
         if actions:
             out["actions"], out["original_ids"] = acts, ids
             out["pair_index"] = torch.tensor(idx)
-            out["b_index"] = torch.tensor([i if c else j for i, c, j in zip(idx, coins, negs)])
+            out["b_index"] = torch.tensor([i if c or self.sentence_task != "nsp" else j
+                                           for i, c, j in zip(idx, coins, negs)])
         return out
+
+    def _draws(self, generator: torch.Generator, b: int, width: int, t: int) -> tuple[torch.Tensor, ...]:
+        """The masking draws [b, t], taken from the stream at ``width`` columns; a batch wider than that (sentence
+        task none, whose true B may be longer than NSP's) takes its extra columns from a generator seeded by the
+        draws, so the stream itself moves as NSP's would."""
+        d = mask_draws(generator, b, width, self._pool)
+        if t <= width:
+            return tuple(x[:, :t] for x in d)
+        extra = torch.Generator().manual_seed(int(d[0][0, 0] * 2**52))
+        more = mask_draws(extra, b, t - width, self._pool)
+        return tuple(torch.cat([x, y], dim=1) for x, y in zip(d, more))
 
     def sample_batch(self, batch_size: int, generator: torch.Generator, split: str = "train") -> dict:
         """A random batch: dict of long tensors input_ids, token_type_ids, attention_mask, mlm_labels [B, T]
@@ -359,12 +446,14 @@ class PretrainingData:
         idx = pool[torch.randint(pool.numel(), (int(batch_size),), generator=generator)].tolist()
         return self._batch(idx, split, generator)
 
-    def sample_batch_with_actions(self, batch_size: int, generator: torch.Generator, split: str = "train") -> dict:
+    def sample_batch_with_actions(self, batch_size: int, generator: torch.Generator, split: str = "train",
+                                  stats: dict | None = None) -> dict:
         """Like sample_batch, plus ``original_ids``, ``actions`` (0 none, 1 mask, 2 random, 3 keep) and the
-        ``pair_index`` / ``b_index`` each example took its A / B from (for inspection and tests)."""
+        ``pair_index`` / ``b_index`` each example took its A / B from (for inspection and tests); ``stats``
+        collects a span rule's drawn and realised span lengths (in words)."""
         pool = self._split(split)
         idx = pool[torch.randint(pool.numel(), (int(batch_size),), generator=generator)].tolist()
-        return self._batch(idx, split, generator, actions=True)
+        return self._batch(idx, split, generator, actions=True, stats=stats)
 
     def fixed_eval_batches(self, n_examples: int, seed: int, batch_size: int = 64) -> list[dict]:
         """Held-out batches with fixed masks and NSP choices (the same for the same seed)."""
@@ -380,10 +469,19 @@ class PretrainingData:
                                      last=len(self) - 1))
         split = "held_out" if pair_index in set(self.splits["held_out"].tolist()) and not self.eval_on_train else "train"
         pos = bool(torch.rand(1, generator=generator) < self.nsp_positive_prob)
-        j = pair_index if pos else self._negatives([pair_index], split, generator)[0]
-        ids, types = build_ids(self._cls, self._sep, self.a_ids[pair_index], self.b_ids[j], self.max_seq_len)
+        j = pair_index if pos or self.sentence_task != "nsp" else self._negatives([pair_index], split, generator)[0]
+        a, b, label = self._pair(pair_index, pos, j)
+        ids, types = build_ids(self._cls, self._sep, a, b, self.max_seq_len)
+        if self.causal:  # nothing is masked: every next real token is a target
+            t = torch.tensor([ids])
+            labels = U.next_token_labels(t, ~self._special[t])[0].tolist()
+            dec = None
+            if with_decisions:
+                toks = self.tokenizer.convert_ids_to_tokens(ids)
+                dec = [MaskDecision(k, toks[k], ids[k], False, "none", toks[k], ids[k]) for k in range(len(ids))]
+            return Example(list(ids), types, labels, label, dec, self.tokenizer.convert_ids_to_tokens(ids))
         masked, labels, dec = mask_tokens(ids, self.tokenizer, self.rates, generator, with_decisions)
-        return Example(masked, types, labels, 0 if pos else 1, dec, self.tokenizer.convert_ids_to_tokens(masked))
+        return Example(masked, types, labels, label, dec, self.tokenizer.convert_ids_to_tokens(masked))
 
     def token_counts(self, split: str = "train") -> torch.Tensor:
         """Occurrences of each token id in the split's A and B sentences (specials zeroed)."""
@@ -422,14 +520,16 @@ def collate(examples: list[Example], pad_id: int = 0) -> dict:
 
 def masking_stats(data: PretrainingData, draws: int = 2000, seed: int = 0) -> dict:
     """Empirical masking rates over ``draws`` sampled train sequences: selected_rate over non-special tokens,
-    and the mask/random/keep shares of the selected tokens."""
+    and the mask/random/keep shares of the selected tokens; for span masking also the mean drawn and realised
+    span lengths (words) and the share of each drawn length (``span_lengths``, index 0 = length 1)."""
     if draws < 1:
         raise InputError(Message("draws={draws} must be at least 1", draws=draws))
     g = torch.Generator().manual_seed(int(seed))
     seen = sel = n_mask = n_rand = 0
+    spans: dict = {}
     left = int(draws)
     while left > 0:
-        b = data.sample_batch_with_actions(min(512, left), g)
+        b = data.sample_batch_with_actions(min(512, left), g, stats=spans)
         maskable = ~data._special[b["original_ids"]]
         acts = b["actions"]
         seen += int(maskable.sum())
@@ -438,8 +538,14 @@ def masking_stats(data: PretrainingData, draws: int = 2000, seed: int = 0) -> di
         n_rand += int((acts == _RANDOM).sum())
         left -= b["input_ids"].shape[0]
     share = (lambda k: k / sel) if sel else (lambda k: math.nan)
-    return {"draws": int(draws), "tokens_seen": seen, "selected_rate": sel / seen if seen else math.nan,
-            "mask_share": share(n_mask), "random_share": share(n_rand), "keep_share": share(sel - n_mask - n_rand)}
+    out = {"draws": int(draws), "tokens_seen": seen, "selected_rate": sel / seen if seen else math.nan,
+           "mask_share": share(n_mask), "random_share": share(n_rand), "keep_share": share(sel - n_mask - n_rand)}
+    if spans.get("drawn"):
+        drawn, real = spans["drawn"], spans["realised"]
+        longest = int(data.rates.span_max_length)
+        out.update(span_mean_drawn=sum(drawn) / len(drawn), span_mean_realised=sum(real) / max(1, len(real)),
+                   span_lengths=[sum(1 for x in drawn if x == k) / len(drawn) for k in range(1, longest + 1)])
+    return out
 
 
 def example_from_text(data_or_tokenizer, a: str, b: str | None = None, rates: MaskingRates | None = None,

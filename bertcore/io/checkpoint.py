@@ -122,7 +122,8 @@ def save_checkpoint(bundle: ModelBundle, directory: str | Path) -> Path:
             written.add(f.name)
     cfg = model.config.to_dict()
     cfg.update(tokenizer_kind=getattr(tok, "kind", "word"), bertcore_version=__version__,
-               heads={"mlm": bool(getattr(model, "has_mlm_head", True)), "nsp": bool(getattr(model, "has_nsp_head", True))})
+               heads={"mlm": bool(getattr(model, "has_mlm_head", True)), "nsp": bool(getattr(model, "has_nsp_head", True)),
+                      "sentence_task": str(getattr(model, "sentence_task", "nsp"))})
     atomic_write(d / "config.json", json.dumps(cfg, indent=2) + "\n")
     atomic_save_safetensors(unique_state_dict(model), d / "model.safetensors", metadata={"format": "pt"})
     if bundle.history is not None and len(bundle.history):
@@ -317,6 +318,7 @@ def load_checkpoint(directory: str | Path) -> ModelBundle:
     heads = extra.get("heads") if isinstance(extra.get("heads"), dict) else {}
     model.has_mlm_head = bool(heads.get("mlm", True))
     model.has_nsp_head = bool(heads.get("nsp", True))
+    model.sentence_task = str(heads.get("sentence_task", "nsp"))  # what the sentence head learned: nsp | sop | none
     model.eval()
 
     history = None

@@ -51,12 +51,28 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config) if config.nsp_head == "pooler" else None
         self.fast = FastPath()  # the GPU fast path's switches (bertcore.model.fast_path), off
 
-    def attention_mask(self, attention_mask: Tensor | None) -> Tensor | None:
+    def attention_mask(self, attention_mask: Tensor | None, T: int | None = None) -> Tensor | None:
         """(B, T) 1/0 -> (B, 1, 1, T) bool, True = a key that may be attended; None when nothing is padded or
-        the config has no padding mask (the blog's BertModel)."""
-        if attention_mask is None or not self.config.attention_padding_mask or bool(attention_mask.all()):
-            return None
-        return attention_mask[:, None, None, :].bool()
+        the config has no padding mask (the blog's BertModel). A left-to-right model (``config.causal``) gets
+        (B or 1, 1, T, T): query i may attend key j <= i (and a real one)."""
+        keys = None
+        if attention_mask is not None and self.config.attention_padding_mask and not bool(attention_mask.all()):
+            keys = attention_mask[:, None, None, :].bool()
+        if not self.config.causal:
+            return keys
+        T = attention_mask.shape[1] if T is None else T
+        dev = attention_mask.device if attention_mask is not None else None
+        tri = torch.ones(T, T, dtype=torch.bool, device=dev).tril()[None, None]  # (1, 1, T, T)
+        return tri if keys is None else tri & keys
+
+    def sentence_rows(self, attention_mask: Tensor | None, B: int, T: int, device) -> Tensor:
+        """Where the sentence heads read (B,): [CLS] (0), or for a left-to-right model the last real token,
+        the only one whose causal context is the whole input."""
+        if not self.config.causal:
+            return torch.zeros(B, dtype=torch.long, device=device)
+        if attention_mask is None:
+            return torch.full((B,), T - 1, dtype=torch.long, device=device)
+        return (attention_mask.long().sum(1) - 1).clamp(min=0)
 
     def head_mask(self, head_mask: Tensor | None) -> Tensor | None:
         """(H,) or (L, H) -> (L, H) float; None stays None."""
@@ -88,14 +104,18 @@ class BertModel(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros(B, T, dtype=torch.long, device=ref.device)
         x = self.embeddings(input_ids, token_type_ids, attention_mask, tap, word_embeds)  # (B, T, D)
-        mask = self.attention_mask(attention_mask)
+        mask = self.attention_mask(attention_mask, T)
+        if self.config.causal:
+            last_layer_rows = None  # the next-token loss reads every row anyway
         unpad = None
         if (self.fast.unpad_above is not None and tap is None and mask is not None and last_layer_rows is not None
                 and Unpadded.share(attention_mask) > self.fast.unpad_above):
             # the loss path (only real rows come out): the dense parts run on the real tokens only
             unpad = Unpadded(attention_mask, mask)
         h = self.encoder(x, mask, self.head_mask(head_mask), tap, last_layer_rows, unpad)
-        if last_layer_rows is None:
+        if self.config.causal:  # the last real token (sentence_rows)
+            cls_h = h[torch.arange(B, device=h.device), self.sentence_rows(attention_mask, B, T, h.device)]
+        elif last_layer_rows is None:
             cls_h = h[:, 0]  # (B, D)
         else:  # h: (N, D) in (sequence, slot) order; slot 0 of each sequence is [CLS]
             counts = last_layer_rows[1].sum(1)
@@ -184,6 +204,7 @@ class BertForPreTraining(nn.Module):
         self.cls = BertPreTrainingHeads(config, self.bert.embeddings.word_embeddings)
         self.has_mlm_head = True
         self.has_nsp_head = True
+        self.sentence_task = "nsp"  # what the sentence head learned (TrainConfig.sentence_task): nsp | sop | none
         self.dropout_generator: torch.Generator | None = None
         self.fast = FastPath()  # set_fast_path
         self._init_all()
@@ -273,7 +294,7 @@ class BertForPreTraining(nn.Module):
         tap = _with_outputs(tap, output_attentions, output_hidden_states, output_embeddings)
         selected = mlm_labels != -100 if mlm_labels is not None else None  # (B, T)
         rows = None
-        if selected is not None and tap is None:
+        if selected is not None and tap is None and not self.config.causal:
             slots, valid, counts = self._loss_rows(selected)
             rows = (slots, valid)
         h, pooled = self.bert(input_ids, token_type_ids, attention_mask, head_mask, tap, rows)

@@ -63,8 +63,10 @@ class StepGuard:
     """The NaN / divergence check of a trainer's steps (see the module docstring). ``deferred``: keep the numbers
     on the device and skip bad updates there (CUDA); otherwise the trainer reads every step before its update."""
 
-    def __init__(self, params: list, optimizer, init_loss: float, device, deferred: bool = False):
+    def __init__(self, params: list, optimizer, init_loss: float, device, deferred: bool = False,
+                 sentence_head: bool = True):
         self.params, self.optimizer, self.init_loss = params, optimizer, init_loss
+        self.sentence_head = sentence_head  # False (sentence_task=none): the rows' NSP numbers are NaN
         self.threshold = DIVERGENCE_FACTOR * init_loss
         self.deferred = bool(deferred)
         self.pending: list[_Pending] = []
@@ -109,9 +111,10 @@ class StepGuard:
                                  "nsp_acc": math.nan, "lr": p.lr, "tokens_per_s": math.nan})
                 return out
             out.tokens += p.n_tok
-            out.rows.append({"step": p.step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss,
-                             "mlm_acc": mlm_ok / p.n_sel if p.n_sel else math.nan, "nsp_acc": nsp_ok / p.n_ex,
-                             "lr": p.lr})
+            head = self.sentence_head
+            out.rows.append({"step": p.step, "mlm_loss": mlm_loss, "nsp_loss": nsp_loss if head else math.nan,
+                             "mlm_acc": mlm_ok / p.n_sel if p.n_sel else math.nan,
+                             "nsp_acc": nsp_ok / p.n_ex if head else math.nan, "lr": p.lr})
         return out
 
     def _failure(self, p: _Pending, loss: float, gn: float, finite: bool) -> str:

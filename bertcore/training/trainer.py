@@ -95,7 +95,8 @@ class Trainer(Stoppable):
         rates = MaskingRates.from_train_config(tc)
         if data is None:
             data = PretrainingData(corpus, tokenizer, tc.max_seq_len, rates, tc.nsp_positive_prob,
-                                   tc.held_out_frac, tc.seed, fixed_length=tc.pad_to or None)
+                                   tc.held_out_frac, tc.seed, fixed_length=tc.pad_to or None,
+                                   sentence_task=tc.sentence_task, causal=model_config.causal)
         self.data = data
         self.runtime = rt = runtime if runtime is not None else Runtime()
         self.device = rt.torch_device
@@ -131,11 +132,18 @@ class Trainer(Stoppable):
         self.history = History.pretraining()
         self.callbacks = callbacks.copy() if callbacks is not None else Callbacks()
         self._eval_batches = None
+        # the sentence head trains unless sentence_task=none (RoBERTa's MLM alone: no NSP loss, NaN in the history);
+        # the checkpoint says which task it learned (bertcore.io.checkpoint: heads), so inference reads it right
+        self.sentence_head = tc.sentence_task != "none"
+        if hasattr(self.model, "has_nsp_head"):
+            self.model.has_nsp_head = self.sentence_head
+            self.model.sentence_task = tc.sentence_task
         # An untrained model predicts ~uniformly: loss ~ ln(V) + ln(2). Far above that, training has diverged.
-        self._init_loss = math.log(model_config.vocab_size) + math.log(2)
+        self._init_loss = math.log(model_config.vocab_size) + (math.log(2) if self.sentence_head else 0.0)
         on_gpu = self.device.type == "cuda"
         self._guard = StepGuard(self._params, self.optimizer, self._init_loss, self.device,
-                                deferred=on_gpu if defer_rows is None else defer_rows)
+                                deferred=on_gpu if defer_rows is None else defer_rows,
+                                sentence_head=self.sentence_head)
         self.divergence_threshold = self._guard.threshold
         self.batches = BatchSource(self.data, self._gen, tc.batch_size, rt.grad_accum, self.device,
                                    (PREFETCH_DEPTH if on_gpu else 0) if prefetch is None else prefetch,
@@ -255,16 +263,18 @@ class Trainer(Stoppable):
                 with self.runtime.autocast():
                     out = model(b["input_ids"], token_type_ids=b["token_type_ids"],
                                 attention_mask=b["attention_mask"], mlm_labels=b["mlm_labels"],
-                                nsp_labels=b["nsp_labels"])
+                                nsp_labels=b["nsp_labels"] if self.sentence_head else None)
                 mlm_ok, n_sel, nsp_ok = self._correct(out, b)
                 nb = float(len(b["nsp_labels"]))
-                tot += torch.stack([torch.nan_to_num(out.mlm_loss.float()) * n_sel, mlm_ok, n_sel, out.nsp_loss.float() * nb,
+                nsp_sum = out.nsp_loss.float() * nb if self.sentence_head else torch.zeros((), device=self.device)
+                tot += torch.stack([torch.nan_to_num(out.mlm_loss.float()) * n_sel, mlm_ok, n_sel, nsp_sum,
                                     nsp_ok]).float()
             n_ex = sum(len(b["nsp_labels"]) for b in self._eval_batches)
         mlm_sum, mlm_ok, n_sel, nsp_sum, nsp_ok = tot.tolist()
         nan = float("nan")
-        row = {"eval_mlm_loss": mlm_sum / n_sel if n_sel else nan, "eval_nsp_loss": nsp_sum / n_ex if n_ex else nan,
-               "eval_mlm_acc": mlm_ok / n_sel if n_sel else nan, "eval_nsp_acc": nsp_ok / n_ex if n_ex else nan}
+        head = self.sentence_head and n_ex
+        row = {"eval_mlm_loss": mlm_sum / n_sel if n_sel else nan, "eval_nsp_loss": nsp_sum / n_ex if head else nan,
+               "eval_mlm_acc": mlm_ok / n_sel if n_sel else nan, "eval_nsp_acc": nsp_ok / n_ex if head else nan}
         self.callbacks.fire("evaluated", self, row=row)
         return row
 
@@ -302,15 +312,18 @@ class Trainer(Stoppable):
                 with rt.autocast():
                     out = self._forward(b["input_ids"], token_type_ids=b["token_type_ids"],
                                         attention_mask=b["attention_mask"], mlm_labels=b["mlm_labels"],
-                                        nsp_labels=b["nsp_labels"], **self._loss_only)
-                loss = out.mlm_loss.float() * (n_sel / n_sel_all) + out.nsp_loss.float() * (n_ex / n_ex_all)
+                                        nsp_labels=b["nsp_labels"] if self.sentence_head else None,
+                                        **self._loss_only)
+                loss = out.mlm_loss.float() * (n_sel / n_sel_all)
+                if self.sentence_head:
+                    loss = loss + out.nsp_loss.float() * (n_ex / n_ex_all)
                 (loss * rt.world_size).backward()
             with torch.no_grad():
                 hits = getattr(out, "mlm_hits", None)  # counted by the fused loss: no host read
                 mlm_ok = hits.float() if hits is not None else self._correct(out, b)[0]
                 nsp_ok = (out.nsp_logits.argmax(-1) == b["nsp_labels"]).sum().float()
-                acc += torch.stack([out.mlm_loss.float().detach() * n_sel, out.nsp_loss.float().detach() * n_ex,
-                                    mlm_ok, nsp_ok])
+                nsp_sum = out.nsp_loss.float().detach() * n_ex if self.sentence_head else torch.zeros((), device=dev)
+                acc += torch.stack([out.mlm_loss.float().detach() * n_sel, nsp_sum, mlm_ok, nsp_ok])
         return distributed.all_reduce_sum(acc, rt), tuple(totals)
 
     @staticmethod
