@@ -231,6 +231,7 @@ LAYERS = (
     ("training",),
     ("analysis",),
     ("finetune",),
+    ("lab",),
     ("jobs",),
     ("cli", "__main__", "__init__"),
 )

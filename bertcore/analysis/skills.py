@@ -1,7 +1,8 @@
 """Scoring skills with known answers (items: ``bertcore.data.skill_items``) on a model, and when each was learned.
 
 An MLM item is passed when the model's MLM output at the [MASK] gives P(right) > P(wrong), i.e. a larger logit
-(the softmax is monotone; BERT §3.1); an NSP item when P(IsNext | A, true B) > P(IsNext | A, wrong B) (§3.2).
+(the softmax is monotone; BERT §3.1); for a left-to-right model (BERT Table 5's LTR), when it gives the sentence
+with the right word a higher probability than the one with the wrong word; an NSP item when P(IsNext | A, true B) > P(IsNext | A, wrong B) (§3.2).
 ``SkillSuite`` encodes its items once and scores them all in a few batched forward passes in eval mode, so a
 run can score every skill at every held-out evaluation (``bertcore.training.trainer``). The same items and the
 same rule give the same numbers from the CLI (``python -m bertcore skills RUN``).
@@ -131,6 +132,10 @@ class SkillSuite:
         with eval_mode(model):
             dev = next(model.parameters()).device
             enc = self._mlm
+            if getattr(model.config, "causal", False):  # a left-to-right LM has no [MASK] to read
+                for k, d in enumerate(self._sentence_margins(model, dev)):
+                    out[self._mlm_items[k]] = d
+                enc = _Encoded([], [], [], [], [])
             for batch in self._batches(enc.ids):
                 ids, types, att, labels = self._padded(enc, batch, dev, with_mask=True)
                 res = model(ids, token_type_ids=types, attention_mask=att, mlm_labels=labels)
@@ -141,6 +146,10 @@ class SkillSuite:
                 for k, d in zip(batch, (logits[rows, r] - logits[rows, w]).tolist()):
                     out[self._mlm_items[k]] = d
             enc = self._nsp
+            if not getattr(model, "has_nsp_head", True):  # no trained sentence head (sentence_task=none): no score
+                for item in self._nsp_items:
+                    out[item] = float("nan")
+                return out
             p_next = [0.0] * len(enc.ids)
             for batch in self._batches(enc.ids):
                 ids, types, att, labels = self._padded(enc, batch, dev, with_mask=False)
@@ -150,6 +159,32 @@ class SkillSuite:
             for k, item in enumerate(self._nsp_items):
                 out[item] = p_next[enc.right[k]] - p_next[enc.wrong[k]]
         return out
+
+    def _sentence_margins(self, model, dev) -> list[float]:
+        """A left-to-right model's MLM items (BERT Table 5's LTR): log P(text with right) − log P(text with wrong),
+        each the sum of the next-token log-probabilities of the real words (the minimal-pair rule of language-model
+        benchmarks), so an item passes when the model prefers the right sentence."""
+        enc, special = self._mlm, self.tokenizer.special_ids
+        seqs, types, owner = [], [], []
+        for k, (ids, tt, at) in enumerate(zip(enc.ids, enc.types, enc.mask_at)):
+            for word in (enc.right[k], enc.wrong[k]):
+                seqs.append([word if i == at else t for i, t in enumerate(ids)])
+                types.append(tt)
+                owner.append(k)
+        logp = [0.0] * len(seqs)
+        for batch in self._batches(seqs):
+            b = pad_batch([seqs[i] for i in batch], [types[i] for i in batch], self.tokenizer.pad_id)
+            ids = b["input_ids"].to(dev)
+            res = model(ids, token_type_ids=b["token_type_ids"].to(dev), attention_mask=b["attention_mask"].to(dev))
+            lp = torch.log_softmax(res.mlm_logits.float(), dim=-1)[:, :-1]  # (B, T-1, V): predicts token t + 1
+            nxt = ids[:, 1:]
+            real = b["attention_mask"].to(dev)[:, 1:].bool()
+            for sp in special:
+                real &= nxt != sp
+            got = (lp.gather(-1, nxt[..., None])[..., 0] * real).sum(1)
+            for i, v in zip(batch, got.tolist()):
+                logp[i] = v
+        return [logp[2 * k] - logp[2 * k + 1] for k in range(len(enc.ids))]
 
     @staticmethod
     def _batches(seqs: list[list[int]]) -> list[list[int]]:
@@ -170,11 +205,14 @@ class SkillSuite:
         return self.summarise(self.margins(model))
 
     def summarise(self, margins: list[float]) -> dict[str, float]:
+        """{skill: share passed}; NaN for a skill the model cannot be asked (an NSP skill without a sentence head)."""
         passed: dict[str, list[int]] = {k: [0, 0] for k in self.names}
         for it, m in zip(self.items, margins):
+            if m != m:
+                continue
             passed[it.skill][0] += m > 0
             passed[it.skill][1] += 1
-        return {k: ok / n for k, (ok, n) in passed.items()}
+        return {k: ok / n if n else float("nan") for k, (ok, n) in passed.items()}
 
     def describe(self) -> list[dict]:
         """Per skill: name, what it tests, chance level, items scored and items left out."""

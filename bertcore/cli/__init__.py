@@ -23,6 +23,7 @@
     python -m bertcore sae     RUN --layer L [--site residual|ffn] [--size N] [--k K | --l1 C] [--step N] [--json]
     python -m bertcore features SAE_DIR [--top N] [--feature F] [--text "..."] [--json]
     python -m bertcore steer   RUN SAE_DIR --feature F [--strength S] ("text with [MASK]" | --skill NAME) [--json]
+    python -m bertcore lab     --study NAME [--seeds N] [--steps N] [--corpus FILE] --out DIR [--json] | --list
 
 Bad input prints ``error: <what and how to fix>`` on stderr and exits with status 2, never a traceback.
 Heavy imports (torch) happen inside the commands so ``--help`` is instant.
@@ -45,6 +46,7 @@ from bertcore.cli.data import add_data_args, add_prepare_parser, cmd_prepare
 from bertcore.cli.explain import add_explain_parsers, cmd_ablate, cmd_explain
 from bertcore.cli.finetune import add_finetune_parsers, cmd_classify, cmd_finetune
 from bertcore.cli.heads import add_heads_parser, cmd_heads
+from bertcore.cli.lab import add_lab_parser, cmd_lab
 from bertcore.cli.probe import add_probe_parser, cmd_probe
 from bertcore.cli.skills import add_skills_parser, cmd_skills
 from bertcore.cli.lens import add_lens_parsers, cmd_lens, cmd_patch
@@ -141,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_lens_parsers(sub)
     add_trace_parser(sub)
     add_sae_parsers(sub)
+    add_lab_parser(sub)
     return p
 
 
@@ -149,7 +152,7 @@ COMMANDS = {"prepare": cmd_prepare, "train": cmd_train, "fill-mask": cmd_fill_ma
             "presets": cmd_presets, "export-hf": cmd_export_hf, "import-hf": cmd_import_hf,
             "finetune": cmd_finetune, "classify": cmd_classify, "heads": cmd_heads,
             "probe": cmd_probe, "skills": cmd_skills, "lens": cmd_lens, "patch": cmd_patch,
-            "trace": cmd_trace, "sae": cmd_sae, "features": cmd_features, "steer": cmd_steer}
+            "trace": cmd_trace, "sae": cmd_sae, "features": cmd_features, "steer": cmd_steer, "lab": cmd_lab}
 
 
 def _fail(msg: str) -> int:

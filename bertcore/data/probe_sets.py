@@ -13,6 +13,9 @@ Properties from the built-in grammar (``bertcore.data.corpus.labelled_sentences`
 * ``topic``: the sentence's topic (one of 10) at [CLS].
 * ``category``: the word's category from the grammar's lexicon (noun, verb, determiner, ...), at the first
   piece of each word whose category does not depend on the sentence (``bertcore.data.corpus.word_categories``).
+* ``context_topic``: the sentence's topic (one of 10) at the first piece of every word that belongs to no topic's
+  lexicon (determiners, prepositions, generic verbs, the full stop): a token label that only context gives, like
+  the named-entity tags of BERT Table 8's feature-based column. A left-to-right model sees only the words before.
 
 The control task (Hewitt & Liang 2019, §3) gives each *type* a random label drawn from the property's own label
 distribution. The type is the token itself; at [CLS] (topic) it is the subject's head word and at a masked verb
@@ -34,7 +37,7 @@ import io
 import random
 from dataclasses import dataclass, field
 
-from bertcore.data.corpus import LabelledSentence, labelled_sentences, word_categories
+from bertcore.data.corpus import TOPICS, LabelledSentence, labelled_sentences, word_categories
 from bertcore.errors import InputError
 from bertcore.message import Message
 
@@ -43,6 +46,7 @@ GRAMMAR_PROPERTIES = {
     "number": "the subject's number (sg/pl) at the verb, with the verb masked",
     "topic": "the sentence's topic (10 topics) at [CLS]",
     "category": "the word's category in the grammar's lexicon (noun, verb, determiner, ...)",
+    "context_topic": "the sentence's topic at every word no topic's lexicon holds (the, in, generic verbs, .)",
 }
 CSV_PROPERTY = "labels"  # the labels of a user's CSV
 PROPERTIES = (*GRAMMAR_PROPERTIES, CSV_PROPERTY)
@@ -118,6 +122,7 @@ def grammar_probe_set(tokenizer, prop: str, max_len: int = 64, seed: int = 0, n:
                                      "token labels in a CSV (text,labels)", share=f"{share:.0%}",
                                      unk=tokenizer.unk_token, prop=repr(prop)))
     cats = word_categories() if prop == "category" else {}
+    topical = topic_words() if prop == "context_topic" else set()
     out = ProbeSet(prop, [], [], [], [])
     for si, s in enumerate(sentences):
         ids, first = _encode_words(tokenizer, s.words, max_len, mask=s.verb if prop == "number" else None)
@@ -134,7 +139,31 @@ def grammar_probe_set(tokenizer, prop: str, max_len: int = 64, seed: int = 0, n:
             for w, p in zip(s.words, first):
                 if p is not None and w.lower() in cats:
                     _add(out, si, p, cats[w.lower()], w.lower())
+        elif prop == "context_topic":
+            for w, p in zip(s.words, first):
+                if p is not None and w.lower() not in topical:
+                    _add(out, si, p, s.topic, w.lower())
     out.test_sequences = split_sequences(len(out.sequences), seed)
+    return out
+
+
+def topic_words() -> set[str]:
+    """Every lower-case word of any topic's lexicon (people, names, adjectives, places, food, ...)."""
+    out: set[str] = set()
+
+    def add(v) -> None:
+        if isinstance(v, str):
+            out.update(v.lower().split())
+        elif isinstance(v, dict):
+            for k in v:
+                add(k)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                add(x)
+
+    for lex in TOPICS.values():
+        for key, v in lex.items():
+            add([verb for verb, _ in v] if key == "topic_verbs" else v)  # (verb, what it takes): the verb only
     return out
 
 

@@ -93,14 +93,17 @@ class RunSpec:
     defaults: dict | None = None  # bertcore.data.corpus_defaults.CorpusDefaults.to_dict(): recorded in run.json
     records: TrainingRecords | None = None  # where the probe rows, skills and snapshots go (None: the route's own)
     resume_from: str | Path | None = None  # a stopped run directory to continue instead (the configs: for display)
+    run_dir: str | Path | None = None  # where the run is written (None: a new folder below the caller's parent)
+    evaluate: bool = False  # once finished, score it as the lab does (bertcore.lab.evaluate: evaluation.json)
 
     def to_json(self, folder: Path, i: int) -> dict:
         """This spec as a JSON object for a training in another process (bertcore.jobs.worker); the corpus, a
         tokenizer object, a prepared model and a skills file go into ``folder`` as files (JSON, the tokenizer's
         own files, safetensors: never a pickle), named with ``i``. ``callbacks`` and ``records`` stay behind."""
         if self.resume_from is not None:
-            return {"resume": str(self.resume_from), "name": self.name}
-        e = {"model_config": self.model_config.to_dict(), "train_config": self.train_config.to_dict(),
+            return {"resume": str(self.resume_from), "name": self.name, "evaluate": bool(self.evaluate)}
+        e = {"run_dir": None if self.run_dir is None else str(self.run_dir), "evaluate": bool(self.evaluate),
+             "model_config": self.model_config.to_dict(), "train_config": self.train_config.to_dict(),
              "corpus_spec": self.corpus_spec, "preset": self.preset, "name": self.name, "source": self.source,
              "defaults": self.defaults, "skills": bool(self.skills),
              "runtime": self.runtime.to_dict() if self.runtime is not None else None}
@@ -136,7 +139,7 @@ class RunSpec:
         """The spec ``to_json`` wrote (``runtime``: where a resume goes on; a new run carries its own)."""
         if "resume" in e:
             return cls(None, None, name=e.get("name") or "", resume_from=e["resume"], callbacks=callbacks,
-                       records=records, runtime=runtime)
+                       records=records, runtime=runtime, evaluate=bool(e.get("evaluate")))
         corpus = e["corpus"]
         if isinstance(corpus, dict):
             raw = json.loads((folder / corpus["file"]).read_text(encoding="utf-8"))
@@ -157,7 +160,8 @@ class RunSpec:
                    preset=e.get("preset"), name=e.get("name") or "", source=e.get("source") or "bertcore train",
                    probe=probe, model=model, callbacks=callbacks, skills=bool(e.get("skills", True)),
                    skill_csv=skill_csv, defaults=e.get("defaults"),
-                   runtime=Runtime.from_dict(e["runtime"]) if e.get("runtime") else None, records=records)
+                   runtime=Runtime.from_dict(e["runtime"]) if e.get("runtime") else None, records=records,
+                   run_dir=e.get("run_dir"), evaluate=bool(e.get("evaluate")))
 
 
 def _tokenizer(spec: RunSpec, corpus):
@@ -198,6 +202,10 @@ def prepare(spec: RunSpec):
     known."""
     bert, tc = spec.model_config, spec.train_config
     check_compatible(bert, tc)
+    if spec.data is not None and (tc.sentence_task != "nsp" or tc.masking_unit != "token" or bert.causal):
+        raise ConfigError(Message("training from prepared shards (--data) supports BERT's own objective only "
+                                  "(sentence_task=nsp, masking_unit=token, bidirectional attention); train the other "
+                                  "objectives from a corpus (--corpus FILE)"))
     if spec.data is not None:
         trainer = _shard_trainer(spec.data, bert, tc, spec.runtime, callbacks=spec.callbacks)
         return trainer, SHARDS_PREFIX + str(Path(spec.data).resolve()), None, _attach(trainer, spec, None, None)

@@ -17,6 +17,8 @@ run's records through the one relay (``TrainingRun._on_event``). The events::
                                                                  FLUSH_SECONDS, and after every evaluation)
     {"ev": "job_end", "job": i, "status", "reason", "error", "run_dir", "steps", "stop_step"}
                                                              (stop_step: the step a stop request found)
+    {"ev": "evaluating", "job": i}                          a finished job with ``evaluate`` is being scored
+    {"ev": "evaluated", "job": i, "run_dir", "evaluation" | "error"}   its evaluation.json (bertcore.lab.evaluate)
     {"ev": "done"}                                           every job ended
     {"ev": "error", "message"}                               bad input or a failure; nothing more follows
 
@@ -51,6 +53,8 @@ from bertcore.analysis.records import TrainingRecords
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import atomic_write
 from bertcore.jobs import service
+from bertcore.lab.evaluate import evaluate_run
+from bertcore.training import runs
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
 from bertcore.training.drive import StopSignal
@@ -209,11 +213,18 @@ def run_jobs(specs: list, parent, send, stop: StopSignal, current: dict | None =
         send({"ev": "job", "job": i})
         records = TrainingRecords()  # the live probe's rows and the skills, filled by the training route
         callbacks, flush = _reporter(i, send, records, current)
+        if spec.resume_from is not None and spec.evaluate and runs.read_run(spec.resume_from).status == "finished":
+            info = runs.read_run(spec.resume_from)  # trained already: only its scores are missing
+            send({"ev": "job_end", "job": i, "status": "finished", "reason": None, "error": None,
+                  "run_dir": str(info.path), "steps": info.steps_done, "stop_step": None})
+            _evaluate(i, info.path, send)
+            continue
         if spec.resume_from is not None:
             result = service.resume(spec.resume_from, stop=stop, callbacks=callbacks, runtime=spec.runtime,
                                     records=records)
         else:
-            result = service.train(replace(spec, callbacks=callbacks, records=records), parent=parent, stop=stop)
+            result = service.train(replace(spec, callbacks=callbacks, records=records), spec.run_dir, parent=parent,
+                                   stop=stop)
         current["trainer"] = result.trainer
         flush(force=True)
         error = result.trainer.error or (result.reason if result.status == "failed" else None)
@@ -221,9 +232,22 @@ def run_jobs(specs: list, parent, send, stop: StopSignal, current: dict | None =
             stop_step, current["trainer"] = current.pop("stop_step", None), None
         send({"ev": "job_end", "job": i, "status": result.status, "reason": result.reason, "error": error,
               "run_dir": str(result.run_dir), "steps": result.trainer.step_count, "stop_step": stop_step})
-        if error:
+        if spec.evaluate and result.status == "finished" and not stop.is_set():
+            _evaluate(i, result.run_dir, send)
+        if error and not spec.evaluate:  # a study goes on with its other runs; a training's list ends here
             break
     send({"ev": "done"})
+
+
+def _evaluate(i: int, run_dir, send) -> None:
+    """Score a finished run as the lab does and report it; a failure is reported, the jobs go on."""
+    send({"ev": "evaluating", "job": i})
+    try:
+        send({"ev": "evaluated", "job": i, "run_dir": str(run_dir), "evaluation": evaluate_run(run_dir)})
+    except Exception as e:  # noqa: BLE001 - one run's scores, never the study
+        traceback.print_exc()
+        msg = str(e) if isinstance(e, BertcoreError) else f"{type(e).__name__}: {e}"
+        send({"ev": "evaluated", "job": i, "run_dir": str(run_dir), "error": f"evaluation failed: {msg}"})
 
 
 def _line_writer(stream, gone):
