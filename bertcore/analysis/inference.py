@@ -1,7 +1,11 @@
 """Inference with a pretrained BERT: the two pretraining tasks, run on text typed by a person.
 
 * ``fill_mask``: masked-LM predictions (BERT §3.1) for every ``[MASK]`` in a text.
-* ``nsp_probability``: P(IsNext) for a sentence pair (BERT §3.2); label 0 = IsNext as in HF transformers.
+* ``nsp_probability``: P(IsNext) for a sentence pair (BERT §3.2); label 0 = IsNext as in HF transformers. A model
+  pretrained with sentence-order prediction (``model.sentence_task == "sop"``, ALBERT §4.6) gives P(in order) at the
+  same index (label 0 = the pair in order); ``sentence_head_label`` names it.
+* ``next_tokens``: a left-to-right model (BERT Table 5's LTR) cannot fill a [MASK], since it never sees the right
+  side; it predicts the next token of a typed prefix instead (``fill_mask`` refuses it and says so).
 * ``inspect_pair``: every intermediate a teacher points at: tokens, segment ids, embedding parts,
   hidden states and the attention probabilities of every head, as numpy arrays.
 
@@ -118,6 +122,10 @@ def require_masks(tokenizer, text: str, ids: list, truncated: bool, max_len: int
 
 NO_MLM = Message("this model has no MLM head (e.g. all-MiniLM-L6-v2 was trained without one); fill-mask needs a "
                  "model with cls.predictions")
+LEFT_TO_RIGHT = Message("this is a left-to-right model (attention_direction=left_to_right): it predicts the next "
+                        "token from the words on its left and never sees a [MASK]'s right side, so it cannot fill a "
+                        "[MASK]; use next_tokens(model, tokenizer, text) (bertcore.analysis.inference), which predicts "
+                        "the word after the text (or after the text up to its first [MASK])")
 NO_NSP = Message("this model has no trained NSP head (it was imported without cls.seq_relationship, or pretrained "
                  "with sentence_task=none); next-sentence prediction needs a model pretrained with NSP or SOP")
 
@@ -140,8 +148,13 @@ def predict(model, tokenizer, a: str, b: str | None = None, top_k: int = 5, head
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise InputError(Message("top_k={top_k} must be a whole number >= 1", top_k=repr(top_k)))
     limit = _max_len(model, max_len)
+    causal = bool(getattr(model.config, "causal", False))
+    if require_mask and causal:
+        raise InputError(LEFT_TO_RIGHT)
     ids, types, truncated = encode_pair(tokenizer, a, b, limit)
-    if require_mask:
+    if causal:
+        positions = []  # its MLM head predicts the next token at every position, not the word at a [MASK]
+    elif require_mask:
         positions = require_masks(tokenizer, a, ids, truncated, limit)
     else:
         positions = mask_indices(tokenizer, ids)
@@ -162,20 +175,71 @@ def predict(model, tokenizer, a: str, b: str | None = None, top_k: int = 5, head
 
 
 def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_len: int | None = None) -> FillMaskResult:
-    """Top-k tokens with probabilities for every [MASK] in ``text`` (masked LM, BERT §3.1)."""
+    """Top-k tokens with probabilities for every [MASK] in ``text`` (masked LM, BERT §3.1). A left-to-right model
+    raises InputError pointing to :func:`next_tokens`."""
     if not getattr(model, "has_mlm_head", True):
         raise InputError(NO_MLM)
+    if getattr(model.config, "causal", False):
+        raise InputError(LEFT_TO_RIGHT)
     r = predict(model, tokenizer, text, None, top_k, max_len=max_len, require_mask=True)
     return FillMaskResult(r.tokens, r.masks, r.truncated)
 
 
 def nsp_probability(model, tokenizer, a: str, b: str, max_len: int | None = None) -> float:
-    """P(IsNext) that ``b`` follows ``a`` (next sentence prediction, BERT §3.2)."""
+    """P(IsNext) that ``b`` follows ``a`` (next sentence prediction, BERT §3.2); for a model pretrained with
+    sentence-order prediction (ALBERT §4.6) P(in order): label 0 in both."""
     if not getattr(model, "has_nsp_head", True):
         raise InputError(NO_NSP)
     if b is None:
         raise InputError(Message("sentence B is missing; NSP scores a pair of sentences"))
     return predict(model, tokenizer, a, b, max_len=max_len).p_is_next
+
+
+def sentence_head_label(model) -> str:
+    """What the sentence head's label-0 probability means for this model: "P(in order)" after sentence-order
+    prediction (``sentence_task`` sop, ALBERT §4.6), else "P(IsNext)" (BERT §3.2)."""
+    return "P(in order)" if getattr(model, "sentence_task", "nsp") == "sop" else "P(IsNext)"
+
+
+@dataclass
+class NextTokens:
+    """A left-to-right model's guess for the token after a prefix (``next_tokens``)."""
+
+    tokens: list  # the model input: [CLS] prefix [SEP] (the [SEP] comes after the read position, so it is unseen)
+    position: int  # the index in ``tokens`` whose output is read: the prefix's last token ([CLS] for no prefix)
+    candidates: list  # [(token, prob)], most probable first
+    cut_at_mask: bool = False  # the text held a [MASK]: the prefix is the text before the first one
+    truncated: bool = False
+
+
+def next_tokens(model, tokenizer, text: str, top_k: int = 5, max_len: int | None = None) -> NextTokens:
+    """The top-k next tokens after ``text`` for a left-to-right model (BERT Table 5's LTR: it was trained with
+    labels[t] = ids[t + 1]). The model reads ``[CLS] prefix [SEP]``; under its causal mask the output at the
+    prefix's last token sees only the prefix, so it is the next-token distribution. A text with a [MASK] is read
+    up to the first one, so the answer is the model's guess for that word from its left context alone."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise InputError(Message("top_k={top_k} must be a whole number >= 1", top_k=repr(top_k)))
+    if not getattr(model, "has_mlm_head", True):
+        raise InputError(NO_MLM)
+    if not getattr(model.config, "causal", False):
+        raise InputError(Message("this model is bidirectional: it reads both sides of a [MASK] and was not trained "
+                                 "to predict the next token; use fill_mask with a [MASK] in the text"))
+    cleaned, cut_text = clean_text(text, "the text")
+    ids_all = list(tokenizer.encode(cleaned))
+    if not ids_all:
+        raise InputError(Message("the text gave no tokens; type some words"))
+    masks = mask_indices(tokenizer, ids_all)
+    prefix = ids_all[:masks[0]] if masks else ids_all
+    limit = _max_len(model, max_len)
+    ids, types = build_pair(tokenizer, prefix, None, limit)
+    position = len(ids) - 2  # the last token before the closing [SEP] ([CLS] itself for an empty prefix)
+    with eval_mode(model):
+        out = _forward(model, ids, types)
+        probs = torch.softmax(out.mlm_logits[0, position].float(), dim=-1)
+        p, idx = probs.topk(min(top_k, probs.shape[-1]))
+    cands = list(zip(tokenizer.convert_ids_to_tokens(idx.tolist()), map(float, p.tolist())))
+    return NextTokens(list(tokenizer.convert_ids_to_tokens(ids)), position, cands, bool(masks),
+                      cut_text or len(ids) < len(prefix) + 2)
 
 
 def inspect_pair(model, tokenizer, a: str, b: str | None = None, max_len: int | None = None) -> Inspection:

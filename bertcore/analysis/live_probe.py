@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertcore.analysis.inference import fill_mask, mask_positions, nsp_probability
+from bertcore.analysis.inference import fill_mask, mask_positions, next_tokens, nsp_probability
 from bertcore.data.tokenization import basic_tokenize
 from bertcore.data.user_text import clean_text, is_blank
 from bertcore.errors import InputError
@@ -119,9 +119,13 @@ def default_probe(corpus, tokenizer=None) -> Probe:
 
 
 def run_probe(model, tokenizer, probe: Probe, step: int, top_k: int = TOP_K) -> dict:
-    """One probe row: the top-``top_k`` fill-mask candidates with probabilities and P(IsNext) of the pair."""
+    """One probe row: the top-``top_k`` fill-mask candidates with probabilities and P(IsNext) of the pair. A
+    left-to-right model (BERT Table 5's LTR) cannot fill a [MASK]: its candidates are its next tokens after the
+    text before the [MASK] (``next_tokens``), its guess for that word from the left context alone."""
     row: dict = {"step": int(step), "text": probe.text}
-    if getattr(model, "has_mlm_head", True):
+    if getattr(model, "has_mlm_head", True) and getattr(model.config, "causal", False):
+        cands = next_tokens(model, tokenizer, probe.text, top_k=top_k).candidates
+    elif getattr(model, "has_mlm_head", True):
         fm = fill_mask(model, tokenizer, probe.text, top_k=top_k)
         cands = fm.masks[0].candidates if fm.masks else []
     else:

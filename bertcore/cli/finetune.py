@@ -30,7 +30,8 @@ def add_finetune_parsers(sub) -> None:
     ft.add_argument("--sweep", metavar="N,N,...,all", default=None,
                     help="the label sweep: fine-tune --from and the same architecture from random initial weights at "
                          "every label count (e.g. 16,64,256,all) and print both final held-out accuracies; "
-                         f"--steps per point defaults to {SWEEP_STEPS}; with --out, writes DIR/sweep.json")
+                         f"--steps per point defaults to {SWEEP_STEPS}; with --out, DIR is the sweep's study folder "
+                         "(study.json, one fine-tune run directory per point and start)")
     ft.add_argument("--json", action="store_true", help='print {"eval_accuracy": x, ...} (with --sweep: '
                     '{"points": [{"labels", "labels_used", "pretrained", "random_init"}, ...], ...})')
     ft.add_argument("--list-tasks", action="store_true", help="print the built-in task names, one a line")
@@ -103,36 +104,56 @@ def _config_kw(args, minilm_lr: float, default_lr: float) -> dict:
 
 
 def _sweep(args, task, out, rt) -> int:
-    """`finetune --sweep`: final held-out accuracy against the number of labels, from --from and from scratch."""
+    """`finetune --sweep`: final held-out accuracy against the number of labels, from --from and from random initial
+    weights: a fine-tune study (bertcore.lab.studies.finetune_study) in the study runner, two runs side by side."""
+    import shutil
+    import tempfile
     import time
 
+    from bertcore.data.tasks import task_names
     from bertcore.finetune.models import MINILM_LR, start_model
-    from bertcore.finetune.sweep import label_sweep, parse_points, sweep_table, write_sweep
+    from bertcore.finetune.sweep import parse_points, sweep_config, sweep_points, sweep_table
     from bertcore.finetune.tuner import FinetuneConfig
+    from bertcore.jobs import study as S
+    from bertcore.lab.studies import finetune_study
 
     points = parse_points(args.sweep)
     if args.source == "scratch":
         raise CliError("--sweep compares a pretrained model with random initial weights; give --from DIR or minilm")
-    if out is not None and os.path.exists(out) and not os.path.isdir(out):
-        raise CliError(f"--out {out} exists and is a file; give a directory path")
-    model, tok, desc = start_model(args.source, task, seed=args.seed)
-    kw = _config_kw(args, MINILM_LR, FinetuneConfig.lr)
-    kw.setdefault("steps", SWEEP_STEPS)
-    cfg = FinetuneConfig(**kw)
+    _, _, desc = start_model(args.source, task, seed=args.seed)  # a bad --from says so now, before any process
+    cfg = FinetuneConfig(**sweep_config(_config_kw(args, MINILM_LR, FinetuneConfig.lr), args.steps))
+    start = args.source if args.source == "minilm" else os.path.abspath(os.path.expanduser(args.source))
+    task_spec = args.task if args.task in task_names() else os.path.abspath(os.path.expanduser(args.task))
+    study = finetune_study(start, desc, task_spec, cfg.to_dict(), points=points)
+    folder = out if out is not None else tempfile.mkdtemp(prefix="bertcore-sweep-")
     print(f"label sweep of {desc} vs random initial weights on {task.name}: "
-          f"{', '.join(str(p or 'all') for p in points)} labels, {cfg.steps} steps each", file=sys.stderr)
+          f"{', '.join(str(p or 'all') for p in points)} labels, {cfg.steps} steps each ({rt.label})",
+          file=sys.stderr)
+    said: list[int] = []
+
+    def on_event(ev: dict) -> None:  # each point once both of its runs are scored
+        if ev.get("ev") != "study":
+            return
+        for p in sweep_points(ev["data"]):
+            if p["labels"] not in said:
+                said.append(p["labels"])
+                print(f"  {p['labels_used']} labels: {p['pretrained']:.3f} vs {p['random_init']:.3f}", file=sys.stderr)
+
     t0 = time.perf_counter()
-    got = label_sweep(model, tok, task, cfg, points, runtime=rt,
-                      on_point=lambda p, _: print(f"  {p['labels_used']} labels: {p['pretrained']:.3f} vs "
-                                                  f"{p['random_init']:.3f}", file=sys.stderr))
+    try:
+        plan = S.plan(study, folder, seeds=1, first_seed=args.seed)
+        data = S.run(plan, lanes=2, on_event=on_event, runtime=rt)
+    finally:
+        if out is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    if data["status"] == "failed":
+        raise CliError(f"the sweep failed: {data.get('reason')}" + (f"; its runs are in {out}" if out else ""))
     result = {"task": task.name, "source": desc, "steps": cfg.steps, "seed": cfg.seed, "chance": 1 / task.num_labels,
-              "points": got, "train_seconds": time.perf_counter() - t0}
+              "points": sweep_points(data), "train_seconds": time.perf_counter() - t0, "status": data["status"]}
     if out is not None:
-        os.makedirs(out, exist_ok=True)
-        write_sweep(out, {"format": 1, "status": "finished", "reason": None, "planned": points, **result})
         result["out"] = out
-    print(json.dumps(result) if args.json else sweep_table(got))
-    return 0
+    print(json.dumps(result) if args.json else sweep_table(result["points"]))
+    return 0 if data["status"] == "finished" else 130
 
 
 def cmd_classify(args) -> int:

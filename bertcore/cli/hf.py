@@ -20,10 +20,13 @@ def cmd_export_hf(args) -> int:
         for note in export_notes(model.config):
             print(f"note: {note}")
         return 0
+    from bertcore.io.checkpoint import read_json_object
+
     b = load_bundle(args.dir)
     out = export_hf(b, os.path.expanduser(args.out))
-    print(f"wrote a transformers directory to {out} (load it with BertForPreTraining.from_pretrained)")
-    for note in export_notes(b.model.config):
+    arch = (read_json_object(out / "config.json").get("architectures") or ["BertForPreTraining"])[0]
+    print(f"wrote a transformers directory to {out} (load it with {arch}.from_pretrained)")
+    for note in export_notes(b.model.config, getattr(b.model, "sentence_task", "nsp")):
         print(f"note: {note}")
     return 0
 

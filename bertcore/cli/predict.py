@@ -65,6 +65,7 @@ def cmd_inspect(args) -> int:
 def cmd_mask(args) -> int:
     from bertcore.config import TrainConfig, split_overrides
     from bertcore.data.corpora import get_corpus
+    from bertcore.data.masking_units import geometric_pmf
     from bertcore.data.pretraining import MaskingRates, PretrainingData, masking_stats
     from bertcore.data.tokenization import WordTokenizer
 
@@ -74,16 +75,33 @@ def cmd_mask(args) -> int:
     tc = TrainConfig(**train_kw)
     corpus = get_corpus(args.corpus)
     tok = WordTokenizer.build(corpus.texts())
-    data = PretrainingData(corpus, tok, tc.max_seq_len, MaskingRates(tc.mlm_probability, tc.mask_token_frac,
-                           tc.random_token_frac), tc.nsp_positive_prob, tc.held_out_frac, args.seed)
+    data = PretrainingData(corpus, tok, tc.max_seq_len, MaskingRates.from_train_config(tc), tc.nsp_positive_prob,
+                           tc.held_out_frac, args.seed, sentence_task=tc.sentence_task)
     s = masking_stats(data, args.draws, args.seed)
     keys = ("draws", "tokens_seen", "selected_rate", "mask_share", "random_share", "keep_share")
     out = {k: (int(s[k]) if k in ("draws", "tokens_seen") else float(s[k])) for k in keys}
+    if tc.masking_unit != "token":  # the token rule's output keeps its keys
+        out["masking_unit"] = tc.masking_unit
+    if "span_lengths" in s:  # SpanBERT §3.1: the drawn lengths against the truncated geometric they are drawn from
+        expected = geometric_pmf(tc.span_p, tc.span_max_length)
+        out.update(span_mean_drawn=float(s["span_mean_drawn"]), span_mean_realised=float(s["span_mean_realised"]),
+                   span_lengths=[float(x) for x in s["span_lengths"]], span_expected=[float(x) for x in expected],
+                   span_expected_mean=float(sum((k + 1) * p for k, p in enumerate(expected))))
     if args.json:
         print(json.dumps(out))
-    else:
-        print(f"{out['draws']} examples, {out['tokens_seen']} non-special tokens")
-        print(f"selected {out['selected_rate']:.4f} (configured {tc.mlm_probability}); of the selected: "
-              f"[MASK] {out['mask_share']:.4f} ({tc.mask_token_frac}), random {out['random_share']:.4f} "
-              f"({tc.random_token_frac}), kept {out['keep_share']:.4f} ({tc.keep_frac:.2f})")
+        return 0
+    print(f"{out['draws']} examples, {out['tokens_seen']} non-special tokens, masking unit {tc.masking_unit}")
+    print(f"selected {out['selected_rate']:.4f} (configured {tc.mlm_probability}); of the selected: "
+          f"[MASK] {out['mask_share']:.4f} ({tc.mask_token_frac}), random {out['random_share']:.4f} "
+          f"({tc.random_token_frac}), kept {out['keep_share']:.4f} ({tc.keep_frac:.2f})")
+    if tc.masking_unit == "whole_word":
+        print("note: the mask command builds a word-level vocabulary, where every word is one token, so whole_word "
+              "selects as token does")
+    if "span_lengths" in out:
+        print(f"span lengths in words (p = {tc.span_p:g}, at most {tc.span_max_length}): mean drawn "
+              f"{out['span_mean_drawn']:.3f} (geometric {out['span_expected_mean']:.3f}), mean realised "
+              f"{out['span_mean_realised']:.3f} (cut at sentence ends and the budget)")
+        print("  length  drawn   geometric")
+        for k, (got, want) in enumerate(zip(out["span_lengths"], out["span_expected"]), start=1):
+            print(f"  {k:>6}  {got:.4f}  {want:.4f}")
     return 0

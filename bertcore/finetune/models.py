@@ -1,7 +1,8 @@
 """Where a fine-tune starts and what it gives: the starting models (a checkpoint, all-MiniLM-L6-v2 or random
-initial weights of the same architecture), class probabilities of a fine-tuned classifier, and loading one back
-from its run directory (JSON + safetensors only). The classifier itself is
-``bertcore.model.classification.BertForSequenceClassification`` (BERT §4.1: a linear layer over the pooled [CLS]).
+initial weights of the same architecture), class probabilities of a fine-tuned classifier, loading one back from
+its run directory (JSON + safetensors only), and the one line that says what pretraining bought. The classifier
+itself is ``bertcore.model.classification.BertForSequenceClassification`` (BERT §4.1: a linear layer over the
+pooled [CLS]).
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from bertcore.model.classification import BertForSequenceClassification
 from bertcore.model.modes import eval_mode
 
 MINILM_LR = 5e-5  # all-MiniLM-L6-v2's encoder learning rate (BERT §A.3's range at base size)
+# the two models of "what pretraining buys" (bertcore.lab.studies.finetune_study), by their FinetuneSpec init
+PRETRAINED, SCRATCH = "pretrained", "random init"
+LABEL_OF_INIT = {"pretrained": PRETRAINED, "random": SCRATCH}
 
 
 # ------------------------------------------------------------------ starting points
@@ -102,3 +106,18 @@ def load_classifier(directory):
         raise CheckpointError(Message("{path}: model.safetensors does not match config.json ({err}); fine-tune again",
                                       path=str(d), err=str(e)[:200])) from None
     return model.eval(), tok, meta
+
+
+def summary_line(acc_pre: float | None, acc_scratch: float | None, n_labels: int, source: str = "") -> Message:
+    """'Pretraining bought +N points ...' from the two held-out accuracies (BERT §4: the gap is what the
+    pretrained encoder brought, everything else being equal)."""
+    if acc_pre is None or acc_scratch is None:
+        return Message("No held-out accuracy yet.")
+    pts = 100 * (acc_pre - acc_scratch)
+    values = dict(src=f" ({source})" if source else "", pts=f"{abs(pts):.1f}", n=n_labels, pre=f"{acc_pre:.1%}",
+                  scratch=f"{acc_scratch:.1%}")
+    if pts >= 0:
+        return Message("Pretraining{src} bought {pts} points of held-out accuracy with {n} labelled examples: {pre} "
+                       "from pretrained weights vs {scratch} from random initial weights.", **values)
+    return Message("Pretraining{src} cost {pts} points of held-out accuracy with {n} labelled examples: {pre} "
+                   "from pretrained weights vs {scratch} from random initial weights.", **values)

@@ -52,18 +52,25 @@ def export_hf(bundle, out_dir: str | Path) -> Path:
     mask, 1/2 segment ids ...) are refused with the fix. The switches that only change training (``export_notes``:
     block and FFN dropout, no embedding dropout, frozen positions, a trained [PAD] row) are exported: in eval mode
     the copy computes exactly what this model does, and ``export_notes`` says what it will train without.
+
+    The objective switches pick the class: both heads -> BertForPreTraining (after sentence-order prediction its
+    seq_relationship means in order / swapped: ``export_notes``); no sentence head (sentence_task=none) ->
+    BertForMaskedLM, without seq_relationship and pooler; left-to-right -> BertLMHeadModel with ``is_decoder``,
+    whose causal mask is ours. A left-to-right model with a sentence head is refused: its head reads the last token.
     """
     model: BertForPreTraining = bundle.model
     cfg = model.config
     _check_exportable(cfg, mlm=True)
     _check_tokenizer_exportable(bundle.tokenizer)
+    if cfg.causal and model.has_nsp_head:
+        raise ConfigError(CAUSAL_SENTENCE_HEAD)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     sd = _hf_state_dict(model)
     if model.has_mlm_head and model.has_nsp_head:
         arch = "BertForPreTraining"
-    elif model.has_mlm_head:
-        arch = "BertForMaskedLM"
+    elif model.has_mlm_head:  # sentence_task=none (RoBERTa's MLM alone) or an import without the sentence head
+        arch = "BertLMHeadModel" if cfg.causal else "BertForMaskedLM"
         sd = {k: v for k, v in sd.items() if not k.startswith(("cls.seq_relationship", "bert.pooler"))}
     else:
         arch = "BertModel"
@@ -72,9 +79,18 @@ def export_hf(bundle, out_dir: str | Path) -> Path:
 
     hf_cfg = _hf_config(cfg, arch)
     hf_cfg.update(tie_word_embeddings=True)
+    if arch == "BertForPreTraining":  # what seq_relationship learned: read back by import_hf
+        hf_cfg.update(bertcore_sentence_task=str(getattr(model, "sentence_task", "nsp")))
     (out / "config.json").write_text(json.dumps(hf_cfg, indent=2) + "\n", encoding="utf-8")
     _write_hf_tokenizer(bundle.tokenizer, cfg, out)
     return out
+
+
+CAUSAL_SENTENCE_HEAD = Message(
+    "cannot export: transformers' sentence head reads [CLS], this model's reads the last token (it is left-to-right, "
+    "and under a causal mask [CLS] sees only itself), so seq_relationship would give other numbers in transformers; "
+    "train with sentence_task=none to export a left-to-right model (as BertLMHeadModel, is_decoder true), or train "
+    "a bidirectional one")
 
 
 def _check_exportable(cfg: BertConfig, mlm: bool) -> None:
@@ -113,12 +129,17 @@ _TRAINING_ONLY: tuple[tuple[str, Any, str], ...] = (
 )
 
 
-def export_notes(cfg: BertConfig) -> list[str]:
+def export_notes(cfg: BertConfig, sentence_task: str = "nsp") -> list[str]:
     """One line per training-only switch of ``cfg`` that an exported transformers copy does not carry (empty for
-    BERT's own settings): the copy gives the same outputs in eval mode but trains without the switch."""
-    return [f"{name}={str(value).lower()} is not carried over: {why}; the exported model gives the same outputs "
-            "in eval mode and trains as transformers' BERT does"
-            for name, value, why in _TRAINING_ONLY if getattr(cfg, name) == value]
+    BERT's own settings): the copy gives the same outputs in eval mode but trains without the switch. With
+    ``sentence_task`` sop (ALBERT §4.6) a line says what seq_relationship means: transformers calls it NSP."""
+    notes = [f"{name}={str(value).lower()} is not carried over: {why}; the exported model gives the same outputs "
+             "in eval mode and trains as transformers' BERT does"
+             for name, value, why in _TRAINING_ONLY if getattr(cfg, name) == value]
+    if sentence_task == "sop":
+        notes.append("seq_relationship was trained on sentence order (sentence_task=sop, ALBERT's SOP): index 0 = "
+                     "the pair in order, 1 = swapped, not IsNext / NotNext as transformers names them")
+    return notes
 
 
 def _check_tokenizer_exportable(tok) -> None:
@@ -143,6 +164,8 @@ def _hf_config(cfg: BertConfig, arch: str) -> dict[str, Any]:
     hf_cfg: dict[str, Any] = {k: getattr(cfg, k) for k in _HF_FIELDS}
     hf_cfg.update(architectures=[arch], model_type="bert", hidden_act=_ACT_TO_HF[cfg.hidden_act],
                   position_embedding_type="absolute")
+    if cfg.causal:  # transformers' BertModel then builds a causal mask (create_causal_mask)
+        hf_cfg.update(is_decoder=True, add_cross_attention=False)
     return hf_cfg
 
 
@@ -163,6 +186,11 @@ def export_hf_classifier(model, tokenizer, out_dir: str | Path) -> Path:
     cfg = model.config
     _check_exportable(cfg, mlm=False)
     _check_tokenizer_exportable(tokenizer)
+    if cfg.causal:  # its classifier reads the last real token; transformers' reads the pooled [CLS]
+        raise ConfigError(Message(
+            "cannot export: transformers' BertForSequenceClassification reads [CLS], this classifier reads the last "
+            "token (a left-to-right model: under a causal mask [CLS] sees only itself); fine-tune a bidirectional "
+            "model to export it"))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     save_file(_hf_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
@@ -189,9 +217,14 @@ def _hf_config_to_ours(hf: dict) -> BertConfig:
     if act not in _ACT_FROM_HF:
         raise CheckpointError(Message("hidden_act={value} is not supported; use one of {choices}", value=repr(act),
                                       choices=sorted(_ACT_FROM_HF)))
+    if hf.get("add_cross_attention"):
+        raise CheckpointError(Message("add_cross_attention=true: a BERT decoder with cross-attention (half of an "
+                                      "encoder-decoder) cannot be imported; import a plain BERT"))
     kw = {k: hf[k] for k in _HF_FIELDS if k in hf and hf[k] is not None}
+    # is_decoder: transformers' causal mask (BertLMHeadModel), our left-to-right model
+    direction = "left_to_right" if hf.get("is_decoder") else "bidirectional"
     try:
-        return BertConfig(**kw, hidden_act=_ACT_FROM_HF[act])
+        return BertConfig(**kw, hidden_act=_ACT_FROM_HF[act], attention_direction=direction)
     except ConfigError as e:
         raise CheckpointError(Message("config.json is not a usable BERT config: {err}",
                                       err=reason(e))) from None
@@ -247,7 +280,8 @@ def import_hf(hf_dir: str | Path, name: str | None = None):
                                       "model.safetensors", path=d))
     if not (d / "config.json").is_file():
         raise CheckpointError(Message("{path} has no config.json; is it a transformers model directory?", path=d))
-    cfg = _hf_config_to_ours(read_json_object(d / "config.json"))
+    hf_json = read_json_object(d / "config.json")
+    cfg = _hf_config_to_ours(hf_json)
     sd = _normalise_keys(_load_hf_weights(d))
 
     if not (d / "vocab.txt").is_file():
@@ -282,9 +316,15 @@ def import_hf(hf_dir: str | Path, name: str | None = None):
     notes = []
     model.has_mlm_head = "cls.predictions.transform.dense.weight" in sd
     model.has_nsp_head = "cls.seq_relationship.weight" in sd and "bert.pooler.dense.weight" in sd
+    if cfg.causal and model.has_nsp_head:  # transformers' pooler reads [CLS]; a left-to-right bertcore the last token
+        model.has_nsp_head = False
+        notes.append("is_decoder: imported as a left-to-right model; its seq_relationship head reads [CLS] in "
+                      "transformers but the last token here, so it is not used: P(IsNext) is unavailable")
+    elif model.has_nsp_head and hf_json.get("bertcore_sentence_task") in ("nsp", "sop"):
+        model.sentence_task = str(hf_json["bertcore_sentence_task"])  # exported by bertcore (export_hf)
     if not model.has_mlm_head:
         notes.append("no MLM head in this checkpoint (cls.predictions): fill-mask is unavailable")
-    if not model.has_nsp_head:
+    if not model.has_nsp_head and not cfg.causal:
         notes.append("no NSP head in this checkpoint (cls.seq_relationship + pooler): P(IsNext) is unavailable")
     if unexpected:
         notes.append(f"ignored {len(unexpected)} weights that BERT pre-training does not use (e.g. {unexpected[0]})")

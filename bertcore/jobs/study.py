@@ -24,13 +24,14 @@ import os
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertcore.data.corpora import is_builtin_spec
 from bertcore.data.corpus import suggested_vocab_size
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import InputError
+from bertcore.finetune.spec import FinetuneSpec
 from bertcore.io.checkpoint import atomic_write
 from bertcore.jobs import worker
 from bertcore.jobs.service import RunSpec
@@ -38,7 +39,9 @@ from bertcore.lab import table as T
 from bertcore.lab.evaluate import read_evaluation
 from bertcore.lab.studies import MAX_SEEDS, STUDY_STEPS, Study, slug, study_from_dict
 from bertcore.message import Message
+from bertcore.model.bert import init_model
 from bertcore.training import runs
+from bertcore.training.same_init import same_init
 from bertcore.training.drive import StopSignal
 from bertcore.training.run_corpus import load_run_corpus
 
@@ -70,6 +73,8 @@ class Plan:
     corpus: str
     cells: list[Cell] = field(default_factory=list)
     created: str = ""
+    first_seed: int = 0  # the cells' seeds are first_seed, first_seed + 1, ...
+    name: str = ""  # the study folder's name in a run list (run.json; default: the study's title)
 
     def cell(self, variant: str, seed: int) -> Cell:
         return next(c for c in self.cells if c.variant == variant and c.seed == seed)
@@ -111,19 +116,24 @@ def _cell_state(d: Path) -> tuple[str, dict | None, str | None]:
     return ("stopped", None, None) if info.resumable else ("missing", None, None)
 
 
-def plan(study: Study, out: str | Path, seeds: int = 3, steps: int | None = None, corpus: str = "builtin") -> Plan:
+def plan(study: Study, out: str | Path, seeds: int = 3, steps: int | None = None, corpus: str = "builtin",
+         first_seed: int = 0) -> Plan:
     """The cells of ``study`` in folder ``out`` with their state on disk. A folder that already holds a study must
-    hold this one, at the same steps and corpus (InputError otherwise); its seeds are kept if it has more."""
+    hold this one, at the same steps and corpus (InputError otherwise); its seeds are kept if it has more. A
+    fine-tune study's steps are its FinetuneConfig's."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= MAX_SEEDS:
         raise InputError(Message("--seeds {n}: give 1 to {max} seeds", n=repr(seeds), max=MAX_SEEDS))
     out = Path(out).expanduser()
     if out.exists() and not out.is_dir():
         raise InputError(Message("{path} exists and is a file; give a folder for the study", path=str(out)))
     old = read_study(out)
+    if study.kind == "finetune":
+        steps = int(study.finetune_config(study.variants[0], first_seed).steps)
     steps = int(steps) if steps is not None else int((old or {}).get("steps") or STUDY_STEPS)
     created = runs.now()
     if old is not None:
-        for key, mine in (("name", study.name), ("steps", steps), ("corpus", corpus)):
+        for key, mine in (("name", study.name), ("steps", steps), ("corpus", corpus),
+                          ("first_seed", int(first_seed))):
             if old.get(key) != mine:
                 raise InputError(Message("{path} holds study {name} with {key}={theirs}, not {mine}; give another "
                                          "--out folder, or the same settings to finish it", path=str(out),
@@ -133,9 +143,9 @@ def plan(study: Study, out: str | Path, seeds: int = 3, steps: int | None = None
                                      path=str(out), name=old.get("name")))
         seeds = max(seeds, int(old.get("seeds") or 0))
         created = str(old.get("created") or created)
-    p = Plan(study, out, seeds, steps, corpus, created=created)
+    p = Plan(study, out, seeds, steps, corpus, created=created, first_seed=int(first_seed))
     for v in study.variants:
-        for s in range(seeds):
+        for s in range(first_seed, first_seed + seeds):
             d = out / RUNS_DIR / f"{slug(v.name)}-seed{s}"
             state, metrics, error = _cell_state(d)
             p.cells.append(Cell(v.name, s, d, state, metrics, error))
@@ -152,7 +162,8 @@ def study_data(p: Plan, status: str = "running", reason: str | None = None) -> d
     return {"format": 1, "study": s.name, "name": s.name, "title": s.title, "source": s.source,
             "reference": s.reference, "base": dict(s.base), "tokenizer": s.tokenizer,
             "tokenizer_vocab_size": s.tokenizer_vocab_size, "paper_columns": list(s.paper_columns),
-            "paper_note": s.paper_note, "found": s.found, "seeds": p.seeds, "steps": p.steps, "corpus": p.corpus,
+            "paper_note": s.paper_note, "found": s.found, "kind": s.kind, "columns": list(s.columns),
+            "seeds": p.seeds, "first_seed": p.first_seed, "steps": p.steps, "corpus": p.corpus,
             "path": str(p.out), "status": status, "reason": reason, "created": p.created, "updated": runs.now(),
             "pid": os.getpid(), "test": T.TEST,
             "metrics": {k: {"label": lab, "what": what} for k, (lab, what) in T.METRICS.items()},
@@ -161,18 +172,31 @@ def study_data(p: Plan, status: str = "running", reason: str | None = None) -> d
 
 
 def write_study(p: Plan, status: str = "running", reason: str | None = None) -> dict:
+    """study.json, then the folder's run.json (kind "study": one entry in a workspace's run list, its runs
+    counted as its steps)."""
     data = study_data(p, status, reason)
     p.out.mkdir(parents=True, exist_ok=True)
     atomic_write(p.out / STUDY_FILE, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    try:
+        meta = runs.read_run_json(p.out)
+    except InputError:
+        meta = runs.run_meta(p.name or f"{p.study.title} ({p.study.name})", kind="study", source=p.study.source)
+        meta["created"] = p.created or meta["created"]
+    meta.update(status=status, reason=reason, steps_done=data["done"], total_steps=data["total"], pid=os.getpid(),
+                updated=runs.now(), study=p.study.name)
+    runs.write_run_json(p.out, meta)
     return data
 
 
 def write_exports(p: Plan, data: dict) -> None:
-    """table.csv and the held-out curves (curves.svg: NSP accuracy, or MLM accuracy without a sentence task)."""
+    """table.csv and the held-out curves (curves.svg: NSP accuracy, or MLM accuracy without a sentence task, or a
+    fine-tune's accuracy)."""
     atomic_write(p.out / "table.csv", T.to_csv(data, p.study))
     column = "eval_nsp_acc" if any(v["mean"].get("nsp_acc") is not None for v in data["variants"]) else "eval_mlm_acc"
+    column = "eval_accuracy" if p.study.kind == "finetune" else column
     curves = T.mean_curves(data, column)
-    label = {"eval_nsp_acc": "held-out NSP accuracy", "eval_mlm_acc": "held-out MLM accuracy"}[column]
+    label = {"eval_nsp_acc": "held-out NSP accuracy", "eval_mlm_acc": "held-out MLM accuracy",
+             "eval_accuracy": "held-out accuracy"}[column]
     atomic_write(p.out / "curves.svg", T.curves_svg(curves, f"{p.study.title}: {label} (mean over seeds)", label))
 
 
@@ -184,20 +208,50 @@ def shared_tokenizer(study: Study, corpus):
     return WordTokenizer.build(corpus.texts())
 
 
+INIT_KEYS = ("init", "initializer_range")  # switches of the initial weights themselves: never copied over
+
+
+def initial_model(study: Study, variant: str, seed: int, vocab_size: int):
+    """(model, InitReport or None): the variant's initial weights for ``seed``. Where its tensors differ from the
+    reference's (another head, a final LayerNorm, no position table), building it from the seed alone would draw
+    different numbers for the tensors both have, so those are copied from the reference's (``same_init``); a variant
+    whose initial weights themselves differ from the reference's (INIT_KEYS: another scheme or scale) keeps its own."""
+    v, ref = study.variant(variant), study.variant(study.reference)
+    cfg = study.configs(v, seed, 1)[0].replace(vocab_size=vocab_size)
+    ref_cfg = study.configs(ref, seed, 1)[0].replace(vocab_size=vocab_size)
+    model = init_model(cfg, seed)
+    if v is ref or any(getattr(cfg, k) != getattr(ref_cfg, k) for k in INIT_KEYS):
+        return model, None
+    ref_model = init_model(ref_cfg, seed)
+    shapes = {k: t.shape for k, t in model.named_parameters()}
+    if shapes == {k: t.shape for k, t in ref_model.named_parameters()}:
+        return model, None  # the same tensors: the seed alone gives the same numbers
+    return model, same_init(ref_model, model)
+
+
 def specs(p: Plan, cells: list[Cell], tokenizer, runtime=None) -> list[RunSpec]:
     """One RunSpec per cell: a new training into its folder, the resume of a stopped one, or only its scores."""
     out = []
     for c in cells:
         name = f"{p.study.name} · {c.variant} · seed {c.seed}"
+        if p.study.kind == "finetune":
+            if c.dir.exists():  # a fine-tune is not resumable (a minute-long run): a stopped one begins again
+                shutil.rmtree(c.dir, ignore_errors=True)
+            v, base = p.study.variant(c.variant), p.study.base
+            out.append(FinetuneSpec(str(base["start"]), str(base["task"]), p.study.finetune_config(v, c.seed),
+                                    v.settings.get("init", "pretrained"), c.dir, name, str(base.get("source") or ""),
+                                    runtime))
+            continue
         if c.state in ("stopped", "trained"):
             out.append(RunSpec(None, None, name=name, resume_from=c.dir, evaluate=True, runtime=runtime))
             continue
         if c.dir.exists():  # a damaged or never-started folder: begin again
             shutil.rmtree(c.dir, ignore_errors=True)
         bert, tc = p.study.configs(p.study.variant(c.variant), c.seed, p.steps)
+        model, _ = initial_model(p.study, c.variant, c.seed, tokenizer.vocab_size)
         out.append(RunSpec(bert, tc, corpus=p.corpus, corpus_spec=p.corpus if is_builtin_spec(p.corpus) else None,
                            tokenizer=tokenizer, name=name, source=f"lab {p.study.name}", run_dir=c.dir,
-                           evaluate=True, runtime=runtime))
+                           evaluate=True, runtime=runtime, model=model))
     return out
 
 
@@ -220,6 +274,15 @@ def run(p: Plan, lanes: int = 2, stop: StopSignal | None = None, on_event=None, 
     stop = stop if stop is not None else StopSignal()
     lock = threading.Lock()
     todo = p.todo
+    runs.mark_active(p.out, True)  # the study reads as running in this process (and cannot be deleted meanwhile)
+    try:
+        return _run(p, todo, lanes, stop, lock, on_event, in_process, nice, runtime)
+    finally:
+        runs.mark_active(p.out, False)
+
+
+def _run(p: Plan, todo: list[Cell], lanes: int, stop: StopSignal, lock, on_event, in_process: bool, nice: int,
+         runtime) -> dict:
     write_study(p)
     tell = on_event or (lambda ev: None)
     if not todo:
@@ -227,8 +290,7 @@ def run(p: Plan, lanes: int = 2, stop: StopSignal | None = None, on_event=None, 
         write_exports(p, data)
         tell({"ev": "study", "data": data})
         return data
-    corpus = load_run_corpus(p.corpus)
-    tok = shared_tokenizer(p.study, corpus)
+    tok = None if p.study.kind == "finetune" else shared_tokenizer(p.study, load_run_corpus(p.corpus))
     n = max(1, min(int(lanes), len(todo)))
     lane_cells = [todo[k::n] for k in range(n)]
     work = [_Lane(cs, specs(p, cs, tok, runtime)) for cs in lane_cells]
@@ -326,11 +388,6 @@ def _relay_stop(stop: StopSignal, work: list[_Lane], in_process: bool) -> None:
             worker.tell_stop(lane.proc, stop.reason or "stopped")
 
 
-def relaunch_cells(p: Plan) -> list[Cell]:
-    """The cells a new start trains or scores (``Plan.todo``), for a caller that shows them before it starts."""
-    return list(p.todo)
-
-
 def open_study(out: str | Path) -> Plan:
     """The plan of an existing study folder (its own study, seeds, steps and corpus)."""
     data = read_study(out)
@@ -338,9 +395,5 @@ def open_study(out: str | Path) -> Plan:
         raise InputError(Message("{path} holds no study (study.json); run `bertcore lab --study NAME --out {path}`",
                                  path=str(out)))
     return plan(study_from_dict(data), out, int(data.get("seeds") or 1), int(data["steps"]),
-                str(data.get("corpus") or "builtin"))
+                str(data.get("corpus") or "builtin"), int(data.get("first_seed") or 0))
 
-
-def resumed(p: Plan) -> Plan:
-    """``p`` re-read from disk (states after another process worked on it)."""
-    return replace(p, cells=plan(p.study, p.out, p.seeds, p.steps, p.corpus).cells)

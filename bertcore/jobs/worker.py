@@ -52,8 +52,10 @@ import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
 from bertcore.analysis.records import TrainingRecords
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import atomic_write
+from bertcore.finetune import route
+from bertcore.finetune.spec import FinetuneSpec
 from bertcore.jobs import service
-from bertcore.lab.evaluate import evaluate_run
+from bertcore.lab.evaluate import evaluate_run, record_finetune
 from bertcore.training import runs
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
@@ -181,6 +183,7 @@ def _reporter(i: int, send, records: TrainingRecords, current: dict):
         sent.update(rows=len(tr.history), probes=len(records.probe_history), skills=len(sk) if sk is not None else 0,
                     at=time.monotonic())
         send({"ev": "start", "job": i, "run_dir": str(ev.run_dir), "baseline": tr.unigram_baseline,
+              "columns": list(tr.history.columns), "eval_keys": list(tr.history.eval_keys),
               "runtime": tr.runtime.label, "probe": records.probe.to_dict() if records.probe is not None else None,
               "probes": list(records.probe_history), "history": _batch(tr.history, 0),
               "skills": None if sk is None else {"columns": list(sk.columns), "eval_keys": list(sk.eval_keys),
@@ -211,6 +214,9 @@ def run_jobs(specs: list, parent, send, stop: StopSignal, current: dict | None =
         if stop.is_set():
             break
         send({"ev": "job", "job": i})
+        if isinstance(spec, FinetuneSpec):
+            _finetune_job(i, spec, parent, send, stop, current)
+            continue
         records = TrainingRecords()  # the live probe's rows and the skills, filled by the training route
         callbacks, flush = _reporter(i, send, records, current)
         if spec.resume_from is not None and spec.evaluate and runs.read_run(spec.resume_from).status == "finished":
@@ -237,6 +243,48 @@ def run_jobs(specs: list, parent, send, stop: StopSignal, current: dict | None =
         if error and not spec.evaluate:  # a study goes on with its other runs; a training's list ends here
             break
     send({"ev": "done"})
+
+
+def _finetune_job(i: int, spec: FinetuneSpec, parent, send, stop: StopSignal, current: dict) -> None:
+    """One fine-tune (``FinetuneSpec``) through the fine-tuning route, its rows sent as a pretraining's are, then its
+    final held-out accuracy as its score (evaluation.json)."""
+    sent = {"rows": 0, "at": 0.0}
+
+    def flush(force: bool = False) -> None:
+        tr = current.get("trainer")
+        if tr is None or (not force and time.monotonic() - sent["at"] < FLUSH_SECONDS):
+            return
+        sent["at"] = time.monotonic()
+        send({"ev": "rows", "job": i, "history": _batch(tr.history, sent["rows"])})
+        sent["rows"] = len(tr.history)
+
+    def on_start(ev) -> None:
+        tr = current["trainer"] = ev.trainer
+        sent.update(rows=len(tr.history), at=time.monotonic())
+        send({"ev": "start", "job": i, "run_dir": str(ev.run_dir), "runtime": tr.runtime.label, "baseline": None,
+              "columns": list(tr.history.columns), "eval_keys": list(tr.history.eval_keys),
+              "labels_used": len(tr.examples), "history": _batch(tr.history, 0)})
+
+    t0 = time.perf_counter()
+    tuner = spec.tuner(Callbacks(start=on_start, step=lambda ev: flush(), eval=lambda ev: flush(force=True)))
+    result = route.finetune(tuner, spec.run_dir, parent=parent, source=spec.source, name=spec.name, stop=stop)
+    current["trainer"] = tuner
+    flush(force=True)
+    with _CURRENT_LOCK:
+        stop_step, current["trainer"] = current.pop("stop_step", None), None
+    error = tuner.error or (result.reason if result.status == "failed" else None)
+    send({"ev": "job_end", "job": i, "status": result.status, "reason": result.reason, "error": error,
+          "run_dir": str(result.run_dir), "steps": tuner.step_count, "stop_step": stop_step})
+    if result.status == "finished":
+        send({"ev": "evaluated", "job": i, "run_dir": str(result.run_dir),
+              "evaluation": record_finetune(result.run_dir, tuner.eval_accuracy, time.perf_counter() - t0)})
+
+
+def spec_from_json(e: dict, folder: Path, runtime: Runtime | None = None):
+    """The job ``write_job`` wrote: a FinetuneSpec or a RunSpec."""
+    if "finetune" in e:
+        return FinetuneSpec.from_json(e, runtime)
+    return service.RunSpec.from_json(e, folder, runtime=runtime)
 
 
 def _evaluate(i: int, run_dir, send) -> None:
@@ -293,7 +341,7 @@ def child(folder: str | Path) -> int:
         torch.set_num_threads(max(1, int(job.get("threads", 1))))
         threading.Thread(target=listen, name="bx-worker-stdin", daemon=True).start()
         runtime = Runtime.from_dict(job["runtime"]) if job.get("runtime") else None  # a resume's; None: CPU, fp32
-        specs = [service.RunSpec.from_json(e, folder, runtime=runtime) for e in job["jobs"]]
+        specs = [spec_from_json(e, folder, runtime) for e in job["jobs"]]
         run_jobs(specs, job["parent"], send, stop, current)
         if send.dead:  # the server that wrote the job folder is gone: nobody else will remove it
             shutil.rmtree(folder, ignore_errors=True)

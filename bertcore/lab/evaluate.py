@@ -169,6 +169,14 @@ def evaluate_run(run_dir: str | Path, seed: int | None = None) -> dict:
     return out
 
 
+def record_finetune(run_dir: str | Path, accuracy: float, seconds: float) -> dict:
+    """A fine-tune's score (its final held-out accuracy, from the run itself) as its evaluation.json."""
+    acc = None if accuracy is None or not math.isfinite(accuracy) else round(float(accuracy), 6)
+    out = {"format": 1, "metrics": {"accuracy": acc}, "details": {}, "seconds": {"finetune": round(seconds, 3)}}
+    atomic_write(Path(run_dir) / EVALUATION_FILE, json.dumps(out, indent=2) + "\n")
+    return out
+
+
 def read_evaluation(run_dir: str | Path) -> dict | None:
     """evaluation.json of a run (None when missing or damaged)."""
     try:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from bertcore.config import BertConfig, TrainConfig, split_overrides
 from bertcore.errors import ConfigError
+from bertcore.finetune.tuner import FinetuneConfig
 from bertcore.message import Message
 
 # What every pretraining variant is scored on (bertcore.lab.evaluate), in table order: key -> (short label, what)
@@ -33,7 +34,9 @@ METRICS: dict[str, tuple[str, str]] = {
     "feature_topic": ("feature-based", "frozen encoder, a linear probe of each word's sentence topic (context_topic) "
                       "at its best layer"),
     "skills": ("skills", "share of the grammar's word skills passed, mean over skills (the run's last evaluation)"),
+    "accuracy": ("held-out acc", "a fine-tune's held-out accuracy at its end (the task's fixed held-out split)"),
 }
+PRETRAINING_COLUMNS = tuple(k for k in METRICS if k != "accuracy")
 STUDY_STEPS = 300  # the default steps: the reference (80/10/10, NSP) reaches NSP >= 0.9 on every seed (docs/LAB.md)
 MAX_VARIANTS = 12
 MAX_SEEDS = 10
@@ -62,13 +65,19 @@ class Study:
     paper_columns: tuple[str, ...] = ()
     paper_note: str = ""  # one sentence on what the source measured
     found: str = ""  # what the source concluded, in a line
-    columns: tuple[str, ...] = tuple(METRICS)  # the table's metrics
+    columns: tuple[str, ...] = PRETRAINING_COLUMNS  # the table's metrics
+    kind: str = "pretraining"  # pretraining | finetune (variants of one fine-tune: finetune_study)
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
             if v.name == name:
                 return v
         raise ConfigError(Message("study {study} has no variant {name}", study=self.name, name=repr(name)))
+
+    def finetune_config(self, variant: Variant, seed: int):
+        """A fine-tune study's FinetuneConfig for one cell: the base config, the variant's labels, the seed."""
+        kw = {**dict(self.base.get("finetune") or {}), **{k: v for k, v in variant.settings.items() if k != "init"}}
+        return FinetuneConfig(**{**kw, "seed": int(seed)})
 
     def configs(self, variant: Variant, seed: int, steps: int) -> tuple[BertConfig, TrainConfig]:
         """The configs of one run: defaults, the study's base, the variant's switches, the seed and the steps."""
@@ -200,6 +209,23 @@ def custom_study(vary: str, base: dict | None = None, tokenizer: str = "word") -
                  tokenizer=tokenizer, found="", paper_note="")
 
 
+def finetune_study(start: str, source: str, task: str, config: dict, points=None, name: str = "") -> Study:
+    """What pretraining buys (BERT §4; d2l §14.8): the same fine-tune from ``start``'s weights and from random
+    initial weights of the same architecture; with ``points`` (label counts, 0 = all) the label sweep, both at each
+    count. ``config``: FinetuneConfig fields; ``start``: a checkpoint folder or "minilm"."""
+    inits = (("pretrained", "from pretrained weights"), ("random", "from random init weights"))
+    if points is None:
+        variants = tuple(Variant(label, {"init": init}) for init, label in inits)
+        title, kind_name = "What pretraining buys", "finetune-comparison"
+    else:
+        variants = tuple(Variant(f"{label}, {int(n) or 'all'} labels", {"init": init, "labels": int(n)})
+                         for n in points for init, label in inits)
+        title, kind_name = "The label sweep", "label-sweep"
+    return Study(name or kind_name, title, "BERT §4 / §5: pretraining transfers with few labels", variants,
+                 variants[0].name, base={"start": str(start), "source": source, "task": task, "finetune": dict(config)},
+                 columns=("accuracy",), kind="finetune")
+
+
 def study_from_dict(d: dict) -> Study:
     """The study a study.json holds (named studies come back from the table above, custom ones from the file)."""
     if d.get("name") in STUDIES:
@@ -211,4 +237,5 @@ def study_from_dict(d: dict) -> Study:
     return Study(str(d.get("name") or "custom"), str(d.get("title") or "custom"), str(d.get("source") or ""), vs,
                  str(d.get("reference") or vs[0].name), dict(d.get("base") or {}), str(d.get("tokenizer") or "word"),
                  d.get("tokenizer_vocab_size"), tuple(d.get("paper_columns") or ()), str(d.get("paper_note") or ""),
-                 str(d.get("found") or ""))
+                 str(d.get("found") or ""), tuple(d.get("columns") or PRETRAINING_COLUMNS),
+                 str(d.get("kind") or "pretraining"))

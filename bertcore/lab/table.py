@@ -65,7 +65,7 @@ def summarise(study: Study, variants: list[dict]) -> list[dict]:
 
     for v in variants:
         v["mean"], v["sd"], v["tests"] = {}, {}, {}
-        for k in METRICS:
+        for k in study.columns:
             vals = list(per_seed(v, k).values())
             v["mean"][k], v["sd"][k] = mean_sd(vals)
             if ref is not None and v is not ref:

@@ -66,10 +66,24 @@ def embedding_formula(c: BertConfig) -> str:
     return rf"h^{{0}}_t = {body},\quad {pos_def},\quad {seg_def}"
 
 
+def mask_cases(c: BertConfig) -> str:
+    """The mask M added to the scaled scores, as LaTeX: −∞ at padded keys (Vaswani §3.2.1), and for a left-to-right
+    model (BERT Table 5's LTR, Vaswani §3.2.3's decoder mask) also above the diagonal, at keys right of the query."""
+    pad = r"\text{key } j \text{ is padding}"
+    if c.causal:
+        where = r"j > i \text{ (a key right of the query)}" + (r"\text{ or } " + pad if c.attention_padding_mask else "")
+    elif c.attention_padding_mask:
+        return r"M_{ij} = -\infty \text{ where key } j \text{ is padding}"
+    else:
+        return ""
+    return rf"M_{{ij}} = \begin{{cases}} -\infty & {where} \\ 0 & \text{{otherwise}} \end{{cases}}"
+
+
 def attention_formula(c: BertConfig) -> str:
-    """Scaled dot-product attention per head, with or without the padding mask (Vaswani §3.2.1-3.2.2)."""
-    if c.attention_padding_mask:
-        scores, note = r"\frac{Q_k K_k^\top}{\sqrt{d_k}} + M", r"M_{ij} = -\infty \text{ where key } j \text{ is padding}"
+    """Scaled dot-product attention per head, with or without the padding mask (Vaswani §3.2.1-3.2.2), and with the
+    causal mask of a left-to-right model (§3.2.3)."""
+    if c.attention_padding_mask or c.causal:
+        scores, note = r"\frac{Q_k K_k^\top}{\sqrt{d_k}} + M", mask_cases(c)
     else:
         scores, note = r"\frac{Q_k K_k^\top}{\sqrt{d_k}}", r"\text{no padding mask: padded keys are attended}"
     return (rf"\mathrm{{head}}_k = \mathrm{{softmax}}\!\left({scores}\right) V_k,\quad "
@@ -117,8 +131,9 @@ def tex_token(token: str) -> str:
 
 def nsp_formula(c: BertConfig, cls_token: str = "[CLS]") -> str:
     """The NSP head and its loss, a cross-entropy over both labels (BERT §3.2); ``cls_token`` is the first token
-    as the model's vocabulary spells it (``<sos>`` for BERT-pytorch's)."""
-    h_cls = rf"h_{{{tex_token(cls_token)}}}"
+    as the model's vocabulary spells it (``<sos>`` for BERT-pytorch's). A left-to-right model's head reads the last
+    real token instead, the only one whose causal context is the whole input."""
+    h_cls = r"h_{\mathrm{last}}" if c.causal else rf"h_{{{tex_token(cls_token)}}}"
     c_def = (rf"c = \tanh(W_p {h_cls} + b_p)" if c.nsp_head == "pooler"
              else rf"c = {h_cls}\ \text{{(first position, no pooler)}}")
     # two lines (the head, then the loss): one line is wider than a page at 1400 px

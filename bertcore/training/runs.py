@@ -54,7 +54,7 @@ MAX_NAME_LEN = 80
 FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (bertcore.finetune.store)
 # run.json "kind" -> the files a finished run of that kind has (default: a pretraining or fine-tune checkpoint);
 # a comparison keeps its two models in sub-folders (bertcore.finetune.route), listed by bertcore.finetune.store
-KIND_FILES = {"finetune-comparison": ()}
+KIND_FILES = {"finetune-comparison": (), "study": ("study.json",)}  # a study: bertcore.jobs.study
 WRITE_FAILURE = "write"  # run.json "failure" of a run whose checkpoint could not be written (drive): resumable
 
 
@@ -222,6 +222,8 @@ class RunInfo:
         """One line: status, steps and the final held-out metrics."""
         if self.damaged:
             return f"damaged: {self.damaged}"
+        if self.kind == "study":  # steps are its runs (bertcore.jobs.study)
+            return f"study, {self.status}: {self.steps_done}/{self.total_steps} runs scored"
         if self.status == "stopped":
             head = f"stopped at step {self.steps_done}/{self.total_steps}"
         elif self.status == "running":
