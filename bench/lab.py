@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--steps", type=int)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--keep", metavar="DIR", help="keep the study folder here (docs/LAB.md's tables come from it)")
     args = p.parse_args(argv)
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="bench-lab-") as tmp:
@@ -60,19 +61,20 @@ def main(argv: list[str] | None = None) -> int:
         default_s = _timed([py, "-m", "bertcore", "train", "--out", str(t / "default"), "--quiet"])
         print(f"bench.lab: {default_s:.1f} s; the study {args.study} x {args.seeds} seeds ...", file=sys.stderr,
               flush=True)
-        cmd = [py, "-m", "bertcore", "lab", "--study", args.study, "--seeds", str(args.seeds), "--out",
-               str(t / "study"), "--json"]
+        where = Path(args.keep) if args.keep else t / "study"
+        cmd = [py, "-m", "bertcore", "lab", "--study", args.study, "--seeds", str(args.seeds), "--out", str(where),
+               "--json"]
         if args.steps:
             cmd += ["--steps", str(args.steps)]
         study_s = _timed(cmd)
-        data = json.loads((t / "study" / "study.json").read_text())
+        data = json.loads((where / "study.json").read_text())
         ref = next(v for v in data["variants"] if v["name"] == data["reference"])
         nsp = [r["metrics"]["nsp_acc"] for r in ref["runs"] if r.get("metrics")]
         out = {"study": args.study, "seeds": args.seeds, "steps": data["steps"], "runs": data["total"],
                "default_run_s": round(default_s, 1), "study_s": round(study_s, 1),
                "ratio": round(study_s / default_s, 2), "bar": 5.0, "reference_nsp": nsp,
                "reference_nsp_ok": bool(nsp) and min(nsp) >= 0.9, "cpus": os.cpu_count(),
-               "core_seconds": breakdown(t / "study"), "status": data["status"]}
+               "core_seconds": breakdown(where), "status": data["status"]}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
