@@ -20,6 +20,7 @@ PROPERTY_LABELS = {
     "number": mark("number: the subject's number (sg/pl) at the masked verb"),
     "topic": mark("topic: the sentence's topic (10 topics) at [CLS]"),
     "category": mark("category: the word's category (noun, verb, determiner, …)"),
+    "context_topic": mark("context topic: the sentence's topic at every word that carries none (the, in, .)"),
     CSV_PROPERTY: mark("labels: your own token labels (CSV)"),
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 from bertcore.errors import ConfigError
 from bertcore.message import Message
@@ -39,3 +40,13 @@ def env_number(name: str, default: float, *, minimum: float | None = None, maxim
     if maximum is not None:
         value = min(maximum, value)
     return int(value) if integer else value
+
+
+def runs_root() -> Path:
+    """The root of all runs: env BERTCORE_RUNS_DIR, else $XDG_DATA_HOME/bertcore/runs, else ~/.local/share/..."""
+    env = os.environ.get("BERTCORE_RUNS_DIR", "").strip()
+    if env:
+        return Path(env).expanduser().resolve()
+    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return (base / "bertcore" / "runs").resolve()

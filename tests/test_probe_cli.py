@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from bertcore.analysis.probing import probe_step
+from bertcore.io import derived
 from bertcore.cli import main
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.jobs import service
@@ -39,7 +40,7 @@ def test_one_step_json(tiny_run, capsys):
     assert d["n_train"] > d["n_test"] > 0
     want = probe_step(tiny_run, 10, "position", disk=False)
     assert [lp["accuracy"] for lp in d["layers"]] == [lp.accuracy for lp in want.layers]
-    assert not (tiny_run / "probes").exists()  # --no-cache writes nothing
+    assert not derived.root().exists()  # --no-cache writes nothing
 
 
 def test_all_steps_json_is_a_layer_by_step_matrix(tiny_run, capsys):
@@ -47,7 +48,8 @@ def test_all_steps_json_is_a_layer_by_step_matrix(tiny_run, capsys):
     assert d["steps"] == [0, 10, 20]
     assert len(d["accuracy"]) == 3 and all(len(row) == 3 for row in d["accuracy"])  # layers x steps
     assert d["accuracy"][1][2] == d["results"][2]["layers"][1]["accuracy"]
-    assert len(list((tiny_run / "probes").glob("step_*_number.json"))) == 3
+    assert len(list(derived.root().glob("*/probe_v*_number.json"))) == 3  # one per step's weights, outside the run
+    assert not (tiny_run / "probes").exists()
 
 
 def test_labels_csv(tiny_run, tmp_path, capsys):

@@ -139,10 +139,15 @@ def test_position_at_layer_0_and_number_rises_over_training(short_run, tmp_path)
             assert lp.selectivity == pytest.approx(lp.accuracy - lp.control_accuracy, abs=1e-5)
 
 
-def test_results_are_cached_in_memory_and_on_disk(short_run, monkeypatch):
+def test_results_are_cached_in_memory_and_on_disk_outside_the_run(short_run, monkeypatch):
+    from bertcore.io import derived
+    from bertcore.io.steps import step_path
+
+    before = sorted(p.relative_to(short_run) for p in short_run.rglob("*"))
     r = probe_step(short_run, 100, "category")
-    f = short_run / "probes" / "step_000100_category.json"
-    assert f.is_file() and json.loads(f.read_text())["result"] == r.to_dict()
+    f = derived.root() / derived.content_key(step_path(short_run, 100)) / f"probe_v{probing.PROBE_VERSION}_category.json"
+    assert f.is_file() and json.loads(f.read_text()) == {**r.to_dict(), "step": None}  # the weights', any step
+    assert sorted(p.relative_to(short_run) for p in short_run.rglob("*")) == before  # nothing written into the run
     probing._MEMORY.clear()
     monkeypatch.setattr(probing, "probe_model", lambda *a, **k: pytest.fail("recomputed despite the disk cache"))
     assert probe_step(short_run, 100, "category") == r

@@ -9,8 +9,8 @@ labels assigned to word types at random, seeded); selectivity = accuracy - contr
 the majority class of the training labels scored on the held-out labels.
 
 ``probe_over_steps`` probes every saved step of a run (``bertcore.io.steps``): a layer x step matrix. Results
-are cached per (run, step, property) in memory and on disk in ``RUN/probes/*.json`` (atomic writes; a rewritten
-step file invalidates its entry).
+are cached per (weights, property) in memory and in the derived-data cache (``bertcore.io.derived``: keyed by the
+weights file's content, outside the run, so a viewer of a read-only link writes nothing into its owner's run).
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ import torch
 
 from bertcore.data.probe_sets import CSV_PROPERTY, ProbeSet, csv_probe_set, grammar_probe_set, labels_from_csv
 from bertcore.errors import InputError
-from bertcore.io.checkpoint import atomic_write, load_checkpoint
+from bertcore.io import derived
+from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.steps import list_steps, load_step, step_path
 from bertcore.message import Message
 from bertcore.model.modes import eval_mode
@@ -34,7 +35,6 @@ from bertcore.model.modes import eval_mode
 L2 = 1e-2
 MAX_ITER = 30
 PROBE_VERSION = 2  # bump when the probe or the probe sets change: disk caches of older versions are recomputed
-CACHE_DIR = "probes"
 MAX_SEQ_TOKENS = 64
 _MEMORY: OrderedDict = OrderedDict()
 _MEMORY_MAX = 512
@@ -198,60 +198,47 @@ def _csv_tag(labels_csv: bytes | None) -> str:
     return "" if labels_csv is None else "_" + hashlib.sha256(bytes(labels_csv)).hexdigest()[:10]
 
 
-def _cache_file(run_dir: Path, step: int | None, prop: str, tag: str) -> Path:
-    name = "final" if step is None else f"step_{int(step):06d}"
-    return run_dir / CACHE_DIR / f"{name}_{prop}{tag}.json"
+def _weights_file(run_dir: Path, step: int | None) -> Path:
+    return step_path(run_dir, step) if step is not None else run_dir / "model.safetensors"
 
 
-def _weights_mtime(run_dir: Path, step: int | None) -> float:
-    path = step_path(run_dir, step) if step is not None else run_dir / "model.safetensors"
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
+def _cache_name(prop: str, tag: str) -> str:
+    return f"probe_v{PROBE_VERSION}_{prop}{tag}.json"
 
 
 def probe_step(run_dir: str | Path, step: int | None, prop: str, labels_csv: bytes | None = None,
                disk: bool = True, bundle=None) -> ProbeResult:
-    """Probes of the run's model after ``step`` (None: its final checkpoint), cached in memory and on disk."""
+    """Probes of the run's model after ``step`` (None: its final checkpoint), cached in memory and in the derived-data
+    cache (``bertcore.io.derived``, keyed by the weights' content: never written into the run folder)."""
     run_dir = Path(run_dir).resolve()
     tag = _csv_tag(labels_csv)
-    mtime = _weights_mtime(run_dir, step)
-    key = (str(run_dir), step, prop, tag, mtime)
-    if key in _MEMORY:
-        _MEMORY.move_to_end(key)
-        return _MEMORY[key]
-    path = _cache_file(run_dir, step, prop, tag)
-    result = _read_cache(path, mtime) if disk else None
+    key = derived.content_key(_weights_file(run_dir, step))
+    mem = (key or str(run_dir), step, prop, tag)
+    if mem in _MEMORY:
+        _MEMORY.move_to_end(mem)
+        return _MEMORY[mem]
+    result = _read_cache(key, prop, tag) if disk else None
     if result is None:
         base = bundle if bundle is not None else load_checkpoint(run_dir)
         b = load_step(run_dir, step, bundle=base)
         result = probe_model(b.model, b.tokenizer, prop, labels_csv)
-        result.step = step
         if disk:
-            _write_cache(path, result, mtime)
-    _MEMORY[key] = result
+            derived.write(key, _cache_name(prop, tag), json.dumps(result.to_dict()).encode("utf-8"))
+    result.step = step
+    _MEMORY[mem] = result
     while len(_MEMORY) > _MEMORY_MAX:
         _MEMORY.popitem(last=False)
     return result
 
 
-def _read_cache(path: Path, mtime: float) -> ProbeResult | None:
+def _read_cache(key: str | None, prop: str, tag: str) -> ProbeResult | None:
+    raw = derived.read(key, _cache_name(prop, tag))
+    if raw is None:
+        return None
     try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-        if d.get("version") != PROBE_VERSION or d.get("weights_mtime") != mtime:
-            return None
-        return ProbeResult.from_dict(d["result"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # no cache, or an unreadable one: recompute
-
-
-def _write_cache(path: Path, result: ProbeResult, mtime: float) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, json.dumps({"version": PROBE_VERSION, "weights_mtime": mtime, "result": result.to_dict()}))
-    except OSError:
-        pass  # the disk cache is optional (a read-only run directory still probes)
+        return ProbeResult.from_dict(json.loads(raw.decode("utf-8")))
+    except (ValueError, KeyError, TypeError):
+        return None  # an unreadable entry: recompute
 
 
 def probe_over_steps(run_dir: str | Path, prop: str, labels_csv: bytes | None = None, disk: bool = True,
@@ -264,8 +251,9 @@ def probe_over_steps(run_dir: str | Path, prop: str, labels_csv: bytes | None = 
     out = ProbesOverSteps(prop, [s if s is not None else -1 for s in todo])
     for k, s in enumerate(todo):
         tag = _csv_tag(labels_csv)
-        if base is None and (str(Path(run_dir).resolve()), s, prop, tag, _weights_mtime(Path(run_dir), s)) \
-                not in _MEMORY:
+        key = derived.content_key(_weights_file(Path(run_dir).resolve(), s))
+        if base is None and (key or str(Path(run_dir).resolve()), s, prop, tag) not in _MEMORY \
+                and _read_cache(key, prop, tag) is None:
             base = load_checkpoint(run_dir)
         out.results.append(probe_step(run_dir, s, prop, labels_csv, disk, bundle=base))
         if progress is not None:

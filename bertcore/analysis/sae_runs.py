@@ -6,6 +6,8 @@ a few saved steps of the run (``bertcore.io.steps``), so the features can be wat
 """
 from __future__ import annotations
 
+import json
+
 import re
 import time
 from dataclasses import asdict, dataclass
@@ -23,8 +25,9 @@ from bertcore.analysis.trace import check_layer, trace
 from bertcore.data.token_labels import builtin_head
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import atomic_save_safetensors, load_checkpoint, load_safetensors
-from bertcore.io.sae_io import (FEATURES_FILE, SAES_DIR, TRAINING_FILE, hook_of, load_sae, read_json, sae_cfg,
-                                save_sae, write_json)
+from bertcore.io import derived
+from bertcore.io.sae_io import (FEATURES_FILE, SAES_DIR, TRAINING_FILE, WEIGHTS_FILE, hook_of, load_sae, read_json,
+                                sae_cfg, save_sae, write_json)
 from bertcore.io.steps import list_steps, load_step
 from bertcore.message import Message
 from bertcore.settings import env_number
@@ -210,11 +213,21 @@ def open_sae(sae_dir: str | Path, bundle=None):
 
 
 def features_of(sae_dir: str | Path, bundle=None) -> dict:
-    """The SAE's feature table (features.json; recomputed and saved again when missing or unreadable)."""
+    """The SAE's feature table: its features.json (written when the SAE was trained); when that is missing or
+    unreadable, recomputed and kept in the derived-data cache (``bertcore.io.derived``), never in the run folder."""
     d = Path(sae_dir).expanduser()
     table = read_json(d / FEATURES_FILE)
     if table is not None and isinstance(table.get("features"), list):
         return table
+    key = derived.content_key(d / WEIGHTS_FILE)
+    cached = derived.read(key, FEATURES_FILE)
+    if cached is not None:
+        try:
+            table = json.loads(cached.decode("utf-8"))
+        except ValueError:
+            table = None
+        if isinstance(table, dict) and isinstance(table.get("features"), list):
+            return table
     sae, cfg, training, b = open_sae(d, bundle)
     spec = training.get("spec") or {}
     corpus = sae_corpus(run_of(d), 2 * (spec.get("n_train", N_TRAIN_PAIRS) + spec.get("n_eval", N_EVAL_PAIRS)))
@@ -223,10 +236,7 @@ def features_of(sae_dir: str | Path, bundle=None) -> dict:
     ts = token_set(corpus, b.tokenizer, ev, int(cfg.get("metadata", {}).get("context_size") or 48),
                    spec.get("seed", 0) + 2)
     table, _ = feature_table(b.model, b.tokenizer, sae, collect(b.model, ts, hook_of(cfg)))
-    try:
-        write_json(d / FEATURES_FILE, table)
-    except OSError:
-        pass
+    derived.write(key, FEATURES_FILE, json.dumps(table, ensure_ascii=False).encode("utf-8"))
     return table
 
 

@@ -26,7 +26,7 @@ def add_probe_parser(sub) -> None:
     g.add_argument("--all-steps", action="store_true", help="probe every saved step (a layer x step matrix)")
     p.add_argument("--labels", metavar="FILE.csv", help="token labels: a CSV with header text,labels (one label "
                    "per whitespace-separated word, '_' skips a word)")
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write RUN/probes/*.json")
+    p.add_argument("--no-cache", action="store_true", help="neither read nor write the derived-data cache (<runs root>/derived; never the run folder)")
     p.add_argument("--json", action="store_true")
 
 

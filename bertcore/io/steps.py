@@ -5,9 +5,10 @@ Layout inside a run directory::
     steps/step_000000.safetensors   the initial weights (step 0, written before the first update)
     steps/step_000050.safetensors   the weights after 50 optimizer steps, ...
 
-Each file holds the model's unique tensors (tied weights once, as model.safetensors) in float16: the views
-(attention, fill-mask, probes, the lens, patching) do not need more, and a default model is about 0.3 MB a
-step. The config and vocabulary are the run's own (config.json, vocab.txt), so a step file holds weights only.
+Each file holds the model's unique tensors (tied weights once, as model.safetensors) exactly as they were (float32),
+so a number recomputed from a step (the skills, a probe) is the one the run recorded at that step; a default model
+is about 0.6 MB a step. Steps saved in float16 by older runs still load (cast back to float32). The config and
+vocabulary are the run's own (config.json, vocab.txt), so a step file holds weights only.
 
 At most ``max_saved_steps()`` files are kept (env ``BERTCORE_MAX_SAVED_STEPS``, default 64). When a new step
 would pass the cap, every second step between the first and the last is deleted, so the kept steps stay
@@ -53,11 +54,11 @@ def list_steps(run_dir: str | Path) -> list[int]:
 
 
 def save_step(model, run_dir: str | Path, step: int, cap: int | None = None) -> Path:
-    """Write the model's weights after ``step`` optimizer steps (float16, atomically), then thin to ``cap``."""
+    """Write the model's weights after ``step`` optimizer steps (as they are, atomically), then thin to ``cap``."""
     path = step_path(run_dir, step)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {k: (v.half() if v.is_floating_point() else v) for k, v in unique_state_dict(model).items()}
-    atomic_save_safetensors(tensors, path, metadata={"step": str(int(step)), "dtype": "float16"})
+    tensors = {k: v.detach().cpu().contiguous() for k, v in unique_state_dict(model).items()}
+    atomic_save_safetensors(tensors, path, metadata={"step": str(int(step)), "dtype": "float32"})
     thin(run_dir, max_saved_steps() if cap is None else int(cap))
     return path
 
@@ -84,7 +85,8 @@ def load_step(run_dir: str | Path, step: int | None = None, bundle: ModelBundle 
     """The run's model as it was after ``step`` (None: the final checkpoint), with the run's tokenizer.
 
     ``bundle``: the run's loaded checkpoint, reused for its config and vocabulary (saves a disk read). The
-    weights are the step file's float16 values cast back to float32. InputError names the steps there are."""
+    weights are the step file's values (an older run's float16 cast to float32). InputError names the steps there
+    are."""
     base = bundle if bundle is not None else load_checkpoint(run_dir)
     if step is None:
         return base
@@ -109,6 +111,7 @@ def load_step(run_dir: str | Path, step: int | None = None, bundle: ModelBundle 
     model.load_state_dict({k: v.to(expected[k].dtype) for k, v in weights.items()}, strict=False)
     for flag in ("has_mlm_head", "has_nsp_head"):
         setattr(model, flag, getattr(base.model, flag, True))
+    model.sentence_task = getattr(base.model, "sentence_task", "nsp")
     model.eval()
     history = base.history
     if history is not None and len(history) and "step" in history:

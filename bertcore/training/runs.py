@@ -17,7 +17,7 @@ The root of all runs is env ``BERTCORE_RUNS_DIR``, else ``$XDG_DATA_HOME/bertcor
     <root>/runs/<run id>/                 CLI runs without --out
     <root>/workspaces/<ws id>/workspace.json   the workspace's active model
     <root>/workspaces/<ws id>/<run id>/   the runs of one browser workspace
-    <root>/workspaces/<ws id>/finetunes/<id>/   its fine-tune comparisons (bertcore.finetune.store)
+    <root>/workspaces/<ws id>/finetunes/<id>/   its fine-tune comparisons (study folders: explorer.jobs.finetunes)
 
 Workspace ids are ``secrets.token_urlsafe(16)`` strings and are checked against ``WORKSPACE_ID_RE`` before
 they become a path, so no id can name a folder outside the root. Reading never raises: a damaged or
@@ -41,7 +41,7 @@ from pathlib import Path
 from bertcore.errors import BertcoreError, InputError
 from bertcore.message import Message, reason
 from bertcore.io.checkpoint import atomic_write, weights_problem
-from bertcore.settings import env_number
+from bertcore.settings import env_number, runs_root
 from bertcore.training import locks
 from bertcore.training.resume import RESUME_FILE, read_resume_step
 
@@ -51,9 +51,9 @@ STATUSES = ("running", "finished", "stopped", "failed")
 WORKSPACE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 MAX_NAME_LEN = 80
-FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (bertcore.finetune.store)
+FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (explorer.jobs.finetunes)
 # run.json "kind" -> the files a finished run of that kind has (default: a pretraining or fine-tune checkpoint);
-# a comparison keeps its two models in sub-folders (bertcore.finetune.route), listed by bertcore.finetune.store
+# (finetune-comparison: a comparison of earlier versions, its two models in sub-folders)
 KIND_FILES = {"finetune-comparison": (), "study": ("study.json",)}  # a study: bertcore.jobs.study
 WRITE_FAILURE = "write"  # run.json "failure" of a run whose checkpoint could not be written (drive): resumable
 
@@ -63,16 +63,6 @@ class RunLimitError(BertcoreError):
 
 
 # ----------------------------------------------------------------------------- places
-def runs_root() -> Path:
-    """The root of all runs: env BERTCORE_RUNS_DIR, else $XDG_DATA_HOME/bertcore/runs, else ~/.local/share/..."""
-    env = os.environ.get("BERTCORE_RUNS_DIR", "").strip()
-    if env:
-        return Path(env).expanduser().resolve()
-    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
-    return (base / "bertcore" / "runs").resolve()
-
-
 def _inside(path: Path, root: Path) -> Path:
     path = path.resolve()
     if path != root and root not in path.parents:
@@ -235,6 +225,8 @@ class RunInfo:
         m = self.metrics or {}
         if m.get("eval_mlm_acc") is not None and m.get("eval_nsp_acc") is not None:
             head += f" · held-out MLM acc {m['eval_mlm_acc']:.3f}, NSP acc {m['eval_nsp_acc']:.3f}"
+        elif m.get("eval_mlm_acc") is not None:  # no sentence task (sentence_task=none)
+            head += f" · held-out MLM acc {m['eval_mlm_acc']:.3f}"
         elif m.get("eval_accuracy") is not None:  # a fine-tune
             head += f" · held-out accuracy {m['eval_accuracy']:.3f}"
         return head

@@ -8,7 +8,7 @@ from pathlib import Path
 import streamlit as st
 
 from bertcore.analysis.skills import LEVELS, first_passes, skill_label
-from bertcore.data.skill_items import MAX_USER_BYTES, USER_PREFIX, parse_skill_csv
+from bertcore.data.skill_items import MAX_USER_BYTES, NSP_SKILLS, USER_PREFIX, parse_skill_csv
 from bertcore.training.history import History
 from bertcore.jobs.service import read_skills_csv
 from explorer.i18n import mark, tr
@@ -85,5 +85,44 @@ def saved_skills(run_dir) -> History | None:
     return read_skills_csv(Path(run_dir)) if run_dir else None
 
 
-def skill_names(skills: History | None) -> list[str]:
-    return [c for c in skills.columns if c not in ("step", "seconds")] if skills is not None else []
+def skill_names(skills: History | None, sentence_head: bool = True) -> list[str]:
+    """The skills of a skills History, in its column order; without ``sentence_head`` (a sentence_task=none run,
+    whose NSP skills are NaN: nothing to draw) the NSP skills are left out."""
+    names = [c for c in skills.columns if c not in ("step", "seconds")] if skills is not None else []
+    return names if sentence_head else [n for n in names if n not in NSP_SKILLS]
+
+
+def final_levels(skills: History | None, names: list[str], level: float = LEVELS[-1]) -> list[dict]:
+    """A finished run's skills against ``level`` (0.9): per skill {"skill", "final" (the last score, None when never
+    scored: an NSP skill of a run without a sentence head is NaN), "step" (where it first reached ``level``, None:
+    never)}, in ``names`` order. From the run's skills.csv (``first_passes``, the same rule as the sentences above)."""
+    if skills is None or not len(skills):
+        return []
+    rows = skills.frame().to_dict("records")
+    first = {fp["skill"]: fp["step"] for fp in first_passes(rows, names, (level,))}
+    out = []
+    for name in names:
+        scored = [r[name] for r in rows if r.get(name) is not None and r[name] == r[name]]
+        out.append({"skill": name, "final": float(scored[-1]) if scored else None, "step": first.get(name)})
+    return out
+
+
+def show_skills_passed(skills: History | None, names: list[str], level: float = LEVELS[-1]) -> None:
+    """The result view's skills: which reached ``level`` (and at which step), which did not (their last score), and
+    which were not scored (NaN: no sentence head, or items this vocabulary cannot score)."""
+    rows = final_levels(skills, names, level)
+    if not rows:
+        return
+    passed = [tr("{skill} (step {step})", skill=skill_name(r["skill"]), step=r["step"]) for r in rows
+              if r["step"] is not None]
+    short = [tr("{skill} ({score})", skill=skill_name(r["skill"]), score=f"{r['final']:.2f}") for r in rows
+             if r["step"] is None and r["final"] is not None]
+    unscored = [skill_name(r["skill"]) for r in rows if r["final"] is None]
+    lv = f"{level:g}"
+    st.markdown(tr("**Reached {level}:** {skills}", level=lv, skills=", ".join(passed)) if passed
+                else tr("**No skill reached {level}.**", level=lv))
+    if short:
+        st.caption(tr("Not yet at {level} (last score): {skills}", level=lv, skills=", ".join(short)))
+    if unscored:
+        st.caption(tr("Not scored in this run: {skills} (a run without a sentence head has no NSP skills).",
+                      skills=", ".join(unscored)))

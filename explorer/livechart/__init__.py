@@ -30,6 +30,7 @@ from bertcore.data.skill_items import CHANCE
 from bertcore.training.history import History, number
 from explorer.i18n import tr
 from explorer.figures.skills_view import skill_name
+from explorer.figures.train import Objective
 
 FRONTEND = Path(__file__).parent / "frontend"
 TRAIN_COLS = ["mlm_loss", "nsp_loss", "mlm_acc", "nsp_acc"]
@@ -98,20 +99,34 @@ SKILL_COLORS = ["#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"
                 "#d62728"]
 
 
-def train_charts(skill_names: list[str] | None = None) -> list[dict]:
+def train_charts(skill_names: list[str] | None = None, objective: Objective | None = None) -> list[dict]:
     """The Train page's charts: loss and accuracy (training batch faint, held-out bold), and with skills a third
-    chart, one line per skill (eval row column 5 + i) and the chance level 0.5 (bertcore.data.skill_items)."""
+    chart, one line per skill (eval row column 5 + i) and the chance level 0.5 (bertcore.data.skill_items).
+
+    The curves are named after the run's ``objective`` (figures.train.Objective): a left-to-right run's MLM columns
+    are its next-token loss and accuracy, a SOP run's sentence curve says SOP, and a sentence_task=none run has no
+    sentence curve at all (its columns are NaN); the one level on the accuracy chart is the word task's unigram
+    baseline, never a sentence-task one."""
+    o = objective or Objective()
+    word, sentence = o.word_task, o.sentence_name
+
     def four(cols):
-        return [{"name": tr("MLM (train)"), "series": "train", "col": cols[0], "color": "#1f77b4"},
-                {"name": tr("NSP (train)"), "series": "train", "col": cols[1], "color": "#d62728"},
-                {"name": tr("MLM (held-out)"), "series": "evals", "col": cols[0], "color": "#1f77b4", "held": True},
-                {"name": tr("NSP (held-out)"), "series": "evals", "col": cols[1], "color": "#d62728", "held": True}]
+        out = [{"name": tr("{task} (train)", task=word), "series": "train", "col": cols[0], "color": "#1f77b4"},
+               {"name": tr("{task} (held-out)", task=word), "series": "evals", "col": cols[0], "color": "#1f77b4",
+                "held": True}]
+        if sentence:
+            out[1:1] = [{"name": tr("{task} (train)", task=sentence), "series": "train", "col": cols[1],
+                         "color": "#d62728"}]
+            out.append({"name": tr("{task} (held-out)", task=sentence), "series": "evals", "col": cols[1],
+                        "color": "#d62728", "held": True})
+        return out
 
     step = tr("step")
+    base = tr("MLM unigram baseline") if not o.causal else tr("next-token unigram baseline")
     charts = [{"id": "loss", "title": tr("Loss (cross-entropy)"), "xtitle": step, "ytitle": tr("nats"),
                "yrange": None, "baseline": False, "traces": four((1, 2))},
               {"id": "acc", "title": tr("Accuracy"), "xtitle": step, "ytitle": tr("accuracy"), "yrange": [0, 1.02],
-               "baseline": True, "baseline_text": tr("MLM unigram baseline") + " ", "traces": four((3, 4))}]
+               "baseline": True, "baseline_text": base + " ", "traces": four((3, 4))}]
     if skill_names:
         charts.append({"id": "skills", "title": tr("Skills (share of items passed)"), "xtitle": step,
                        "ytitle": tr("passed"),
@@ -120,6 +135,16 @@ def train_charts(skill_names: list[str] | None = None) -> list[dict]:
                        "traces": [{"name": skill_name(n), "series": "evals", "col": 5 + i, "held": True,
                                    "color": SKILL_COLORS[i % len(SKILL_COLORS)]} for i, n in enumerate(skill_names)]})
     return charts
+
+
+def probe_head(objective: Objective | None = None) -> list[str]:
+    """The probe table's column heads: the step, the top 3 at the probe's [MASK] (a left-to-right model
+    cannot fill it: it guesses that word as the next token after the text before it, ``next_tokens``) and the pair's sentence-task probability: P(IsNext)
+    (NSP), P(in order) (SOP, label 0 = the true order) or none (sentence_task=none has no sentence head)."""
+    o = objective or Objective()
+    fill = tr("fill-mask: top 3") if not o.causal else tr("next token at [MASK]: top 3")
+    last = {"nsp": "P(IsNext)", "sop": tr("P(in order)")}.get(o.sentence_task, tr("no sentence head"))
+    return [tr("step"), fill, last]
 
 
 def pair_rows(histories: dict) -> LiveRows:
@@ -167,14 +192,15 @@ def _new_rows(read: Callable[[int], list], since: int) -> tuple[int, list]:
 
 def live_panel(run_id: str, steps: int, rows: LiveRows, probe: list, baseline: float | None,
                probe_what: str = "", key: str = "livechart", chart_height: int = 330, charts: list | None = None,
-               show_probe: bool | None = None) -> None:
+               show_probe: bool | None = None, objective: Objective | None = None) -> None:
     """Draw (or extend) the live panel for run ``run_id``: sends only rows the browser lacks.
 
     ``rows`` gives the series (``history_rows`` / ``pair_rows``), read only from what the browser has on. ``charts`` (default: the Train page's loss and accuracy charts with the
     probe table) says what to draw: ``[{id, title, ytitle, yrange, baseline, baseline_text, traces: [{name,
     series: "train"|"evals", col, color, held}], hline, hline_text, html_legend}]``, each trace reading column ``col`` of its
     series; a panel with its own ``charts`` has no probe table unless ``show_probe``. ``baseline`` is drawn on the
-    charts whose ``baseline`` is true, ``hline`` (e.g. a chance level) on its own chart."""
+    charts whose ``baseline`` is true, ``hline`` (e.g. a chance level) on its own chart. ``objective`` names the
+    probe table's columns (``probe_head``)."""
     sent_key = f"{key}__sent"
     sent = st.session_state.get(sent_key)
     if not sent or sent.get("run") != run_id:
@@ -189,7 +215,7 @@ def live_panel(run_id: str, steps: int, rows: LiveRows, probe: list, baseline: f
     args = dict(run=run_id, steps=int(steps), baseline=baseline, chart_height=int(chart_height),
                 probe_what=probe_what, train_start=train_start, train=train, evals_start=evals_start, evals=evals,
                 probe_start=probe_start, probe=probe[probe_start:],
-                probe_head=[tr("step"), tr("fill-mask: top 3"), "P(IsNext)"])
+                probe_head=probe_head(objective))
     if charts is not None:
         args.update(charts=charts, show_probe=bool(show_probe))
     st.session_state[sent_key] = {"run": run_id, "train": train_start + len(train), "evals": evals_start + len(evals),
