@@ -74,3 +74,24 @@ def test_run_corpus_rebuilds_what_the_run_trained_on(tmp_path):
 
     r = service.train(_spec(steps=2, eval_every=0), tmp_path / "run")
     assert run_corpus(r.run_dir).pairs == builtin_corpus(seed=3).pairs
+
+
+def test_skills_recomputed_from_a_saved_step_equal_the_ones_recorded_at_it(tmp_path, capsys):
+    """One step, one number: `skills --all-steps` from the saved weights gives the run's own skills.csv rows."""
+    import json
+
+    import pandas as pd
+
+    from bertcore.cli import main
+
+    bert = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    tc = TrainConfig(steps=40, batch_size=32, eval_every=10, eval_size=32, snapshot_every=0)
+    d = service.train(service.RunSpec(bert, tc, name="skills"), tmp_path / "run").run_dir
+    assert main(["skills", str(d), "--all-steps", "--json"]) == 0
+    scores = {r["step"]: r for r in json.loads(capsys.readouterr().out)["scores"]}
+    recorded = pd.read_csv(d / "skills.csv")
+    assert sorted(scores) == [0, 10, 20, 30, 40] == recorded["step"].tolist()
+    for _, row in recorded.iterrows():
+        got = scores[int(row["step"])]
+        for skill in recorded.columns.drop(["step", "seconds"]):
+            assert got[skill] == row[skill], (int(row["step"]), skill)
