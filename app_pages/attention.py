@@ -290,7 +290,15 @@ def render():
         "itself with every token (a *key*), and the softmax of those scores says how much of each "
         "token's value it takes in. Every row of a map below sums to 1. The weights are computed by "
         "`bertcore.analysis.inference.inspect_pair` (the model's forward pass with `output_attentions=True`)."))
-    st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V")
+    if model.config.causal:  # BERT Table 5's LTR: the causal mask (bertcore.model.bert.BertModel.attention_mask)
+        st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right)V,"
+                 r"\quad M_{ij} = -\infty \text{ for } j > i")
+        st.info(tr("**{model} reads left to right** (attention_direction = left_to_right): the mask is causal. Each "
+                   "token attends only to itself and the tokens before it, so every map below is lower-triangular, "
+                   "with weight 0 above the diagonal, and its first row puts all weight on {cls}.", model=active.label,
+                   cls=tok.cls_token))
+    else:
+        st.latex(r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}}\right)V")
     st.caption(tr("Active model: **{model}**, {L} layers × {H} heads, up to {max} tokens. The text, the head and the "
                   "tab are in the address bar: copy the link to share this view.", model=active.label, L=L, H=H,
                   max=max_pos))

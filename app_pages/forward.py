@@ -91,7 +91,7 @@ def _controls(model, tokens):
     c5.button(tr("Next ▶"), key="fw_next", type="primary", disabled=i == len(FS.IDS) - 1, on_click=_go, args=nxt,
               width="stretch")
     st.select_slider(tr("Stage"), FS.IDS, key=K_STAGE, label_visibility="collapsed",
-                     format_func=frozen(lambda s: f"{FS.IDS.index(s) + 1}. {tr(FS.STAGE[s].title)}"))
+                     format_func=frozen(lambda s: f"{FS.IDS.index(s) + 1}. {FS.stage_title(FS.STAGE[s], c)}"))
     for k in (K_LAYER, K_HEAD, K_TOKEN, K_STAGE):
         _to_url(k)
     return (int(st.session_state[K_LAYER]), int(st.session_state[K_HEAD]), int(st.session_state[K_TOKEN]),
@@ -172,7 +172,7 @@ def _matrix(t, model, tok, stage, layer, head, token, left, right):
     st.dataframe(v.table, key="fw_stage_table", column_config=v.table_cfg, height=min(420, 36 * (v.n_rows + 1)))
     rows_csv = v.rows_csv
     with left:
-        st.download_button(tr("{stage} as CSV", stage=tr(stage.title)),
+        st.download_button(tr("{stage} as CSV", stage=FS.stage_title(stage, model.config)),
                            lambda: matrix_csv(m[rows_csv], v.tokens[rows_csv], v.csv_cols, first=rows_csv.start),
                            file_name=f"{stage.id}_layer{layer}" + (f"_head{head}" if stage.id in FS.PER_HEAD else "")
                            + ".csv", mime="text/csv", key="fw_csv", on_click="ignore", icon=":material/download:",
@@ -228,7 +228,11 @@ def _extras(model, tok, t, stage, layer, head, token, m):
         _table(frame, "fw_dropout_demo")
     elif stage.id == "mlm" and "mlm.logits" in t.tensors:
         positions, masked = FM.mlm_positions(t, tok, token)
-        if not masked:
+        if c.causal:  # a left-to-right model: the chosen token's output is its guess for the token after it
+            positions = [token]
+            st.info(tr("A left-to-right model predicts the next token: below, its guesses for the token after {tok} "
+                       "(position {p}), from the tokens up to it alone.", tok=f"`{t.tokens[token]}`", p=token + 1))
+        elif not masked:
             st.info(tr("The text has no {mask}, so the head's guess at the chosen token is shown; put {mask} into the "
                        "text to ask it for a word.", mask=tok.mask_token))
         top = FF.topk_frame(FM.mlm_top(t, tok, positions[:8], k=5), t.tokens)
@@ -240,8 +244,9 @@ def _extras(model, tok, t, stage, layer, head, token, m):
         p = FM.nsp_probs(t)
         if p is not None:
             m1, m2 = st.columns(2)
-            m1.metric("P(IsNext)", f"{p[0]:.1%}")
-            m2.metric("P(NotNext)", f"{p[1]:.1%}")
+            sop = getattr(model, "sentence_task", "nsp") == "sop"  # ALBERT's SOP: label 0 = the pair in order
+            m1.metric("P(in order)" if sop else "P(IsNext)", f"{p[0]:.1%}")
+            m2.metric("P(swapped)" if sop else "P(NotNext)", f"{p[1]:.1%}")
     elif stage.id == "next_layer" and layer < c.num_hidden_layers - 1:
         st.button(tr("Continue in layer {n}", n=layer + 2), key="fw_next_layer", on_click=_go,
                   args=(FIRST_IN_LAYER, layer + 1))
@@ -252,7 +257,8 @@ def _stage(model, tok, t, stage, layer, head, token):
     where = {"embeddings": tr("embeddings"), "heads": tr("pre-training heads")}.get(
         stage.group, tr("layer {l}, head {h}", l=layer + 1, h=head + 1) if stage.id in FS.PER_HEAD
         else tr("layer {l}", l=layer + 1))
-    st.markdown("#### " + tr("Stage {i} of {n}: {title}", i=FS.IDS.index(stage.id) + 1, n=n, title=tr(stage.title))
+    title = FS.stage_title(stage, model.config)
+    st.markdown("#### " + tr("Stage {i} of {n}: {title}", i=FS.IDS.index(stage.id) + 1, n=n, title=title)
                 + f" · {where}")
     st.latex(FS.stage_formula(stage.id, model.config, tok, len(t.tokens), head))
     reason = FS.absent_reason(stage.id, model.config, model)
@@ -284,7 +290,7 @@ def _follow(model, t, stage, layer, head, token):
 def _follow_figures(model, t, stage, layer, head, token):
     """(norms per stage, the vectors as a strip) of the chosen token, the current stage marked."""
     vecs = FS.token_vectors(t, model.config, layer, head, token)
-    labels = [f"{FS.IDS.index(s) + 1}. {tr(FS.STAGE[s].title)}" for s, _ in vecs]
+    labels = [f"{FS.IDS.index(s) + 1}. {FS.stage_title(FS.STAGE[s], model.config)}" for s, _ in vecs]
     ids = [s for s, _ in vecs]
     cur = ids.index(stage.id) if stage.id in ids else None
     vecs_q = [(s, v if s != "qkv" else v[: model.config.head_dim]) for s, v in vecs]

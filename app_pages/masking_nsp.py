@@ -13,7 +13,7 @@ from bertcore.data.pretraining import (
     expected_selection_rate,
 )
 from explorer.session import corpus_state as cs, page_caches
-from explorer.figures import learn as F
+from explorer.figures import learn as F, masking_view as MV
 from explorer.seed_example import render_seed003
 
 from bertcore.config import TrainConfig
@@ -23,6 +23,7 @@ from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, tr
 from explorer.session.memo import memo_shown
 from explorer.page_errors import user_action
+from explorer.session import state
 
 # The rates below are the sliders' (their defaults: TrainConfig's); the paper's own are named as BERT's.
 INTRO = mark("""
@@ -51,6 +52,19 @@ def _intro(mask_token: str) -> str:
     rnd = float(ss.get("mn_random", DEFAULTS.random_token_frac))
     return tr(INTRO, rate=percent(rate), mask=percent(mask), rnd=percent(rnd), keep=percent(max(0.0, 1 - mask - rnd)),
                         mask_token=mask_token, nsp=percent(DEFAULTS.nsp_positive_prob))
+
+
+def _loss_latex() -> str:
+    """The pre-training loss of the objective the switches below hold (their values reach session_state before the
+    rerun that draws the page): MLM or next-token, plus NSP, SOP or nothing."""
+    ss = st.session_state
+    causal = ss.get("mn_direction") == "left_to_right"
+    task = ss.get("mn_task", DEFAULTS.sentence_task)
+    lm = (r"-\sum_{t} \log p_\theta(x_{t+1} \mid x_{\le t})" if causal else
+          r"-\sum_{i \in \text{selected}} \log p_\theta(x_i \mid \tilde{x})")
+    sentence = {"nsp": r"\;-\; \log p_\theta(\text{IsNext/NotNext} \mid \tilde{x})",
+                "sop": r"\;-\; \log p_\theta(\text{in order/swapped} \mid \tilde{x})"}.get(task, "")
+    return r"\mathcal{L} = " + lm + sentence
 
 
 def _bump_seed() -> None:
@@ -118,8 +132,12 @@ def _pair_input(corpus, tokenizer):
 
 
 @user_action("Mask one example")
-def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed: int):
+def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed: int, obj: MV.Objective):
     rate, mask, rnd, _keep, _ = rates
+    if obj.causal:  # BERT Table 5's LTR: next-token targets, nothing masked
+        MV.next_token_section(tokenizer, a, b, max_len)
+        return
+    unit_rates = obj.rates(rate, mask, rnd)
     a_ids, b_ids = tokenizer.encode(a), (tokenizer.encode(b) if b is not None else None)
     n_in = len(a_ids) + len(b_ids or []) + (3 if b_ids is not None else 2)
     ids, types = P.build_pair(tokenizer, a_ids, b_ids, max_len)
@@ -131,18 +149,20 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
                       "(longest sentence first), as in training.", n=n_in, cls=tokenizer.cls_token,
                       sep=tokenizer.sep_token, max_len=max_len))
     gen = torch.Generator().manual_seed(int(seed))
-    masked, labels, decisions = P.mask_tokens(torch.tensor(ids), tokenizer, P.MaskingRates(rate, mask, rnd), gen)
+    masked, labels, decisions = P.mask_tokens(torch.tensor(ids), tokenizer, unit_rates, gen)
     masked, labels = _as_list(masked), _as_list(labels)
+    units = MV.selection_units(ids, tokenizer, unit_rates, int(seed))
     tokens = tokenizer.convert_ids_to_tokens(ids)
     special = [i for i, t in enumerate(ids) if t in tokenizer.special_ids]
     layout = tokenizer.pair_template(b="B" if b_ids is not None else None)
     # the same pair, rates and seed draw the same masks: the figure is built once for every session
-    fig = memo_shown(tokenizer, ("mn_mask_fig", a, b, rates, max_len, int(seed)), lambda: F.masking_figure(
+    fig = memo_shown(tokenizer, ("mn_mask_fig", a, b, rates, max_len, int(seed), obj), lambda: F.masking_figure(
         tokens, ids, shown_types, decisions, tokenizer.convert_ids_to_tokens(masked), masked, labels, special,
-        rates=P.MaskingRates(rate, mask, rnd), title=tr("{layout} with the masking of seed {seed}", layout=layout,
-                                                        seed=seed),
-        first_segment=1 if seed_format else 0, mask_token=tokenizer.mask_token))
+        rates=unit_rates, title=tr("{layout} with the masking of seed {seed}", layout=layout, seed=seed),
+        first_segment=1 if seed_format else 0, mask_token=tokenizer.mask_token,
+        units=None if obj.unit == "token" else MV.unit_labels(decisions, units, obj.unit)))
     st.plotly_chart(fig, key="mn_mask_chart")
+    MV.unit_caption(obj, tokenizer, decisions, units)
     sel = [d for d in decisions if d.selected]
     counts = {k: sum(d.action == k for d in sel) for k in ("mask", "random", "keep")}
     maskable = len(ids) - len(special)
@@ -181,15 +201,20 @@ def _nsp_section(corpus, a: str, true_b: str | None, idx: int | None, seed: int)
 
 
 @user_action("Count the masking rates")
-def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
+def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int, obj: MV.Objective):
     st.subheader(tr("Empirical rates over N draws"))
+    if obj.causal:
+        st.info(tr("A left-to-right model masks nothing: every real next token is a target, so there are no masking "
+                   "rates to count. Choose the bidirectional objective above to count them."))
+        return
     rate, mask, rnd, keep, max_len = rates
     key = f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}"
+    unit = (obj.unit, obj.span_p, obj.span_max_length)  # MaskingRates' fields after the three rates
     with st.spinner(tr("Drawing masked examples…")):
-        stats = page_caches.masking_convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd), int(seed),
+        stats = page_caches.masking_convergence(key, corpus, tokenizer, max_len, (rate, mask, rnd, *unit), int(seed),
                                                 STATS_PAIRS, tuple(DRAWS))
     configured = {"selected_rate": rate, "mask_share": mask, "random_share": rnd, "keep_share": keep}
-    fig = memo_shown(tokenizer, ("mn_stats_fig", key, max_len, (rate, mask, rnd, keep), int(seed)),
+    fig = memo_shown(tokenizer, ("mn_stats_fig", key, max_len, (rate, mask, rnd, keep), int(seed), unit),
                      lambda: F.masking_convergence_figure(stats, configured, tokenizer.mask_token))
     st.plotly_chart(fig, key="mn_stats_chart")
     last = stats[-1]
@@ -202,12 +227,23 @@ def _stats_section(corpus, tokenizer, ckey: str, rates, seed: int):
                   n=last["draws"], seen=f"{last['tokens_seen']:,}", selected=f"{last['selected_rate']:.3f}",
                   mask_token=tokenizer.mask_token, mask=f"{last['mask_share']:.3f}",
                   random=f"{last['random_share']:.3f}", keep=f"{last['keep_share']:.3f}"))
+    MV.span_lengths_section(last, obj)
 
 
 @user_action("Compute the selection rule")
-def _selection_rule(corpus, tokenizer, ckey: str, rates) -> None:
+def _selection_rule(corpus, tokenizer, ckey: str, rates, obj: MV.Objective) -> None:
     """The masking rule in words, and the selection rate it gives on this corpus (BERT §3.1)."""
     rate, mask, rnd, _keep, max_len = rates
+    if obj.causal:
+        return
+    if obj.unit != "token":  # the rule below is the token rule; whole words and spans: masking_units
+        st.caption(tr("**Selection rule** for {unit} (`bertcore.data.masking_units`): whole words are chosen (a word "
+                      "with all its ## pieces), {how}, so that about {rate} of the tokens are selected; the [MASK] / "
+                      "random / keep action is drawn once per unit.", unit=tr(MV.UNITS[obj.unit]),
+                      how=tr("each by the token rule's corrected Bernoulli draw") if obj.unit == "whole_word" else
+                      tr("in spans of geometric length from random starting words until max(1, round(n × rate)) "
+                         "tokens are selected"), rate=percent(rate)))
+        return
     lengths = page_caches.maskable_lengths(f"{ckey}|{tokenizer.kind}|{tokenizer.vocab_size}", corpus, tokenizer,
                                            max_len, STATS_PAIRS)
     expected = expected_selection_rate(lengths, rate)
@@ -245,8 +281,9 @@ def _typed(a: str, b: str):
 
 def render() -> None:
     st.title(tr("Masking & NSP"))
-    st.latex(r"\mathcal{L} = -\sum_{i \in \text{selected}} \log p_\theta(x_i \mid \tilde{x})"
-             r"\;-\; \log p_\theta(\text{IsNext/NotNext} \mid \tilde{x})")
+    active_causal = bool(state.get_active().model.config.causal)
+    MV.default_direction(active_causal)  # before the loss formula, which reads it
+    st.latex(_loss_latex())
     with user_action("Read the corpus and tokenizer") as act:
         corpus, tokenizer, ckey = _corpus_and_tokenizer()
     if act.failed:
@@ -256,8 +293,9 @@ def render() -> None:
                   "the *Data & tokens* page.", name=corpus.name, pairs=f"{len(corpus.pairs):,}", kind=tokenizer.kind,
                   size=f"{tokenizer.vocab_size:,}"))
     rates = _controls(tokenizer.mask_token)
+    obj = MV.controls()
     if rates is not None:
-        _selection_rule(corpus, tokenizer, ckey, rates)
+        _selection_rule(corpus, tokenizer, ckey, rates, obj)
     a, b, idx = _pair_input(corpus, tokenizer)
     seed = int(st.session_state.get("mn_seed", 0))
     if is_blank(a):  # the library's rule: spaces and invisible characters only
@@ -272,15 +310,19 @@ def render() -> None:
                       "(the pair is truncated to max_seq_len anyway).", n=f"{MAX_TEXT_CHARS:,}"))
     if rates is None:
         return
-    st.subheader(tr("Masked LM: one example"))
-    _masking_section(tokenizer, a, b, rates, rates[4], seed)
+    st.subheader(tr("Next-token LM: one example") if obj.causal else tr("Masked LM: one example"))
+    _masking_section(tokenizer, a, b, rates, rates[4], seed, obj)
     if b is None:
         st.info(tr("Sentence B is empty, so the example is {template}; type a B for the NSP part.",
                    template=tokenizer.pair_template(b=None)))
-    _nsp_section(corpus, a, b, idx, seed)
+    if obj.task == "nsp":
+        _nsp_section(corpus, a, b, idx, seed)
+    else:
+        with user_action("Draw the sentence-task examples"):
+            MV.sentence_task_section(corpus, tokenizer, a, b, idx, obj.task, seed, rates[4])
     if ckey.startswith("tutorial|"):
         render_seed003("mn_seed003")
-    _stats_section(corpus, tokenizer, ckey, rates, seed)
+    _stats_section(corpus, tokenizer, ckey, rates, seed, obj)
 
 
 render()

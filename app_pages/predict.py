@@ -1,21 +1,21 @@
-"""Predict page: fill-mask (MLM head) and next-sentence prediction (NSP head), optionally side by side
-with a second model on the same input."""
-import json
+"""Predict page: fill-mask (MLM head) and the sentence head (next-sentence or sentence-order prediction), optionally
+side by side with a second model on the same input. A left-to-right model cannot fill a [MASK]; its column shows
+its next-token guesses for the text before the [MASK] instead (``bertcore.analysis.inference.next_tokens``)."""
 import re
 import zlib
 
 import pandas as pd
 import streamlit as st
 
-from bertcore.analysis import ablation as ab
-from bertcore.analysis.ablation import DEFAULT_EXAMPLES, held_out_batches
+from bertcore.analysis.ablation import head_mask_for
 from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
-from bertcore.analysis.inference import predict
+from bertcore.analysis.inference import next_tokens, predict, sentence_head_label
 from bertcore.model.formulas import formulas
 from explorer import examples, replay, tour
 from explorer.session import state, workspace
-from explorer.export import attributions_csv, importance_csv, plotly_config
-from explorer.figures.explain import METHOD_LABELS, METRIC_LABELS, importance_figure, token_strip_figure
+from explorer.export import attributions_csv, plotly_config
+from explorer.figures import ablation_view
+from explorer.figures.explain import METHOD_LABELS, token_strip_figure
 from explorer.figures.inspect import fill_mask_figure, nsp_figure
 from explorer.i18n import frozen, mark, tr
 from explorer.session.memo import has as memo_has
@@ -30,8 +30,6 @@ DEFAULT_A = "Ben reads a book in the library."
 DEFAULT_B = "He walks to the school."
 
 MAX_MASK_CHARTS = 12
-HELD_OUT_LABELS = {"mlm_loss": mark("held-out MLM loss"), "mlm_acc": mark("held-out MLM acc"),
-                   "nsp_acc": mark("held-out NSP acc")}
 NO_COMPARE = mark("(no comparison)")
 _WORD = re.compile(r"\[(?:MASK|CLS|SEP|PAD|UNK)\]|<(?:mask|sos|eos|pad|unk)>|\w+|[^\w\s]", re.I)
 
@@ -106,10 +104,40 @@ def _predict(am, a, b=None, top_k=5, heads=()):
 
     def run():
         L, H = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
-        mask = ab.head_mask_for(heads, L, H) if heads else None
+        mask = head_mask_for(heads, L, H) if heads else None
         return predict(model, am.tokenizer, a, b, top_k=top_k, head_mask=mask, require_mask=b is None)
 
     return shared_memo(model, ("predict", a, b, top_k, heads), run)
+
+
+def _causal(am) -> bool:
+    return bool(getattr(am.model.config, "causal", False))
+
+
+def _next(am, text, top_k):
+    """A left-to-right model's next-token guesses after the text up to its first [MASK] (``next_tokens``), once
+    per (model, text, k) for every session."""
+    return shared_memo(am.model, ("next_tokens", text, top_k),
+                       lambda: next_tokens(am.model, am.tokenizer, text, top_k=top_k))
+
+
+def _next_token_column(am, res, text):
+    """A left-to-right model's column of the fill-mask section: why it cannot fill a [MASK], and its next-token
+    guesses (the top-k of its LM head at the prefix's last token)."""
+    prefix = " ".join(res.tokens[1:res.position + 1])
+    st.info(tr("{model} reads left to right (attention_direction = left_to_right): it predicts the next token from "
+               "the words on its left and never sees the right side of a [MASK], so it cannot fill one. Shown "
+               "instead: its next-token guesses after the text up to the first [MASK] "
+               "(`bertcore.analysis.inference.next_tokens`).", model=am.label))
+    _unknown_hint(am.tokenizer, text)
+    if res.truncated:
+        st.warning(tr("The text was truncated to {n} tokens (the model's maximum length).", n=len(res.tokens)))
+    st.caption(tr("Model input: {tokens}; the guess is read at position {p}, the prefix's last token.",
+                  tokens=" ".join(f"`{t}`" for t in res.tokens[:60]) + (" …" if len(res.tokens) > 60 else ""),
+                  p=res.position))
+    title = tr("next token after “{prefix}”", prefix=prefix) if prefix else tr("first token (after {cls})",
+                                                                             cls=res.tokens[0])
+    st.plotly_chart(fill_mask_figure(res.candidates, title=title), key=f"pred_next_{am.label}")
 
 
 def _fill_mask_column(am, res, text):
@@ -120,6 +148,9 @@ def _fill_mask_column(am, res, text):
                    "without the MLM layer), so it cannot fill in [MASK]. Nothing is predicted here.", model=am.label))
         return
     if res is None:
+        return
+    if _causal(am):
+        _next_token_column(am, res, text)
         return
     if res.truncated:
         st.warning(tr("The text was truncated to {n} tokens (the model's maximum length); "
@@ -170,7 +201,10 @@ def _fill_mask_section(state, models, ex):
     for k, am in enumerate(models):  # the library decides: empty, no [MASK], [MASK] too late
         with user_action(tr("Read the text with [MASK]") if k == 0 else
                          tr("Fill in the [MASK] with {model}", model=am.label)) as act:
-            results.append(_predict(am, text, None, top_k))
+            if _causal(am) and getattr(am.model, "has_mlm_head", True):
+                results.append(_next(am, text, top_k))  # no [MASK] to fill: the next token of the prefix
+            else:
+                results.append(_predict(am, text, None, top_k))
         if act.failed:
             if k == 0:
                 return None
@@ -179,17 +213,43 @@ def _fill_mask_section(state, models, ex):
     for col, am, res in zip(cols, models, results):
         with col:
             _fill_mask_column(am, res, text)
-    if results[0] is not None and results[0].masks:
+    if results[0] is not None and getattr(results[0], "masks", None):
         tour.mark_done("predict", models[0])
     return text, top_k, results[0]
 
 
+def _head_intro(am) -> str:
+    """What the active model's sentence head reads and what its first probability means."""
+    tok, model = am.tokenizer, am.model
+    reads = (tr("the final vector of the last real token (a left-to-right model: under its causal mask {cls} sees "
+                "only itself)", cls=tok.cls_token) if _causal(am) else tr("the {cls} vector", cls=tok.cls_token))
+    if getattr(model, "sentence_task", "nsp") == "none" and not getattr(model, "has_nsp_head", True):
+        return tr("{model} was pretrained with masked LM alone (sentence_task = none, RoBERTa §4.2), so it has no "
+                  "sentence head to ask; a model beside it may have one.", model=am.label)
+    if getattr(model, "sentence_task", "nsp") == "sop":
+        return tr("This model learned **sentence-order prediction** (ALBERT §4.6): its head reads {reads} of `{pair}` "
+                  "and says whether A and B are a true pair in their order (label 0) or the same pair swapped "
+                  "(label 1). P(in order) is the softmax of the first logit; a random B is not what it was trained "
+                  "to spot.", reads=reads, pair=tok.pair_template())
+    if _causal(am):
+        return tr("The NSP head reads {reads} of `{pair}` and gives two logits; P(IsNext) is the softmax of the first "
+                  "one (label 0 = IsNext, as in transformers).", reads=reads, pair=tok.pair_template())
+    return tr("The NSP head reads the {cls} vector of `{pair}` and gives two logits; P(IsNext) is the softmax of the "
+              "first one (label 0 = IsNext, as in transformers).", cls=tok.cls_token, pair=tok.pair_template())
+
+
+def no_sentence_head(am) -> str:
+    """Why this model's column shows no sentence probability."""
+    if getattr(am.model, "sentence_task", "nsp") == "none":
+        return tr("{model} was pretrained with masked LM alone (sentence_task = none, as RoBERTa): its sentence head "
+                  "never trained, so it cannot say whether B follows A. Nothing is predicted here.", model=am.label)
+    return tr("{model} has no next-sentence-prediction head (it was published without it), so it cannot say whether "
+              "B follows A. Nothing is predicted here.", model=am.label)
+
+
 def _nsp_section(models, ex):
-    tok = models[0].tokenizer
     st.subheader(tr("Next-sentence prediction"))
-    st.markdown(tr("The NSP head reads the {cls} vector of `{pair}` and gives two logits; "
-                   "P(IsNext) is the softmax of the first one (label 0 = IsNext, as in transformers).",
-                   cls=tok.cls_token, pair=tok.pair_template()))
+    st.markdown(_head_intro(models[0]))
     c1, c2 = st.columns(2)
     a = c1.text_area(tr("Sentence A"), value=ex.a, key="pred_nsp_a", height=70, max_chars=60_000)
     b = c2.text_area(tr("Sentence B"), value=ex.b, key="pred_nsp_b", height=70, max_chars=60_000)
@@ -202,31 +262,23 @@ def _nsp_section(models, ex):
         with col:
             st.markdown(f"**{am.label}**")
             if not getattr(am.model, "has_nsp_head", True):
-                st.info(tr("{model} has no next-sentence-prediction head (it was published without it), "
-                           "so it cannot say whether B follows A. Nothing is predicted here.", model=am.label))
+                st.info(no_sentence_head(am))
                 continue
             with user_action(tr("Predict the next sentence with {model}", model=am.label)) as act:
                 p = _predict(am, a, b).p_is_next
             if act.failed:
                 continue
-            st.metric("P(IsNext)", f"{p:.1%}")
-            st.plotly_chart(nsp_figure(p), key=f"pred_nsp_{am.label}")
+            st.metric(sentence_head_label(am.model), f"{p:.1%}")
+            st.plotly_chart(nsp_figure(p, sentence_task=getattr(am.model, "sentence_task", "nsp")),
+                            key=f"pred_nsp_{am.label}")
     return a, b
-
-
-def _cached(key: tuple, compute):
-    """A small per-session memo (the last few results), so reruns from other widgets do not recompute."""
-    memo = st.session_state.setdefault("pred_memo", {})
-    if key not in memo:
-        if len(memo) >= 12:
-            memo.pop(next(iter(memo)))
-        memo[key] = compute()
-    return memo[key]
 
 
 def _why_targets(am, fill, pair) -> list:
     """(label, a, b, target) choices: each [MASK] of the fill-mask text, and NSP on the sentence pair."""
     out = []
+    if _causal(am):  # explain reads a [MASK] or [CLS]; a left-to-right model has neither to explain
+        return out
     if fill and getattr(am.model, "has_mlm_head", True):
         text, _, res = fill
         n = len(res.masks)
@@ -249,6 +301,12 @@ def _why_section(active, fill, pair):
         "segments kept). Integrated gradients sum to f(input) − f(baseline); the gap says how close they get."))
     st.latex(r"\mathrm{IG}_i = (x_i - x'_i)\int_0^1 \frac{\partial f(x' + \alpha(x - x'))}{\partial x_i}\,d\alpha")
     targets = _why_targets(active, fill, pair)
+    if _causal(active):
+        st.info(tr("{model} reads left to right: the attributions here explain a [MASK] or the sentence head at {cls}, "
+                   "which a left-to-right model does not have (it predicts the next token, and its sentence head reads "
+                   "the last token). Its attention is on the Attention page.", model=active.label,
+                   cls=active.tokenizer.cls_token))
+        return
     if not targets:
         st.info(tr("Nothing to explain yet: type a text with [MASK] above, or two sentences for NSP. (A model without "
                    "MLM and NSP heads, such as all-MiniLM-L6-v2, can only be explained by rollout on the Attention page.)"))
@@ -313,89 +371,6 @@ def _why_view(active, targets):
                        key="pred_dl_why", on_click="ignore")
 
 
-def _held_out(state, am):
-    """The fixed held-out batches for this model's tokenizer (built-in corpus, its training settings)."""
-    corpus, _ = workspace.shared_corpus_and_tokenizer()
-    tc = getattr(am.bundle, "train_config", None)
-    max_len = am.model.config.max_position_embeddings
-    return shared_memo(am.tokenizer, ("held_out", corpus.name, _settings(tc), max_len),
-                lambda: held_out_batches(am.tokenizer, corpus, tc, DEFAULT_EXAMPLES, max_len=max_len))
-
-
-def _settings(tc) -> str | None:
-    """A training config as a cache key (None: the defaults)."""
-    if not tc:
-        return None
-    return json.dumps(tc.to_dict() if hasattr(tc, "to_dict") else dict(tc), sort_keys=True, default=str)
-
-
-@user_action(tr("Switch heads off"))
-def _ablation_section(state, active, fill, pair):
-
-
-    st.subheader(tr("Switch heads off"))
-    st.markdown(tr("Michel et al. (2019) asked whether all heads are needed. Click heads to switch them off (their "
-                   "attention probabilities are multiplied by 0, `head_mask`) and watch the predictions above and the "
-                   "held-out metrics on fixed pairs of the built-in corpus change (`bertcore.analysis.ablation`)."))
-    model = active.model
-    if not (getattr(model, "has_mlm_head", True) and getattr(model, "has_nsp_head", True)):
-        st.info(tr("{model} has no MLM or NSP head, so switching heads off has no prediction to change here.",
-                   model=active.label))
-        return
-    L, H = int(model.config.num_hidden_layers), int(model.config.num_attention_heads)
-    off = st.pills(tr("Heads switched off"), list(range(L * H)), format_func=lambda i: f"L{i // H + 1} H{i % H + 1}",
-                   selection_mode="multi", key=f"pred_abl_heads_{L}x{H}") or []
-    heads = [(i // H, i % H) for i in off]
-    mask = ab.head_mask_for(heads, L, H)
-    with user_action(tr("Evaluate with the heads off")) as act:
-        batches = _held_out(state, active)
-        tc = getattr(active.bundle, "train_config", None)
-        data_key = (_settings(tc), model.config.max_position_embeddings)
-        base = shared_memo(model, ("base", *data_key), lambda: ab.evaluate(model, batches))
-        after = ab.evaluate(model, batches, mask) if heads else base
-    if act.failed:
-        return
-    m = st.columns(3)
-    for col, k in zip(m, ("mlm_loss", "mlm_acc", "nsp_acc")):
-        col.metric(tr(HELD_OUT_LABELS[k]), f"{after[k]:.4f}",
-                   delta=f"{after[k] - base[k]:+.3g}" if heads else None,
-                   delta_color="inverse" if k.endswith("loss") else "normal")
-    n_examples = sum(int(b["input_ids"].shape[0]) for b in batches)
-    st.caption(tr("Over {n} held-out examples from the built-in corpus's held-out pairs, each masked once "
-                  "with fixed masks (`bertcore.analysis.ablation.held_out_batches`).", n=n_examples))
-    rows = []
-    inputs = ((fill[0], None, fill[1]),) if fill else ()
-    for a, b, top_k in inputs + (((pair[0], pair[1], 5),) if pair else ()):
-        # all heads on: the prediction above (memoised); heads off: one more forward pass, only when some are off
-        on = _predict(active, a, b, top_k)
-        now = _predict(active, a, b, top_k, heads) if heads else on
-        if b is not None and on.p_is_next is not None:
-            rows.append({"prediction": "P(IsNext)", "all heads on": f"{on.p_is_next:.3f}",
-                         "with the heads off": f"{now.p_is_next:.3f}"})
-            continue
-        for k, (m_on, m_off) in enumerate(zip(on.masks[:MAX_MASK_CHARTS], now.masks)):
-            rows.append({"prediction": f"[MASK] {k + 1}",
-                         "all heads on": ", ".join(f"{t} {p:.2f}" for t, p in m_on.candidates[:3]),
-                         "with the heads off": ", ".join(f"{t} {p:.2f}" for t, p in m_off.candidates[:3])})
-    if rows:
-        headers = {k: tr(k) for k in (mark("prediction"), mark("all heads on"), mark("with the heads off"))}
-        st.dataframe(pd.DataFrame(rows).rename(columns=headers), hide_index=True, key="pred_abl_table")
-    st.markdown(tr("**Importance map**: every head switched off alone; the change of a held-out metric."))
-    imp_key = ("importance", active.label, id(model))
-    memo = st.session_state.get("pred_memo", {})
-    if imp_key not in memo and not st.button(tr("Compute the importance map ({n} evaluations)", n=L * H),
-                                             key="pred_abl_importance"):
-        return
-    imp = _cached(imp_key, lambda: shared_memo(model, ("importance", *data_key),
-                                        lambda: ab.head_importance(model, batches, baseline=base)))
-    metric = st.segmented_control(tr("Metric"), list(METRIC_LABELS), default="d_mlm_loss",
-                                  format_func=frozen(lambda k: tr(METRIC_LABELS[k])), key="pred_abl_metric", required=True)
-    st.plotly_chart(importance_figure(imp["heads"], L, H, metric or "d_mlm_loss", off=heads), key="pred_abl_map",
-                    config=plotly_config("head_importance", "svg"))
-    st.download_button(tr("Importance map as CSV"), lambda: importance_csv(imp["heads"]), file_name="head_importance.csv",
-                       mime="text/csv", key="pred_dl_importance", on_click="ignore")
-
-
 def render():
     st.title(tr("Predict"))
     active = replay.at_step(state.get_active(), "pred")
@@ -417,7 +392,7 @@ def render():
     st.divider()
     _why_section(active, fill, pair)
     st.divider()
-    _ablation_section(state, active, fill, pair)
+    ablation_view.render(active, fill, pair, _predict)
 
 
 render()

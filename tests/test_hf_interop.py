@@ -212,3 +212,130 @@ def test_minilm_parity_hidden_states_and_attentions():
             assert torch.allclose(torch.from_numpy(ins.attentions[layer]), h.attentions[layer][0], atol=1e-4)
         for layer in range(7):
             assert torch.allclose(torch.from_numpy(ins.hidden_states[layer]), h.hidden_states[layer][0], atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- the objective switches
+def _objective_bundle(direction="bidirectional", task="nsp", seed=7):
+    tok = WordTokenizer.build(["the dog runs in the park .", "a cat eats food !", "the dogs run ."])
+    torch.manual_seed(seed)
+    model = BertForPreTraining(BertConfig(vocab_size=tok.vocab_size, attention_direction=direction, **SIZES)).eval()
+    model.sentence_task, model.has_nsp_head = task, task != "none"  # what the trainer sets (TrainConfig.sentence_task)
+    return ModelBundle(model=model, tokenizer=tok, history=None, name="t", source="test")
+
+
+def _padded(out, texts):
+    return transformers.AutoTokenizer.from_pretrained(out)(texts, padding=True, return_tensors="pt")
+
+
+def test_export_sop_keeps_the_head_and_says_it_learned_sentence_order(tmp_path, capsys):
+    from bertcore.cli import main
+    from bertcore.io.checkpoint import read_json_object, save_checkpoint
+
+    b = _objective_bundle(task="sop")
+    out = export_hf(b, tmp_path / "hf")
+    cfg = read_json_object(out / "config.json")
+    assert cfg["architectures"] == ["BertForPreTraining"] and cfg["bertcore_sentence_task"] == "sop"
+    assert "is_decoder" not in cfg
+    hf = transformers.BertForPreTraining.from_pretrained(out, attn_implementation="eager").eval()
+    enc = transformers.AutoTokenizer.from_pretrained(out)("the dog runs .", "a cat eats !", return_tensors="pt")
+    with torch.no_grad():
+        assert torch.allclose(hf(**enc).seq_relationship_logits, b.model(**{
+            "input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"],
+            "attention_mask": enc["attention_mask"]}).nsp_logits, atol=1e-5)
+    assert any("sentence order" in n and "index 0 = the pair in order" in n for n in export_notes(b.model.config, "sop"))
+    assert not any("sentence order" in n for n in export_notes(b.model.config, "nsp"))
+    assert import_hf(out).model.sentence_task == "sop"  # read back from config.json
+    save_checkpoint(b, tmp_path / "ckpt")
+    assert main(["export-hf", str(tmp_path / "ckpt"), str(tmp_path / "hf2")]) == 0
+    printed = capsys.readouterr().out
+    assert "note: seq_relationship was trained on sentence order" in printed and "BertForPreTraining" in printed
+
+
+def test_export_without_a_sentence_task_is_a_masked_lm_without_seq_relationship_and_pooler(tmp_path):
+    from safetensors.torch import load_file
+
+    b = _objective_bundle(task="none")
+    out = export_hf(b, tmp_path / "hf")
+    keys = set(load_file(str(out / "model.safetensors")))
+    assert not any(k.startswith(("cls.seq_relationship", "bert.pooler")) for k in keys)
+    hf, info = transformers.BertForMaskedLM.from_pretrained(out, attn_implementation="eager",
+                                                            output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    enc = _padded(out, ["the dog runs in the park .", "a cat eats !"])
+    with torch.no_grad():
+        h = hf.eval()(**enc).logits
+        o = b.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"]).mlm_logits
+    real = enc["attention_mask"].bool()
+    assert torch.allclose(h[real], o[real], atol=1e-5)
+
+
+def test_export_left_to_right_is_a_causal_bert_lm_head_model_with_our_logits(tmp_path):
+    """The oracle: transformers 5's BertLMHeadModel with is_decoder builds a causal mask (create_causal_mask) and,
+    on a padded batch, gives exactly our logits; its output at t does not change when a later token does."""
+    from bertcore.io.checkpoint import read_json_object
+
+    b = _objective_bundle("left_to_right", "none")
+    out = export_hf(b, tmp_path / "hf")
+    cfg = read_json_object(out / "config.json")
+    assert cfg["architectures"] == ["BertLMHeadModel"] and cfg["is_decoder"] is True
+    hf, info = transformers.BertLMHeadModel.from_pretrained(out, attn_implementation="eager", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"] and hf.config.is_decoder
+    hf.eval()
+    enc = _padded(out, ["the dog runs in the park .", "a cat eats !"])
+    with torch.no_grad():
+        h = hf(**enc, use_cache=False, output_attentions=True)
+        o = b.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], output_attentions=True)
+    real = enc["attention_mask"].bool()
+    assert torch.allclose(h.logits[real], o.mlm_logits[real], atol=1e-5)
+    for a in h.attentions:
+        assert float(torch.triu(a[0], 1).abs().max()) == 0.0  # transformers' own maps: the triangle
+    changed = {k: v.clone() for k, v in enc.items()}
+    changed["input_ids"][0, 5] = transformers.AutoTokenizer.from_pretrained(out).convert_tokens_to_ids("cat")
+    with torch.no_grad():
+        h2 = hf(**changed, use_cache=False).logits
+    assert torch.allclose(h2[0, :5], h.logits[0, :5], atol=1e-6) and not torch.allclose(h2[0, 5], h.logits[0, 5])
+    back = import_hf(out)  # is_decoder -> a left-to-right model again
+    assert back.model.config.attention_direction == "left_to_right" and not back.model.has_nsp_head
+    with torch.no_grad():
+        again = back.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"]).mlm_logits
+    assert torch.allclose(again[real], o.mlm_logits[real], atol=1e-6)
+
+
+@pytest.mark.parametrize("task", ["nsp", "sop"])
+def test_export_refuses_a_left_to_right_model_with_a_sentence_head(tmp_path, capsys, task):
+    from bertcore.cli import main
+    from bertcore.io.checkpoint import save_checkpoint
+
+    b = _objective_bundle("left_to_right", task)
+    with pytest.raises(ConfigError, match="transformers' sentence head reads \\[CLS\\], this model's reads the last"):
+        export_hf(b, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+    save_checkpoint(b, tmp_path / "ckpt")
+    assert main(["export-hf", str(tmp_path / "ckpt"), str(tmp_path / "hf2")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot export: transformers' sentence head reads [CLS]") and "Traceback" not in err
+
+
+def test_import_of_an_is_decoder_bert_is_left_to_right_with_transformers_logits(tmp_path):
+    from bertcore.analysis.inference import next_tokens
+
+    vocab = _vocab()
+    torch.manual_seed(4)
+    hf = transformers.BertLMHeadModel(transformers.BertConfig(vocab_size=len(vocab), is_decoder=True, **SIZES))
+    d = tmp_path / "dec"
+    hf.save_pretrained(d)
+    (d / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    b = import_hf(d)
+    assert b.model.config.attention_direction == "left_to_right" and b.model.has_mlm_head
+    assert not b.model.has_nsp_head and any(n.startswith("is_decoder: imported as a left-to-right") for n in b.notes)
+    with pytest.raises(Exception, match="left-to-right"):
+        fill_mask(b.model, b.tokenizer, "the [MASK] runs")
+    hf = _eager(transformers.BertLMHeadModel, d)
+    enc = transformers.BertTokenizer(str(d / "vocab.txt"))("the dog runs in the", return_tensors="pt")
+    with torch.no_grad():
+        h = hf(**enc, use_cache=False).logits
+        o = b.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"]).mlm_logits
+    assert torch.allclose(h, o, atol=1e-5)
+    r = next_tokens(b.model, b.tokenizer, "the dog runs in the", top_k=3)
+    top = h[0, -2].softmax(-1).topk(3)  # the last word, before [SEP]
+    assert [t for t, _ in r.candidates] == b.tokenizer.convert_ids_to_tokens(top.indices.tolist())

@@ -126,8 +126,16 @@ LEFT_TO_RIGHT = Message("this is a left-to-right model (attention_direction=left
                         "token from the words on its left and never sees a [MASK]'s right side, so it cannot fill a "
                         "[MASK]; use next_tokens(model, tokenizer, text) (bertcore.analysis.inference), which predicts "
                         "the word after the text (or after the text up to its first [MASK])")
-NO_NSP = Message("this model has no trained NSP head (it was imported without cls.seq_relationship, or pretrained "
-                 "with sentence_task=none); next-sentence prediction needs a model pretrained with NSP or SOP")
+NO_NSP = Message("this model has no NSP head (it was imported without cls.seq_relationship); next-sentence "
+                 "prediction needs a BertForPreTraining checkpoint")
+NO_SENTENCE_TASK = Message("this model was pretrained with masked LM alone (sentence_task=none, as RoBERTa), so its "
+                           "sentence head never trained; next-sentence prediction needs a model pretrained with "
+                           "sentence_task=nsp or sop")
+
+
+def no_sentence_head(model) -> Message:
+    """Why ``model`` cannot score a pair: pretrained without a sentence task, or imported without the head."""
+    return NO_SENTENCE_TASK if getattr(model, "sentence_task", "nsp") == "none" else NO_NSP
 
 
 @dataclass
@@ -189,7 +197,7 @@ def nsp_probability(model, tokenizer, a: str, b: str, max_len: int | None = None
     """P(IsNext) that ``b`` follows ``a`` (next sentence prediction, BERT §3.2); for a model pretrained with
     sentence-order prediction (ALBERT §4.6) P(in order): label 0 in both."""
     if not getattr(model, "has_nsp_head", True):
-        raise InputError(NO_NSP)
+        raise InputError(no_sentence_head(model))
     if b is None:
         raise InputError(Message("sentence B is missing; NSP scores a pair of sentences"))
     return predict(model, tokenizer, a, b, max_len=max_len).p_is_next

@@ -132,7 +132,7 @@ class SkillSuite:
         with eval_mode(model):
             dev = next(model.parameters()).device
             enc = self._mlm
-            if getattr(model.config, "causal", False):  # a left-to-right LM has no [MASK] to read
+            if getattr(getattr(model, "config", None), "causal", False):  # a left-to-right LM has no [MASK] to read
                 for k, d in enumerate(self._sentence_margins(model, dev)):
                     out[self._mlm_items[k]] = d
                 enc = _Encoded([], [], [], [], [])

@@ -29,6 +29,9 @@ def cmd_trace(args) -> int:
         return 0
     for n in t.notes:
         print(f"note: {n}")
+    if getattr(b.model.config, "causal", False):  # BERT Table 5's LTR
+        print("note: a left-to-right model: the attention mask is causal, so every masked score above the diagonal "
+              "is -inf and every probability there is 0")
     print("tokens: " + " ".join(f"{i}:{tok}" for i, tok in enumerate(t.tokens)))
     with np.printoptions(precision=4, suppress=True, threshold=400, edgeitems=3, linewidth=110):
         for name, v in t.tensors.items():

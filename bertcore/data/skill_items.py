@@ -232,9 +232,25 @@ def held_out(items, corpus: Corpus | TrainingText | None) -> list[SkillItem]:
     return [it for it in items if not seen.holds(it)]
 
 
+_MADE: dict = {}  # (id(corpus), n, seed) -> (corpus, items): the runs of one process (a study's lane) share them
+
+
 def builtin_items(corpus: Corpus | None = None, n: int = ITEMS_PER_SKILL, seed: int = SKILLS_SEED) -> list[SkillItem]:
     """Up to ``n`` held-out items per skill of ``SKILLS``, as many of each right answer (or subject kind), all drawn
-    from ``random.Random(seed)``; none equal to a sentence or pair of ``corpus`` (the run's training corpus)."""
+    from ``random.Random(seed)``; none equal to a sentence or pair of ``corpus`` (the run's training corpus). Made
+    once per corpus object (a corpus is read-only once built), so every run of a study's process shares them."""
+    key = (id(corpus), int(n), int(seed))
+    hit = _MADE.get(key)
+    if hit is not None and hit[0] is corpus:
+        return list(hit[1])
+    items = _builtin_items(corpus, n, seed)
+    if len(_MADE) >= 4:
+        _MADE.pop(next(iter(_MADE)))
+    _MADE[key] = (corpus, items)
+    return list(items)
+
+
+def _builtin_items(corpus: Corpus | None, n: int, seed: int) -> list[SkillItem]:
     rng = random.Random(seed)
     seen = TrainingText(corpus)
     pairs = _pairs(rng, 20 * n)

@@ -316,10 +316,13 @@ def import_hf(hf_dir: str | Path, name: str | None = None):
     notes = []
     model.has_mlm_head = "cls.predictions.transform.dense.weight" in sd
     model.has_nsp_head = "cls.seq_relationship.weight" in sd and "bert.pooler.dense.weight" in sd
+    if cfg.causal:
+        notes.append("is_decoder: imported as a left-to-right model (attention_direction=left_to_right): it predicts "
+                     "the next token (next_tokens), not a [MASK]")
     if cfg.causal and model.has_nsp_head:  # transformers' pooler reads [CLS]; a left-to-right bertcore the last token
         model.has_nsp_head = False
-        notes.append("is_decoder: imported as a left-to-right model; its seq_relationship head reads [CLS] in "
-                      "transformers but the last token here, so it is not used: P(IsNext) is unavailable")
+        notes.append("its seq_relationship head reads [CLS] in transformers but the last token here, so it is not "
+                     "used: P(IsNext) is unavailable")
     elif model.has_nsp_head and hf_json.get("bertcore_sentence_task") in ("nsp", "sop"):
         model.sentence_task = str(hf_json["bertcore_sentence_task"])  # exported by bertcore (export_hf)
     if not model.has_mlm_head:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertcore.model.formulas import (activation_formula, activation_name, layer_norm_formula, mlm_formula,
-                                     nsp_formula)
+from bertcore.model.formulas import (activation_formula, activation_name, layer_norm_formula, mask_cases,
+                                     mlm_formula, nsp_formula)
 from bertcore.presets import PRESETS, SEED_FILES
 from explorer.i18n import mark, tr
 
@@ -167,9 +167,25 @@ def absent_reason(stage_id: str, config, model=None) -> str | None:
         return tr("This model has no MLM head: it was published as a bare encoder (all-MiniLM-L6-v2 comes without "
                   "one), so nothing predicts a [MASK] here. Its encoder output is the last stage that exists.")
     if stage_id == "nsp" and model is not None and not getattr(model, "has_nsp_head", True):
+        if getattr(model, "sentence_task", "nsp") == "none":
+            return tr("This model was pretrained with masked LM alone (sentence_task = none, as RoBERTa), so its "
+                      "sentence head never trained and says nothing about the pair; the pooled vector is shown.")
         return tr("This model has no NSP head (it was published without one), so it does not say whether B follows "
                   "A; the pooled [CLS] vector is shown.")
     return None
+
+
+def stage_title(stage: Stage, config) -> str:
+    """The stage's title as the page shows it (translated): the mask stage of a left-to-right model is the causal
+    mask, the MLM stage its next-token head."""
+    if getattr(config, "causal", False):
+        if stage.id == "masked":
+            return tr("Causal mask (and padding)")
+        if stage.id == "mlm":
+            return tr("LM head: the next token")
+        if stage.id == "nsp":
+            return tr("Sentence head at the last token")
+    return tr(stage.title)
 
 
 def dims(config, n_tokens: int) -> dict:
@@ -228,6 +244,8 @@ def stage_formula(stage_id: str, config, tokenizer=None, n_tokens: int = 1, head
     if stage_id == "scaled":
         return rf"\frac{{S^{{({h})}}}}{{\sqrt{{d_k}}}} = \frac{{S^{{({h})}}}}{{\sqrt{{{dk}}}}} = \frac{{S^{{({h})}}}}{{{np.sqrt(dk):.4g}}}"
     if stage_id == "masked":
+        if c.causal:  # a left-to-right model: the upper triangle is masked too (bertcore.model.formulas.mask_cases)
+            return r"\tilde S_{ij} = \frac{S_{ij}}{\sqrt{d_k}} + M_{ij},\quad " + mask_cases(c)
         if c.attention_padding_mask:
             return (r"\tilde S_{ij} = \frac{S_{ij}}{\sqrt{d_k}} + M_{ij},\quad M_{ij} = "
                     r"\begin{cases} -\infty & \text{key } j \text{ is padding} \\ 0 & \text{otherwise} \end{cases}")
@@ -266,6 +284,9 @@ def stage_formula(stage_id: str, config, tokenizer=None, n_tokens: int = 1, head
         final = r"h = \mathrm{LN}(x^{(L)})" if c.final_layer_norm else r"h = x^{(L)}"
         return r"x^{(l+1)} \to \text{layer } l + 2 \ \dots\ \to " + final + rf",\quad h {_shape(T, D)}"
     if stage_id == "mlm":
+        if c.causal:  # BERT Table 5's LTR: position t predicts token t + 1
+            return (mlm_formula(c).split(r",\quad \mathcal{L}")[0] +
+                    r",\quad p(x_{t+1} = w \mid x_{\le t}) = \mathrm{softmax}(z_t)_w")
         return mlm_formula(c).split(r",\quad \mathcal{L}")[0] + r",\quad p(w \mid t) = \mathrm{softmax}(z_t)_w"
     if stage_id == "nsp":
         cls = getattr(tokenizer, "cls_token", None) or "[CLS]"

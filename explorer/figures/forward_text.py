@@ -71,6 +71,13 @@ def explanation(stage_id: str, model, tok, t, layer: int, head: int, token: int)
                   "{dk}, and the division keeps the softmax out of its flat regions (Vaswani §3.2.1).",
                   s=f"{math.sqrt(dk):.4g}", dk=dk)
     if stage_id == "masked":
+        if c.causal:
+            hidden = max(0, T - 1 - token)
+            return tr("This model reads left to right (attention_direction = left_to_right, BERT Table 5's LTR): the "
+                      "mask is causal. Every score above the diagonal, a key to the right of its query, is set to −∞, "
+                      "so the softmax gives it weight 0 and each token sees only itself and the tokens before it. "
+                      "Row {tok} hides the {n} keys after it. Padded keys are masked as well (below: this input with "
+                      "two [PAD] tokens).", tok=tokname, n=hidden)
         if not c.attention_padding_mask:
             return tr("This model has no padding mask (the blog's BertModel attends to padding): the scores pass "
                       "unchanged, and in a padded batch the [PAD] keys get weight too (below).")
@@ -120,9 +127,24 @@ def explanation(stage_id: str, model, tok, t, layer: int, head: int, token: int)
         final = tr(" A final LayerNorm follows (pre-norm stacks need one).") if c.final_layer_norm else ""
         return tr("Layer {l} is the last one: its output is the encoder output h that the heads read.{final}",
                   l=layer + 1, final=final)
+    if stage_id == "mlm" and c.causal:
+        return tr("A left-to-right model's head predicts the next token: the final vector at position t gives a "
+                  "probability for every word of the vocabulary ({V} words) as the token at t + 1, from the tokens up "
+                  "to t alone (labels[t] = ids[t + 1] in training). It cannot fill a {mask}: it never sees the right "
+                  "side.", V=c.vocab_size, mask=tok.mask_token)
     if stage_id == "mlm":
         return tr("The MLM head turns the final vector at each {mask} into a probability for every word of the "
                   "vocabulary ({V} words) (BERT §3.1).", mask=tok.mask_token, V=c.vocab_size)
+    if stage_id == "nsp" and c.causal:
+        pooled = tr("through the pooler, tanh(W h + b)") if c.nsp_head == "pooler" else tr("directly, without a pooler")
+        return tr("Under the causal mask {cls} sees only itself, so this left-to-right model's sentence head reads the "
+                  "final vector of the last real token {last} {pooled}, the only one that has seen the whole input.",
+                  cls=f"`{t.tokens[0]}`", last=f"`{t.tokens[-1]}`", pooled=pooled)
+    if stage_id == "nsp" and getattr(model, "sentence_task", "nsp") == "sop":
+        pooled = tr("through the pooler, tanh(W h + b)") if c.nsp_head == "pooler" else tr("directly, without a pooler")
+        return tr("This model's sentence head learned sentence order (ALBERT's SOP): it reads the final vector of the "
+                  "first token {cls} {pooled}, and gives two logits: the pair in order (label 0) and swapped "
+                  "(label 1).", cls=f"`{t.tokens[0]}`", pooled=pooled)
     if stage_id == "nsp":
         pooled = tr("through the pooler, tanh(W h + b)") if c.nsp_head == "pooler" else tr("directly, without a pooler")
         return tr("The NSP head reads the final vector of the first token {cls} {pooled}, and gives two logits: "

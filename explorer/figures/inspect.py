@@ -327,10 +327,12 @@ def fill_mask_figure(candidates: Sequence[tuple[str, float]], title: str = "") -
     return plotly_dict.figure([bar], layout)
 
 
-def nsp_figure(p_is_next: float, title: str = "") -> go.Figure:
-    """Two bars: P(IsNext) and P(NotNext) = 1 - P(IsNext)."""
+def nsp_figure(p_is_next: float, title: str = "", sentence_task: str = "nsp") -> go.Figure:
+    """Two bars: P(IsNext) and P(NotNext) = 1 - P(IsNext); for a sentence-order head (``sentence_task`` sop,
+    ALBERT §4.6) P(in order) and P(swapped), label 0 and 1 as well."""
     p = float(p_is_next)
-    bar = dict(type="bar", x=["IsNext", "NotNext"], y=np.array([p, 1.0 - p], dtype=np.float32),
+    names = ["in order", "swapped"] if sentence_task == "sop" else ["IsNext", "NotNext"]
+    bar = dict(type="bar", x=names, y=np.array([p, 1.0 - p], dtype=np.float32),
                text=[f"{p:.1%}", f"{1 - p:.1%}"], textposition="auto", marker=dict(color=["#54a24b", "#e45756"]),
                hovertemplate="%{x}: %{y:.4f}<extra></extra>")
     layout = dict(height=260, yaxis=dict(title=plotly_dict.title(tr("probability")), range=[0, 1]),

@@ -62,7 +62,7 @@ def discrete_colorscale(colors: Sequence[str]) -> list[list]:
     return scale
 
 
-def _category_grid(row_labels: Sequence[str], cells: Sequence[Sequence[str]], codes: np.ndarray,
+def category_grid(row_labels: Sequence[str], cells: Sequence[Sequence[str]], codes: np.ndarray,
                    categories: list[tuple[str, str, str]], title: str, legend: Iterable[str]) -> go.Figure:
     """Rows of labelled cells (one column per position), each cell coloured by its category code. Cell text and
     title are HTML-escaped: plotly reads tags, and would drop a seed vocabulary's ``<sos>`` as one."""
@@ -160,7 +160,7 @@ def tokens_figure(tokens: Sequence[str], ids: Sequence[int], title: str | None =
     cells = [list(tokens), [str(i) for i in ids]]
     legend = [k for k in ("known", "piece", "unk", "special") if k in kinds]
     categories = [(k, tr(label), color) for k, label, color in TOKEN_CATEGORIES]
-    return _category_grid([tr("token"), "id"], cells, codes, categories, title or tr("Tokens and ids"), legend)
+    return category_grid([tr("token"), "id"], cells, codes, categories, title or tr("Tokens and ids"), legend)
 
 
 # ---------------------------------------------------------------- Masking & NSP
@@ -181,7 +181,7 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
                    decisions: Sequence[Any], masked_tokens: Sequence[str], masked_ids: Sequence[int],
                    labels: Sequence[int], special_positions: Iterable[int], *, rates,
                    title: str = "[CLS] A [SEP] B [SEP], masked", first_segment: int = 0,
-                   mask_token: str = "[MASK]") -> go.Figure:
+                   mask_token: str = "[MASK]", units: Sequence[str] | None = None) -> go.Figure:
     """The pair as rows: token, id, segment, position, decision, model input, MLM label.
 
     Token/decision/input/label rows are coloured by the masking action at that position; the segment
@@ -189,7 +189,8 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
     -100 where the token was not selected (ignored by the loss). ``mask_token`` is the tokenizer's spelling of
     the mask ([MASK], or <mask> in a seed vocabulary), in the decision row and the legend. ``rates`` (a
     ``bertcore.data.pretraining.MaskingRates``) are the rates the decisions were drawn with: the legend gives each
-    action's share of the selected tokens from them.
+    action's share of the selected tokens from them. ``units`` (one label per position, "" where nothing is
+    selected) adds a row naming the selection unit each token belongs to (a whole word or a span shares one action).
     """
     n = len(tokens)
     actions = decision_actions(n, decisions, special_positions)
@@ -215,15 +216,19 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
     cells = [list(tokens), [str(i) for i in input_ids], [str(s) for s in segment_ids],
              [str(i) for i in range(n)], decision_text, list(masked_tokens), [str(i) for i in masked_ids],
              [str(int(v)) for v in labels]]
-    codes = np.array([act_codes, plain, seg_codes, plain, act_codes, act_codes, plain, act_codes],
-                     dtype=np.float32).reshape(len(rows), n)
+    code_rows = [act_codes, plain, seg_codes, plain, act_codes, act_codes, plain, act_codes]
+    if units is not None:  # after the decision row: which unit (word, span) each selected token belongs to
+        rows.insert(5, tr("unit"))
+        cells.insert(5, [str(u) if u else "·" for u in units])
+        code_rows.insert(5, act_codes)
+    codes = np.array(code_rows, dtype=np.float32).reshape(len(rows), n)
     legend = ["none", "mask", "random", "keep", "special", "seg_a", "seg_b"]
     shares = {"mask": rates.mask_token_frac, "random": rates.random_token_frac, "keep": rates.keep_frac}
     names = {"mask": tr("selected → {mask}", mask=mask_token), "seg_a": tr("segment A (id {id})", id=first_segment),
              "seg_b": tr("segment B (id {id})", id=first_segment + 1)}
     categories = [(a, names.get(a, tr(label)) + (f" ({percent(shares[a])})" if a in shares else ""), color)
                   for a, label, color in MASK_CATEGORIES]
-    return _category_grid(rows, cells, codes, categories, title, legend)
+    return category_grid(rows, cells, codes, categories, title, legend)
 
 
 STAT_LINES = [
