@@ -299,6 +299,25 @@ def mask_tokens(input_ids, tokenizer, rates: MaskingRates | None = None, generat
 
 
 # ------------------------------------------------------------------ data
+_ENCODED: dict = {}  # (id(corpus), tokenizer's kind and vocabulary) -> (corpus, A ids, B ids)
+
+
+def encoded_pairs(corpus, tokenizer) -> tuple[list, list]:
+    """Every pair's A and B token ids, tokenized once per corpus object and vocabulary (a corpus is read-only once
+    built): the runs of one process (a study's lane, its scoring) share them. Treat the lists as read-only."""
+    key = (id(corpus), getattr(tokenizer, "kind", "word"), getattr(tokenizer, "lowercase", None),
+           tuple(tokenizer.vocab))
+    hit = _ENCODED.get(key)
+    if hit is not None and hit[0] is corpus:
+        return hit[1], hit[2]
+    a_ids = [tokenizer.encode(a) for a, _ in corpus.pairs]
+    b_ids = [tokenizer.encode(b) for _, b in corpus.pairs]
+    if len(_ENCODED) >= 4:
+        _ENCODED.pop(next(iter(_ENCODED)))
+    _ENCODED[key] = (corpus, a_ids, b_ids)
+    return a_ids, b_ids
+
+
 class PretrainingData:
     """A corpus tokenized once, split into train / held-out pairs, sampled into MLM+NSP batches."""
 
@@ -328,8 +347,7 @@ class PretrainingData:
         self.corpus, self.tokenizer, self.max_seq_len = corpus, tokenizer, int(max_seq_len)
         self.rates = rates or MaskingRates()
         self.nsp_positive_prob = float(nsp_positive_prob)
-        self.a_ids = [tokenizer.encode(a) for a, _ in corpus.pairs]
-        self.b_ids = [tokenizer.encode(b) for _, b in corpus.pairs]
+        self.a_ids, self.b_ids = encoded_pairs(corpus, tokenizer)
         groups: dict[str, int] = {}
         self.b_group = torch.tensor([groups.setdefault(b, len(groups)) for _, b in corpus.pairs])
         docs = getattr(corpus, "documents", None)

@@ -29,8 +29,8 @@ METRICS: dict[str, tuple[str, str]] = {
     "next_token_acc": ("next-token acc", "held-out next-token accuracy of a left-to-right model"),
     "nsp_acc": ("NSP acc", "the sentence head on held-out NSP pairs (half with a random B); n/a without a head"),
     "sop_acc": ("SOP acc", "the sentence head on held-out SOP pairs (half swapped): ALBERT's cross-evaluation"),
-    "ft_same_topic": ("fine-tune pairs", "fine-tuned accuracy on same_topic (sentence pairs, 16 labels, 100 steps)"),
-    "ft_coherence": ("fine-tune single", "fine-tuned accuracy on coherence (single sentences, 256 labels, 100 steps)"),
+    "ft_same_topic": ("fine-tune pairs", "fine-tuned accuracy on same_topic (sentence pairs, 16 labels, 60 steps)"),
+    "ft_coherence": ("fine-tune single", "fine-tuned accuracy on coherence (single sentences, 256 labels, 60 steps)"),
     "feature_topic": ("feature-based", "frozen encoder, a linear probe of each word's sentence topic (context_topic) "
                       "at its best layer"),
     "skills": ("skills", "share of the grammar's word skills passed, mean over skills (the run's last evaluation)"),
