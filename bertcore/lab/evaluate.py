@@ -9,7 +9,8 @@
   (single sentences), like the paper's GLUE columns.
 * Feature-based (Table 8's third column): the encoder frozen, a linear probe of each word's sentence topic
   (``context_topic``) on every layer's hidden states, the best layer reported.
-* The skills the run scored at its last evaluation (``skills.csv``), mean share passed over the word skills.
+* The skills the run scored at its last evaluation (``skills.csv``), mean share passed over the word skills; a
+  left-to-right model's are scored by sentence likelihood (``SkillSuite``), so they get a column of their own.
 
 ``evaluate_run`` writes ``evaluation.json`` into the run directory (atomically) with the seconds each part took.
 """
@@ -160,7 +161,8 @@ def evaluate_run(run_dir: str | Path, seed: int | None = None) -> dict:
         m["feature_topic"], details["feature_error"] = None, str(e)
     seconds["feature_topic"] = time.perf_counter() - t
     skills = final_skills(d)
-    m["skills"] = sum(skills.values()) / len(skills) if skills else None
+    mean = sum(skills.values()) / len(skills) if skills else None
+    m["skills"], m["skills_lm"] = (None, mean) if model.config.causal else (mean, None)  # two rules, two columns
     details["skills"] = skills
     out = {"format": 1, "metrics": {k: (None if v is None or not math.isfinite(v) else round(float(v), 6))
                                     for k, v in m.items()},

@@ -33,7 +33,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "ft_coherence": ("fine-tune single", "fine-tuned accuracy on coherence (single sentences, 256 labels, 60 steps)"),
     "feature_topic": ("feature-based", "frozen encoder, a linear probe of each word's sentence topic (context_topic) "
                       "at its best layer"),
-    "skills": ("skills", "share of the grammar's word skills passed, mean over skills (the run's last evaluation)"),
+    "skills": ("skills", "share of the grammar's word skills passed, mean over skills (the run's last evaluation): "
+               "P(right) > P(wrong) at the [MASK]"),
+    "skills_lm": ("skills (LM rule)", "the same skills for a left-to-right model, which has no [MASK] to read: passed "
+                  "when the sentence with the right word is the more probable one (not comparable with the MLM rule)"),
     "accuracy": ("held-out acc", "a fine-tune's held-out accuracy at its end (the task's fixed held-out split)"),
 }
 PRETRAINING_COLUMNS = tuple(k for k in METRICS if k != "accuracy")
