@@ -1,12 +1,15 @@
 """Fine-tune: fine-tune a pretrained encoder and the same architecture from random weights, and see what pretraining buys."""
+from pathlib import Path
+
 import streamlit as st
 
 from bertcore.data.tasks import load_task_csv, task_names
 from bertcore.errors import BertcoreError
-from bertcore.finetune.comparison import PRETRAINED, SCRATCH, summary_line
-from bertcore.finetune.models import MINILM_LR, classify
-from bertcore.finetune.sweep import DEFAULT_POINTS, SWEEP_STEPS, read_sweep
+from bertcore.finetune.models import MINILM_LR, PRETRAINED, SCRATCH, classify, summary_line
+from bertcore.finetune.sweep import DEFAULT_POINTS, SWEEP_STEPS, planned_points, sweep_points
 from bertcore.finetune.tuner import FinetuneConfig
+from bertcore.jobs.study import read_study
+from bertcore.training.history import History
 from explorer.figures import finetune as ff
 from explorer.jobs import finetunes, training_run
 from explorer import livechart
@@ -53,11 +56,14 @@ def _status(status: str) -> str:
     return tr(STATUS_LABELS.get(status, status))
 
 
+def _is_in(run, c) -> bool:
+    """Whether the StudyRun ``run`` works in comparison ``c``'s folder (the comparison itself or its sweep)."""
+    return run is not None and (Path(run.out_dir) == c.path or c.path in Path(run.out_dir).parents)
+
+
 def _pick_saved(kept, run):
-    """The saved comparison to show (None = the live one in memory): newest first, the live one by default."""
-    if not kept:
-        return None
-    live_dir = str(run.out_dir) if run is not None and run.out_dir is not None else None
+    """The comparison to show: the one in ``?ft=``, else the live one, else the newest."""
+    live_dir = str(run.out_dir) if run is not None else None
     ids = [c.id for c in kept]
     want = st.query_params.get("ft")
     if want not in ids:
@@ -67,39 +73,49 @@ def _pick_saved(kept, run):
         pick = st.selectbox(tr("Show"), ids, index=ids.index(want), format_func=lambda i: _saved_line(by_id[i]),
                             key="finetune_show")
         chosen = by_id[pick]
+        busy = any(_is_in(r, chosen) and r.running for r in (run, finetunes.sweep_run()))
         sure = st.checkbox(tr("Yes, delete this fine-tune for good"), key=f"finetune_sure_{pick}")
-        if st.button(tr("Delete"), key="finetune_delete", disabled=not sure or (str(chosen.path) == live_dir and run.running)):
+        if st.button(tr("Delete"), key="finetune_delete", disabled=not sure or busy):
             with user_action("Delete the fine-tune"):
                 finetunes.delete(chosen)
                 st.query_params.pop("ft", None)
                 st.rerun()
     st.query_params["ft"] = pick
-    return None if str(by_id[pick].path) == live_dir else by_id[pick]
+    return by_id[pick]
 
 
 def _curves(run_id: str, steps: int, histories: dict, chance: float) -> None:
     """Both models' held-out accuracy and training loss in the live chart (explorer.livechart): the browser keeps
     its charts and gets only the rows it lacks (extendTraces), so a redraw every second stays cheap."""
-    rows = livechart.pair_rows({k: histories.get(k) for k in (PRETRAINED, SCRATCH)})
+    rows = livechart.pair_rows({k: histories.get(k) or History.finetuning() for k in (PRETRAINED, SCRATCH)})
     livechart.live_panel(run_id, int(steps), rows, [], chance, key="finetune_curves", chart_height=320,
                          charts=ff.live_charts([PRETRAINED, SCRATCH]))
 
 
-def _live(run) -> None:
+def _run_errors(data: dict) -> list[str]:
+    return [f"{v['name']}: {r['error']}" for v in data.get("variants") or [] for r in v.get("runs") or []
+            if r.get("error")]
+
+
+def _live(run, c) -> None:
+    """The comparison this server process runs (or ran): both runs' rows as they come (the StudyRun's snapshot)."""
     running = run.running
 
     @st.fragment(run_every=1.0 if running else None)
     @user_action("Show the fine-tune")
     def live():
         s = run.snapshot()
-        st.progress(s.progress, text=tr("{status}: step {step}/{steps} of each model · elapsed {elapsed}",
-                                        status=_status(s.status), step=s.step, steps=s.steps,
-                                        elapsed=training_run.fmt_seconds(s.elapsed)))
-        if s.message:
-            st.error(s.message)
-        _curves(f"live-{id(run):x}", s.steps, s.histories, 1 / run.task.num_labels)
-        st.markdown("**" + tr(summary_line(s.final_accuracy(PRETRAINED), s.final_accuracy(SCRATCH),
-                                           run.labels_used, run.source)) + "**")
+        hists, used = finetunes.by_label(run, s.histories), finetunes.by_label(run, s.labels_used)
+        st.progress(min(1.0, s.step / max(1, s.steps)),
+                    text=tr("{status}: step {step}/{steps} of each model · elapsed {elapsed}",
+                            status=_status(s.status), step=s.step, steps=s.steps,
+                            elapsed=training_run.fmt_seconds(s.elapsed)))
+        for problem in ([s.message] if s.message else []) + _run_errors(s.data):
+            st.error(problem)
+        _curves(f"live-{id(run):x}", s.steps, hists, c.chance)
+        acc = {k: hists[k].last_eval().get("eval_accuracy") if k in hists else None for k in (PRETRAINED, SCRATCH)}
+        st.markdown("**" + tr(summary_line(acc[PRETRAINED], acc[SCRATCH], used.get(PRETRAINED, c.labels_used),
+                                           c.source)) + "**")
         if running and not s.running:
             st.rerun()
 
@@ -107,50 +123,50 @@ def _live(run) -> None:
 
 
 def _show_saved(c) -> None:
-    m = c.meta
-    done = tr("step {step}/{steps} of each model", step=m.get("steps_done", 0), steps=m.get("steps", "?"))
-    st.progress(min(1.0, (m.get("steps_done") or 0) / max(1, m.get("steps") or 1)), text=f"{_status(c.status)}: {done}")
+    done = tr("step {step}/{steps} of each model", step=c.steps_done, steps=c.steps or "?")
+    st.progress(min(1.0, c.steps_done / max(1, c.steps)), text=f"{_status(c.status)}: {done}")
     if c.damaged or c.reason:
         st.warning(f"“{c.name}”: {c.damaged or c.reason}.")
-    n_labels = max(2, len(m.get("task_labels") or []))
+    for problem in _run_errors(c.data or {}):
+        st.error(problem)
     rows = sum(len(h) for h in c.histories.values())
-    _curves(f"saved-{c.id}-{rows}", int(m.get("steps") or 1), c.histories, 1 / n_labels)
-    st.markdown("**" + tr(summary_line(c.accuracy(PRETRAINED), c.accuracy(SCRATCH), int(m.get("labels_used") or 0),
-                                       str(m.get("source") or ""))) + "**")
-    st.caption(tr("Saved in `{path}` (both models: `pretrained/`, `random-init/`; open one with "
-                  "`python -m bertcore classify DIR \"text\"`).", path=c.path))
+    _curves(f"saved-{c.id}-{rows}", max(1, c.steps), c.histories, c.chance)
+    st.markdown("**" + tr(summary_line(c.accuracy(PRETRAINED), c.accuracy(SCRATCH), c.labels_used, c.source)) + "**")
 
 
-def _sweep(folder, start_args) -> None:
-    """The label sweep of the comparison kept in ``folder``: its curves (kept in sweep.json), or a button that
-    runs it in the background. ``start_args()``: (pretrained, tokenizer, task, config, source) or an error."""
+def _sweep(c) -> None:
+    """The label sweep of comparison ``c`` (a study folder of its own, ``sweep/`` in the comparison's): its curves,
+    or a button that runs (or finishes) it in the background."""
     st.subheader(tr("Label sweep: where pretraining matters most"))
     pts = ", ".join(str(p or tr("all")) for p in DEFAULT_POINTS)
-    sweep = finetunes.live_sweep()
-    mine = sweep is not None and str(sweep.out_dir) == str(folder)
+    where = c.path / finetunes.SWEEP_DIR
+    sweep = finetunes.sweep_run()
+    mine = sweep is not None and Path(sweep.out_dir) == where
     running = mine and sweep.running
 
     @st.fragment(run_every=1.0 if running else None)
     @user_action("Show the label sweep")
     def show():
-        data = sweep.snapshot() if mine else read_sweep(folder)
+        data = sweep.snapshot().data if mine else read_study(where)
         if data is None:
             st.caption(tr("Fine-tunes both starting points again with {pts} labelled examples ({steps} steps each, "
                           "held-out accuracy at the end) and plots the final accuracy against the number of labels "
-                          "(`bertcore.finetune.sweep.label_sweep`).", pts=pts, steps=SWEEP_STEPS))
+                          "(`bertcore.lab.studies.finetune_study`, run by `bertcore.jobs.study`).", pts=pts,
+                          steps=SWEEP_STEPS))
             return
-        done, planned = data.get("points") or [], data.get("planned") or []
+        done, planned = sweep_points(data), planned_points(data)
         status = data.get("status")
-        if status == "running":
-            st.progress(len(done) / max(1, len(planned)), text=tr("sweeping: {done} of {n} points", done=len(done), n=len(planned)))
+        if running:
+            st.progress(len(done) / max(1, len(planned)), text=tr("sweeping: {done} of {n} points", done=len(done),
+                                                                  n=len(planned)))
         elif data.get("reason"):
             (st.error if status == "failed" else st.warning)(tr("Sweep {status}: {reason}", status=_status(status),
                                                                   reason=data["reason"]))
         if done:
-            st.plotly_chart(ff.sweep_figure(done, data.get("chance"), planned=planned), key="finetune_sweep")
+            st.plotly_chart(ff.sweep_figure(done, c.chance, planned=planned), key="finetune_sweep")
             st.caption(tr("{steps} steps per point, seed {seed}; kept in `{path}`.", steps=data.get("steps"),
-                          seed=data.get("seed"), path=f"{folder}/sweep.json"))
-        if running and not (sweep.running):
+                          seed=data.get("first_seed", 0), path=where))
+        if running and not sweep.running:
             st.rerun()
 
     show()
@@ -160,11 +176,13 @@ def _sweep(folder, start_args) -> None:
             sweep.join(2.0)
             st.rerun()
         return
+    kept = read_study(where)
+    if kept is not None and kept.get("status") == "finished":
+        return
     if st.button(tr("Run the label sweep ({pts} labels)", pts=pts), key="finetune_sweep_start",
                  disabled=finetunes.running() or finetunes.sweeping()):
         with user_action("Run the label sweep"):
-            got = start_args()
-            err = got if isinstance(got, str) else finetunes.start_sweep(folder, *got)
+            err = finetunes.start_sweep(c)
             if err:
                 st.error(err)
             else:
@@ -191,48 +209,32 @@ def _try_it(models, tokenizer, labels, pair: bool, task_name: str) -> None:
 
 @user_action("Show the fine-tunes")
 def _view(run, prompt: bool = True) -> None:
-    """The live comparison, or a saved one (after a reload or a restart, or picked from the saved list)."""
+    """The comparison picked in the saved list (the live one by default): its curves as they grow while this server
+    trains it, else from its folder (after a reload, a restart, or picked from the list); then Try it and the
+    sweep."""
     kept = finetunes.saved()
-    saved = _pick_saved(kept, run)
-    if saved is None and run is None:
+    if not kept:
         if prompt:
             st.info(tr("Pick a pretrained model and a task, then press **Start**."))
         return
-    if saved is None:
-        _live(run)
-        if not run.running and run.models:
-            _try_it(run.models, run.tokenizer, run.task.labels, run.task.pair, run.task.name)
-            if run.out_dir is not None and (run.out_dir / "run.json").is_file():
-                _sweep(run.out_dir, lambda: (run.pretrained, run.tokenizer, run.task, run.config, run.source))
+    c = _pick_saved(kept, run)
+    if run is not None and Path(run.out_dir) == c.path:
+        _live(run, c)
+        c = finetunes.read_comparison(c.path)  # as it is now: the models are on disk once it ended
+    else:
+        _show_saved(c)
+    st.caption(tr("Saved in `{path}` (both models: `runs/*/`, fine-tune run directories; open one with "
+                  "`python -m bertcore classify DIR \"text\"`).", path=c.path))
+    if not c.has_models:
         return
-    _show_saved(saved)
-    if saved.has_models:
-        try:
-            models, tok = finetunes.open_models(saved)
-        except (BertcoreError, OSError) as e:
-            st.error(tr("The saved models cannot be opened: {error}", error=e))
-            return
-        m = saved.meta
-        _try_it(models, tok, list(m.get("task_labels") or []), bool(m.get("pair")), str(m.get("task") or ""))
-        _sweep(saved.path, lambda: _sweep_args(saved))
-
-
-def _sweep_args(saved):
-    """(pretrained, tokenizer, task, config, source) to sweep a saved comparison again, or a message."""
-    m = saved.meta
-    source, task_name = str(m.get("source") or ""), str(m.get("task") or "")
-    if task_name not in task_names():
-        return tr("The sweep re-runs the task, and “{task}” was an uploaded CSV that is not kept; start a new "
-                  "comparison with the CSV and run the sweep from it.", task=task_name)
     try:
-        am = workspace.list_models()[source]
-        cfg = FinetuneConfig.from_dict(m.get("finetune_config") or {})
-        return am.model, am.tokenizer, page_caches.finetune_task(task_name), cfg, source
-    except KeyError:
-        return tr("The starting model “{source}” is not loaded in this session; pick it in the sidebar first.",
-                  source=source)
+        models, tok = finetunes.open_models(c)
     except (BertcoreError, OSError) as e:
-        return tr("The sweep cannot start: {error}", error=e)
+        st.error(tr("The saved models cannot be opened: {error}",
+                    error=error_text(e) if isinstance(e, BertcoreError) else e))
+        return
+    _try_it(models, tok, c.task_labels, c.pair, c.task)
+    _sweep(c)
 
 
 def render() -> None:
@@ -288,7 +290,8 @@ def render() -> None:
     b1, b2, _ = st.columns([1, 1, 4])
     if b1.button(tr("Start"), key="finetune_start", type="primary", disabled=running or task is None):
         with user_action("Start the fine-tune"):
-            err = finetunes.start(label, task, cfg)
+            err = finetunes.start(label, task, cfg, st.session_state.get("finetune_csv") if task_name == _UPLOAD
+                                  else None)
             if err:
                 st.error(err)
             else:

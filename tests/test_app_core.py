@@ -127,6 +127,66 @@ def test_pages_render_with_trained_model(trained_run):
         _no_exception(at)
 
 
+def test_compare_trains_both_designs_as_one_study():
+    """Compare designs is a small study (bertcore.jobs.study): both designs train side by side from the same start
+    (bertcore.jobs.study.initial_model), the curves are their histories, a reload (the live run gone, as after a
+    restart) finds the comparison on disk with the same curves and both attention grids, and a grid's run becomes
+    the active model."""
+    from streamlit.testing.v1 import AppTest
+
+    from bertcore.jobs.study import read_study
+    from bertcore.training import runs
+
+    ws = runs.new_workspace_id()
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["ws"] = ws
+    at.switch_page("app_pages/compare.py").run()
+    _no_exception(at)
+    assert any("Same start" in m.value and "bert.encoder.LayerNorm" in m.value for m in at.info)  # post vs pre
+    at.slider(key="compare_steps").set_value(20).run()
+    at.button(key="compare_start").click().run()
+    _no_exception(at)
+    assert not at.error, [e.value for e in at.error]
+    run = training_run.find_live(ws, "bx_compare_run")
+    assert run is not None and run.lanes_wanted == 2
+    t0 = time.monotonic()
+    while run.running and time.monotonic() - t0 < 600:
+        run.snapshot()  # the heartbeat (AppTest runs no fragment timers)
+        time.sleep(0.2)
+    s = run.snapshot()
+    assert s.status == "finished" and set(s.states.values()) == {"scored"} and s.total_done == s.total_steps == 40
+    assert s.labels == ["A: post", "B: pre"]
+    data = read_study(run.out_dir)
+    assert data["study"] == "compare-designs" and data["first_seed"] == 0 and data["steps"] == 20
+    assert run.out_dir.parent == runs.workspace_dir(ws)  # a study folder of the workspace: one entry of its runs
+    frames = {name: s.histories[(name, 0)].frame() for name in s.labels}
+    assert all(len(f) == 20 for f in frames.values())
+
+    def curves(app):
+        figs = {json.loads(c.proto.spec)["layout"]["title"]["text"]: json.loads(c.proto.spec)
+                for c in app.get("plotly_chart") if "compare_mlm_loss" in c.proto.id}
+        (fig,) = figs.values()
+        return {t["name"]: t["y"] for t in fig["data"] if t["name"].endswith("MLM loss (train)")}
+
+    at.run()
+    _no_exception(at)
+    for name, f in frames.items():
+        assert curves(at)[f"{name} · MLM loss (train)"] == pytest.approx(f.mlm_loss.tolist())
+    training_run.register_live(ws, "bx_compare_run", None)  # a server restart: only the disk is left
+    again = AppTest.from_file(APP, default_timeout=120)
+    again.query_params["ws"] = ws
+    again.switch_page("app_pages/compare.py").run()
+    _no_exception(again)
+    assert not again.error, [e.value for e in again.error]
+    for name, f in frames.items():
+        assert curves(again)[f"{name} · MLM loss (train)"] == pytest.approx(f.mlm_loss.tolist())
+    grids = [c for c in again.get("plotly_chart") if "compare_grid_" in c.proto.id]
+    assert len(grids) == 2
+    again.button(key="compare_use_B: pre").click().run()
+    _no_exception(again)
+    assert again.sidebar.markdown[0].value == "**Active model:** compare-designs · B: pre · seed 0"
+
+
 # ------------------------------------------------------------------ figures
 def test_curves_figure_carries_history_numbers():
     h = pd.DataFrame({"step": [1, 2, 3], "mlm_loss": [5.0, 4.0, 3.5], "nsp_loss": [0.7, 0.69, 0.68],

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import io
 import logging
+import time
 import zipfile
 from pathlib import Path
 
@@ -79,7 +80,12 @@ def _seed_workspace(good: dict[str, bytes]) -> str:
     at.button(key="finetune_start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     run = training_run.find_live(ws, "bx_finetune_run")
-    assert run is not None and run.join(120) and run.snapshot().status == "finished"
+    assert run is not None
+    t0 = time.monotonic()
+    while run.running and time.monotonic() - t0 < 300:  # the page's heartbeat (AppTest runs no fragment timers)
+        run.snapshot()
+        time.sleep(0.2)
+    assert run.snapshot().status == "finished"
     runs.write_workspace(ws, active="untrained")  # the fuzz starts from the default model
     return ws
 

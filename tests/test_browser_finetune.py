@@ -1,6 +1,8 @@
 """The Fine-tune page in chromium: upload a small checkpoint, fine-tune it and its random-init twin side by
-side, watch both curves grow in the live chart (explorer.livechart: plotly.js in a component iframe, extended in
-place), read the summary line, classify a typed sentence with both, and find the whole curves again after F5."""
+side (a fine-tune study: two training processes of the one study runner), watch both curves grow in the live chart
+(explorer.livechart: plotly.js in a component iframe, extended in place), read the summary line, classify a typed
+sentence with both, find the whole curves again after F5, and run the label sweep (a study of its own, kept in the
+comparison's folder) to its 4 points."""
 from __future__ import annotations
 
 import re
@@ -56,7 +58,8 @@ def test_finetune_side_by_side(offline_page: Page, app_server, tmp_path):  # noq
 
     until(sample_until_finished, timeout=TRAIN, page=page, every=100)
     grew = [b for a, b in zip(seen, seen[1:]) if b > a]
-    assert len(grew) >= 2 and 0 < min(seen) < 1000, f"the loss chart did not grow while training: {seen}"
+    # (empty while the two training processes start, then growing while both train)
+    assert len(grew) >= 2 and any(0 < n < 1000 for n in seen), f"the loss chart did not grow while training: {seen}"
     expect(page.locator(MAIN)).to_contain_text(re.compile(r"Pretraining \(.*\) (bought|cost) \d+\.\d points"),
                                                timeout=LOAD)
     expect(progress).to_contain_text("finished", timeout=TRAIN)

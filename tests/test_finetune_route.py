@@ -1,9 +1,11 @@
 """Issue 14: fine-tuning runs on the training service's route (hooks, StopSignal, run.json lifecycle, one place that
-creates run directories), the comparison keeps both models on the same batches, dropout masks and classifier init,
-and the label sweep (library, CLI --sweep, background runner and its sweep.json)."""
+creates run directories), the comparison's two FinetuneSpecs keep both models on the same batches, dropout masks and
+classifier init, and the label sweep is a fine-tune study run by the one study runner (library, CLI --sweep, the
+background StudyRun and its study folder)."""
 import json
 import math
 import os
+import time
 
 import pytest
 
@@ -91,20 +93,44 @@ def test_open_run_dir_refuses_a_file(tmp_path):
         open_run_dir(f, None, "x")
 
 
-def test_pair_equals_two_separate_finetunes():
-    """The comparison's guarantee: stepping both models in lock-step changes nothing for either of them."""
-    task = _task("same_topic")
+def test_two_specs_equal_two_separate_finetunes(tmp_path):
+    """The comparison's guarantee: the FinetuneSpecs of its two runs (init pretrained / random) are the fine-tunes of
+    the pretrained model and of its random-init twin, with the same labelled examples, batches and classifier."""
+    from bertcore.finetune.spec import FinetuneSpec
+    from bertcore.io.checkpoint import ModelBundle, save_checkpoint
+
+    task = get_task("same_topic")
     pre, tok = _pretrained()
+    save_checkpoint(ModelBundle(model=pre, tokenizer=tok, history=None, name="small", source="test"), tmp_path / "src")
     cfg = FinetuneConfig(steps=5, batch_size=8, labels=16, eval_every=5)
-    pair = fr.PairTuner(pre, tok, task, cfg)
-    pair.run()
-    assert pair.step_count == 5 and pair.done and pair.error is None
+    specs = {init: FinetuneSpec(str(tmp_path / "src"), "same_topic", cfg, init).tuner()
+             for init in ("pretrained", "random")}
     alone_pre = BertForSequenceClassification.from_pretraining(pre, 2, task.labels, cfg.seed)
-    alone = {fr.PRETRAINED: alone_pre, fr.SCRATCH: scratch_twin(alone_pre, cfg.seed)}
-    for label, m in alone.items():
+    alone = {"pretrained": alone_pre, "random": scratch_twin(alone_pre, cfg.seed)}
+    for init, m in alone.items():
         h = FineTuner(m, tok, task, cfg).run()
-        assert h.equals(pair.tuners[label].history.frame()), label
-    assert pair.tuners[fr.PRETRAINED].examples == pair.tuners[fr.SCRATCH].examples
+        assert h.equals(specs[init].run()), init
+    assert specs["pretrained"].examples == specs["random"].examples
+    assert not specs["pretrained"].history.frame().equals(specs["random"].history.frame())  # other weights
+    back = FinetuneSpec.from_json(FinetuneSpec(str(tmp_path / "src"), "same_topic", cfg, "random").to_json())
+    assert back.init == "random" and back.config == cfg and back.start == str(tmp_path / "src")
+    with pytest.raises(InputError, match="init="):
+        FinetuneSpec(str(tmp_path / "src"), "same_topic", cfg, "scratch")
+
+    # the device a study runs on (finetune --sweep --device ...) reaches every fine-tune: the runner's specs carry
+    # it, the job folder's "runtime" gives it back to the training process's specs, and their tuners train there
+    from bertcore.jobs import study as S
+    from bertcore.jobs import worker
+    from bertcore.lab.studies import finetune_study
+    from bertcore.training.device import Runtime
+
+    rt = Runtime("cpu", "fp32", deterministic=True)  # told apart from the default Runtime()
+    plan = S.plan(finetune_study(str(tmp_path / "src"), "m", "same_topic", cfg.to_dict()), tmp_path / "st", seeds=1)
+    jobs = S.specs(plan, plan.cells, None, runtime=rt)
+    assert [j.runtime for j in jobs] == [rt, rt] and [j.init for j in jobs] == ["pretrained", "random"]
+    child = [worker.spec_from_json(j.to_json(), tmp_path, rt) for j in jobs]
+    assert all(c.runtime is rt and c.tuner().runtime is rt for c in child)
+    assert FinetuneSpec.from_json(jobs[0].to_json()).tuner().runtime == Runtime()
 
 
 # ------------------------------------------------------------------ the label sweep
@@ -116,68 +142,111 @@ def test_parse_points():
             fsw.parse_points(bad)
 
 
-def test_label_sweep_points_are_the_comparisons_final_accuracies():
-    task = _task("same_topic")
-    pre, tok = _pretrained()
-    cfg = FinetuneConfig(steps=3, batch_size=8, eval_every=1)
-    got = fsw.label_sweep(pre, tok, task, cfg, [8, 0])
-    assert [p["labels"] for p in got] == [8, 0] and [p["steps"] for p in got] == [3, 3]
-    assert got[0]["labels_used"] == 8 and got[1]["labels_used"] == len(task.train)
-    for p in got:  # each point is exactly a PairTuner run at that label count, evaluated once at the end
-        pair = fr.PairTuner(pre, tok, task, cfg.replace(labels=p["labels"], eval_every=0))
-        pair.run()
-        assert p["pretrained"] == pair.accuracy(fr.PRETRAINED) and p["random_init"] == pair.accuracy(fr.SCRATCH)
-        assert len(pair.tuners[fr.PRETRAINED].history.frame().eval_accuracy.dropna()) == 1
-        assert 0 <= p["pretrained"] <= 1 and 0 <= p["random_init"] <= 1
-    assert got == fsw.label_sweep(pre, tok, task, cfg, [8, 0])  # seeded
-    import threading
-
-    stop = threading.Event()
-    stop.set()
-    assert fsw.label_sweep(pre, tok, task, cfg, [8, 0], stop=stop) == []
-
-
-def test_cli_sweep_json_and_file(tmp_path, capsys):
-    src = tmp_path / "src"  # a small pretraining checkpoint
+def _checkpoint(tmp_path):
     from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 
     pre, tok = _pretrained()
-    save_checkpoint(ModelBundle(model=pre, tokenizer=tok, history=None, name="small", source="test"), src)
+    save_checkpoint(ModelBundle(model=pre, tokenizer=tok, history=None, name="small", source="test"), tmp_path / "src")
+    return str(tmp_path / "src")
+
+
+def _sweep_study(src, points, steps=3):
+    from bertcore.lab.studies import finetune_study
+
+    return finetune_study(src, "small", "same_topic", fsw.sweep_config({"batch_size": 8}, steps), points=points)
+
+
+def test_sweep_points_are_the_final_accuracies_of_each_fine_tune(tmp_path):
+    """Through the runner (two lanes): each point is both fine-tunes at that label count, evaluated once at the end,
+    exactly as each is alone; seeded; a stopped sweep has no unfinished point."""
+    from bertcore.finetune.spec import FinetuneSpec
+    from bertcore.jobs import study as S
+
+    src = _checkpoint(tmp_path)
+    study = _sweep_study(src, [8, 0])
+    assert [v.name for v in study.variants] == ["from pretrained weights, 8 labels", "from random init weights, 8 labels",
+                                                "from pretrained weights, all labels",
+                                                "from random init weights, all labels"]
+    data = S.run(S.plan(study, tmp_path / "sweep", seeds=1), lanes=2, in_process=True)
+    got = fsw.sweep_points(data)
+    assert data["status"] == "finished" and [p["labels"] for p in got] == [8, 0] and [p["steps"] for p in got] == [3, 3]
+    assert got[0]["labels_used"] == 8 and got[1]["labels_used"] == len(get_task("same_topic").train)
+    assert fsw.planned_points(data) == [8, 0]
+    for p in got:
+        for init, key in (("pretrained", "pretrained"), ("random", "random_init")):
+            cfg = FinetuneConfig(steps=3, batch_size=8, labels=p["labels"], eval_every=0)
+            tuner = FinetuneSpec(src, "same_topic", cfg, init).tuner()
+            tuner.run()
+            assert p[key] == pytest.approx(tuner.eval_accuracy, abs=1e-6)  # evaluation.json keeps 6 digits
+            assert len(tuner.history.frame().eval_accuracy.dropna()) == 1 and 0 <= p[key] <= 1
+    again = S.run(S.plan(study, tmp_path / "again", seeds=1), lanes=2, in_process=True)
+    assert fsw.sweep_points(again) == got  # seeded
+    stop = StopSignal()
+    stop.request("no")
+    none = S.run(S.plan(study, tmp_path / "stopped", seeds=1), lanes=2, in_process=True, stop=stop)
+    assert none["status"] == "stopped" and fsw.sweep_points(none) == []
+    table = fsw.sweep_table(got).splitlines()
+    assert table[0].split() == ["labels", "pretrained", "random", "init", "points"]
+    assert table[1].split()[:3] == ["8", f"{got[0]['pretrained']:.3f}", f"{got[0]['random_init']:.3f}"]
+
+
+def test_cli_sweep_prints_json_and_keeps_its_study(tmp_path, capsys):
+    from bertcore.jobs.study import read_study
+
+    src = _checkpoint(tmp_path)
     out = tmp_path / "sweep"
-    assert main(["finetune", "--from", str(src), "--task", "coherence", "--sweep", "8,16", "--steps", "2",
+    assert main(["finetune", "--from", src, "--task", "coherence", "--sweep", "8,16", "--steps", "2",
                  "--out", str(out), "--json"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert [p["labels_used"] for p in res["points"]] == [8, 16] and res["steps"] == 2 and res["chance"] == 0.5
+    assert [p["labels"] for p in res["points"]] == [8, 16]
     assert all(0 <= p[k] <= 1 for p in res["points"] for k in ("pretrained", "random_init"))
-    saved = fsw.read_sweep(out)
-    assert saved["status"] == "finished" and saved["points"] == res["points"] and saved["planned"] == [8, 16]
-    assert main(["finetune", "--from", str(src), "--task", "coherence", "--sweep", "8,16", "--steps", "2"]) == 0
+    saved = read_study(out)  # --out is the sweep's study folder
+    assert saved["status"] == "finished" and saved["kind"] == "finetune" and fsw.sweep_points(saved) == res["points"]
+    assert fsw.planned_points(saved) == [8, 16] and runs.read_run(out).kind == "study"
+    assert main(["finetune", "--from", src, "--task", "coherence", "--sweep", "8,16", "--steps", "2"]) == 0
     table = capsys.readouterr().out.splitlines()
     assert table[0].split() == ["labels", "pretrained", "random", "init", "points"] and len(table) == 3
+    assert [line.split()[:3] for line in table[1:]] == [
+        [str(p["labels_used"]), f"{p['pretrained']:.3f}", f"{p['random_init']:.3f}"] for p in res["points"]]
     assert main(["finetune", "--from", "scratch", "--task", "coherence", "--sweep", "16"]) == 2
     assert "--from DIR or minilm" in capsys.readouterr().err
-    assert main(["finetune", "--from", str(src), "--task", "coherence", "--sweep", "16,lots"]) == 2
+    assert main(["finetune", "--from", src, "--task", "coherence", "--sweep", "16,lots"]) == 2
     assert capsys.readouterr().err.startswith("error: --sweep")
+    assert main(["finetune", "--from", src, "--task", "coherence", "--sweep", "8,32", "--steps", "2",
+                 "--out", str(out)]) == 2  # a folder that holds another sweep: says so, touches nothing
+    assert "other variants" in capsys.readouterr().err and fsw.sweep_points(read_study(out)) == res["points"]
 
 
-def test_background_sweep_keeps_sweep_json(tmp_path):
-    task = _task("same_topic")
-    pre, tok = _pretrained()
-    sw = fsw.LabelSweep(pre, tok, task, FinetuneConfig(steps=2, batch_size=8), tmp_path, points=[8, 16],
-                        source="test", abandon_after=600).start()
-    assert sw.join(120)
+def test_background_sweep_keeps_its_study_folder(tmp_path, monkeypatch):
+    from conftest import TRAINING_RUNS
+
+    from bertcore.jobs import study as S
+    from explorer.jobs.study_run import StudyRun
+
+    monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "0")
+    src = _checkpoint(tmp_path)
+    d = tmp_path / "sweep"
+    sw = StudyRun(S.plan(_sweep_study(src, [8, 16], steps=2), d, seeds=1), lanes=2, abandon_after=600)
+    TRAINING_RUNS.append(sw)
+    sw.start()
+    t0 = time.monotonic()
+    while sw.running and time.monotonic() - t0 < 120:
+        sw.snapshot()
+        time.sleep(0.05)
     snap = sw.snapshot()
-    assert snap["status"] == "finished" and [p["labels_used"] for p in snap["points"]] == [8, 16]
-    on_disk = fsw.read_sweep(tmp_path)
-    assert on_disk["points"] == snap["points"] and on_disk["chance"] == 0.5
-    expected = fsw.label_sweep(pre, tok, task, FinetuneConfig(steps=2, batch_size=8), [8, 16])
-    assert on_disk["points"] == expected
+    assert snap.status == "finished" and [p["labels_used"] for p in fsw.sweep_points(snap.data)] == [8, 16]
+    on_disk = S.read_study(d)
+    assert fsw.sweep_points(on_disk) == fsw.sweep_points(snap.data)
+    expected = S.run(S.plan(_sweep_study(src, [8, 16], steps=2), tmp_path / "again", seeds=1), in_process=True)
+    assert fsw.sweep_points(on_disk) == fsw.sweep_points(expected)
     # a "running" sweep of a process that is gone reads as stopped, its finished points kept
-    fsw.write_sweep(tmp_path, {**on_disk, "status": "running", "pid": 2**22 + 12345})
-    again = fsw.read_sweep(tmp_path)
-    assert again["status"] == "stopped" and "interrupted after 2 points" in again["reason"]
-    (tmp_path / fsw.SWEEP_FILE).write_text("{broken")
-    assert fsw.read_sweep(tmp_path) is None
+    (d / S.STUDY_FILE).write_text(json.dumps({**on_disk, "status": "running", "pid": 2**22 + 12345}))
+    again = S.read_study(d)
+    assert again["status"] == "stopped" and "interrupted" in again["reason"]
+    assert fsw.sweep_points(again) == fsw.sweep_points(on_disk)
+    (d / S.STUDY_FILE).write_text("{broken")
+    assert S.read_study(d) is None
 
 
 def test_sweep_figure_draws_the_points_on_a_log_axis():

@@ -73,3 +73,36 @@ def test_trainer_starts_from_the_prepared_model(switch):
     t2.run()
     same = t1.history.frame()["mlm_loss"].tolist() == t2.history.frame()["mlm_loss"].tolist()
     assert same == (switch["hidden_act"] == "gelu")
+
+
+def test_compare_designs_starts_b_from_a_through_the_study_runner():
+    """Compare designs' same start is the study runner's (bertcore.jobs.study.initial_model): a switch that changes
+    the tensors (pre-LN's final LayerNorm) shares every other tensor with A; a switch that keeps the shapes shares all
+    from the seed alone; presets whose init schemes differ keep their own, presets with the same scheme share."""
+    from bertcore.jobs.study import initial_model
+    from bertcore.lab.studies import Study, Variant
+
+    def study(a: dict, b: dict) -> Study:
+        return Study("compare-designs", "t", "s", (Variant("A", a), Variant("B", b)), "A",
+                     base={"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64})
+
+    s = study({"norm_placement": "post"}, {"norm_placement": "pre"})
+    a, none = initial_model(s, "A", 3, 450)
+    b, report = initial_model(s, "B", 3, 450)
+    assert none is None and report is not None and not report.all_shared
+    assert {n for n, _ in report.own} == {"bert.encoder.LayerNorm.weight", "bert.encoder.LayerNorm.bias"}
+    pa = dict(a.named_parameters())
+    for n, p in b.named_parameters():  # B's own LayerNorm is the only tensor A lacks
+        assert (n in pa and torch.equal(p, pa[n])) == (n in report.copied), n
+    s = study({"hidden_act": "gelu"}, {"hidden_act": "relu"})
+    (a, _), (b, report) = initial_model(s, "A", 3, 450), initial_model(s, "B", 3, 450)
+    assert report is None and all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    small = {"hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}
+    s = study({**PRESETS["original BERT"][0], **small}, {**PRESETS["BERT-pytorch (codertimo)"][0], **small})
+    b, report = initial_model(s, "B", 3, 450)  # init "bert" vs "pytorch": the scheme is part of the design
+    assert report is None
+    own = init_model(BertConfig(vocab_size=450, **{**PRESETS["BERT-pytorch (codertimo)"][0], **small}), 3)
+    assert all(torch.equal(p, q) for p, q in zip(b.parameters(), own.parameters()))  # nothing copied from A
+    s = study({**PRESETS["BERT-pytorch (codertimo)"][0], **small}, {**PRESETS["blog BertModel"][0], **small})
+    b, report = initial_model(s, "B", 3, 450)  # both "pytorch": shared wherever the shapes match
+    assert report is not None and report.copied and report.own

@@ -350,7 +350,8 @@ def _run(p: Plan, todo: list[Cell], lanes: int, stop: StopSignal, lock, on_event
             lane.folder = Path(tempfile.mkdtemp(prefix="bertx-study-"))
             worker.write_job(lane.folder, lane.jobs, p.out / RUNS_DIR, nice=nice, runtime=runtime)
             lane.proc = worker.spawn(lane.folder)
-    stopper = threading.Thread(target=_relay_stop, args=(stop, work, in_process), daemon=True)
+    ended = threading.Event()  # the lanes are done: the stopper thread goes too (it holds every lane's jobs)
+    stopper = threading.Thread(target=_relay_stop, args=(stop, work, in_process, ended), daemon=True)
     stopper.start()
     threads = [threading.Thread(target=lane_thread, args=(lane,), name=f"bx-study-lane-{k}", daemon=True)
                for k, lane in enumerate(work)]
@@ -364,6 +365,7 @@ def _run(p: Plan, todo: list[Cell], lanes: int, stop: StopSignal, lock, on_event
         stop.request("stopped by Ctrl-C")
         for t in threads:
             t.join()
+    ended.set()
     errors = [lane.error for lane in work if lane.error]
     with lock:
         for c in p.cells:  # whatever a lane left half-done is stopped (resumable) or missing
@@ -378,9 +380,12 @@ def _run(p: Plan, todo: list[Cell], lanes: int, stop: StopSignal, lock, on_event
     return data
 
 
-def _relay_stop(stop: StopSignal, work: list[_Lane], in_process: bool) -> None:
-    """Pass a stop request on to every lane (a child's stdin; a thread's trainer through its ``current``)."""
-    stop.wait()
+def _relay_stop(stop: StopSignal, work: list[_Lane], in_process: bool, ended: threading.Event) -> None:
+    """Pass a stop request on to every lane (a child's stdin; a thread's trainer through its ``current``); without
+    one, end with the lanes."""
+    while not stop.wait(0.5):
+        if ended.is_set():
+            return
     for lane in work:
         if in_process:
             worker.note_stop(lane.current, stop, stop.reason or "stopped")

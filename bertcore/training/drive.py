@@ -1,6 +1,6 @@
 """Driving a training to its end while its run directory stays current: the machinery every route shares.
 
-``drive`` runs anything Trainer-shaped (pretraining's ``Trainer``, fine-tuning's ``FineTuner`` and ``PairTuner``)
+``drive`` runs anything Trainer-shaped (pretraining's ``Trainer``, fine-tuning's ``FineTuner``)
 to its end, a ``StopSignal``, a NaN stop or Ctrl-C; it keeps run.json's status lifecycle (running with this
 pid, then finished / stopped / failed with a reason), rewrites the run directory at every held-out evaluation
 and fires ``start``, ``checkpoint`` and ``end`` on the trainer's callbacks (``bertcore.training.callbacks``; the

@@ -1,4 +1,4 @@
-"""The step loop every trainer shares (pretraining's ``Trainer``, fine-tuning's ``FineTuner`` and ``PairTuner``).
+"""The step loop every trainer shares (pretraining's ``Trainer``, fine-tuning's ``FineTuner``).
 
 ``run_steps`` steps a trainer until its configured number of steps, ``n`` more, a ``stop()`` or a NaN stop, and
 fires ``step`` (and ``eval`` after an evaluated step) on the trainer's ``Callbacks``

@@ -39,7 +39,7 @@ def live_charts(labels: Sequence[str]) -> list[dict]:
 def sweep_figure(points: Sequence[Mapping], chance: float | None = None, height: int = 340,
                  planned: Sequence[int] = ()) -> go.Figure:
     """The label sweep: final held-out accuracy against the number of labelled examples (log x), one line per
-    starting point. ``points``: dicts with labels_used, pretrained, random_init (``bertcore.finetune.sweep.label_sweep``)."""
+    starting point. ``points``: dicts with labels_used, pretrained, random_init (``bertcore.finetune.sweep.sweep_points``)."""
     fig = go.Figure()
     xs = [int(p["labels_used"]) for p in points]
     for i, (key, label) in enumerate((("pretrained", "pretrained"), ("random_init", "random init"))):
