@@ -8,7 +8,6 @@ same labelled examples, batch order, dropout masks and classifier layer from the
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,9 +18,6 @@ from bertcore.finetune.tuner import FinetuneConfig, FineTuner
 from bertcore.message import Message
 
 INITS = ("pretrained", "random")
-# building a classifier seeds torch's global RNG (from_pretraining's fork_rng): two lanes of a study in threads of one
-# process must not interleave there, or each draws the other's numbers
-_BUILD_LOCK = threading.Lock()
 
 
 @dataclass
@@ -43,10 +39,9 @@ class FinetuneSpec:
     def tuner(self, callbacks=None, runtime=None) -> FineTuner:
         """The FineTuner this spec describes (the task and the starting weights loaded now)."""
         task = get_task(self.task)
-        with _BUILD_LOCK:
-            model, tok, _ = start_model(self.start, task, seed=int(self.config.seed))
-            if self.init == "random":
-                model = scratch_twin(model, int(self.config.seed))
+        model, tok, _ = start_model(self.start, task, seed=int(self.config.seed))  # seeded alone (model.bert.seeded)
+        if self.init == "random":
+            model = scratch_twin(model, int(self.config.seed))
         return FineTuner(model, tok, task, self.config, label=self.init, callbacks=callbacks,
                          runtime=runtime if runtime is not None else self.runtime)
 

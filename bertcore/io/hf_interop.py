@@ -21,7 +21,7 @@ from bertcore.data.tokenization import WordPieceTokenizer
 from bertcore.errors import CheckpointError, ConfigError
 from bertcore.message import Message, reason
 from bertcore.io.checkpoint import ModelBundle, read_json_object
-from bertcore.model.bert import BertForPreTraining
+from bertcore.model.bert import BertForPreTraining, init_model
 
 _ACT_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
 _ACT_FROM_HF = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -297,9 +297,7 @@ def import_hf(hf_dir: str | Path, name: str | None = None):
             "they must come from the same model", n=tokenizer.vocab_size, vocab_size=cfg.vocab_size
         ))
 
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = BertForPreTraining(cfg)
+    model = init_model(cfg, 0)
     expected = model.state_dict()
     for k, v in sd.items():
         if k in expected and expected[k].shape != v.shape:

@@ -11,6 +11,7 @@ switches of ``BertConfig`` reproduce the seed designs (see ``bertcore/presets.py
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from dataclasses import dataclass, field
@@ -394,12 +395,21 @@ def count_parameters(model: BertForPreTraining) -> dict[str, int]:
 
 
 # Building a model draws its init from the global RNG; this lock + fork_rng makes that deterministic per seed
-# even when several sessions build models at once, and leaves the caller's RNG state untouched.
-_INIT_LOCK = threading.Lock()
+# even when several sessions (or a study's lanes in threads) build models at once, and leaves the caller's RNG
+# state untouched.
+_INIT_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def seeded(seed: int):
+    """Draw from torch's global RNG seeded with ``seed``, alone: every module built inside gets the numbers a solo
+    build with that seed gets, whatever other threads do (the caller's RNG state comes back afterwards)."""
+    with _INIT_LOCK, torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        yield
 
 
 def init_model(config: BertConfig, seed: int = 0) -> BertForPreTraining:
     """A fresh ``BertForPreTraining(config)`` whose init depends only on ``seed`` (global RNG untouched)."""
-    with _INIT_LOCK, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         return BertForPreTraining(config)

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bertcore.config import BertConfig
-from bertcore.model.bert import BertModel
+from bertcore.model.bert import BertModel, seeded
 from bertcore.model.functional import dropout
 
 
@@ -50,8 +50,7 @@ class BertForSequenceClassification(nn.Module):
         """A classifier whose encoder + pooler are a copy of ``pretrained.bert`` (a ``BertForPreTraining``);
         the classifier layer is drawn from ``seed``. A missing pooler (e.g. all-MiniLM-L6-v2) keeps its
         weights random and trains with the rest."""
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+        with seeded(seed):
             model = cls(pretrained.config, num_labels, labels)
         missing, _ = model.bert.load_state_dict(pretrained.bert.state_dict(), strict=False)
         if missing:
