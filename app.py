@@ -22,6 +22,7 @@ PAGES = [
     ("forward.py", "forward", mark("Inside the model"), ":material/route:", mark("Learn")),
     ("train.py", "train", mark("Train"), ":material/model_training:", mark("Train")),
     ("compare.py", "compare", mark("Compare designs"), ":material/compare:", mark("Train")),
+    ("lab.py", "lab", mark("Lab"), ":material/science:", mark("Train")),
     ("finetune.py", "finetune", mark("Fine-tune"), ":material/tune:", mark("Train")),
     ("attention.py", "attention", mark("Attention"), ":material/grid_on:", mark("Inspect")),
     ("predict.py", "predict", mark("Predict"), ":material/psychology:", mark("Inspect")),

@@ -1,10 +1,15 @@
 """The sidebar drawn by app.py on every page: active model, live training status, model switcher, and the
-workspace's runs (switch, resume, rename, download, share a read-only link, delete) in a compact expander.
+workspace's runs (switch, resume, rename, download, share a read-only link, delete) in a compact expander. A study
+(run.json kind "study", bertcore.jobs.study) is one entry there: open it in the Lab, rename, share, delete; its runs
+live inside its folder and are listed by the Lab only.
 
 A session that shows a run by a read-only link (``?share=``, explorer.session.share_links) gets instead one block with
 "Copy into my workspace": no run list, no folder box. The folder box appears only where the server's folder
 policy offers folders (explorer.session.folder_access)."""
 from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import streamlit as st
 
@@ -13,7 +18,7 @@ from bertcore.model.bert import count_parameters
 from bertcore.training import runs
 from explorer.jobs import finetunes, training_run
 from explorer import i18n
-from explorer.session import share_links, state, workspace
+from explorer.session import share_links, state, studies, workspace
 from explorer.i18n import mark, tr
 from explorer.page_errors import error_text, user_action
 
@@ -37,7 +42,7 @@ def _runs():
 
 @user_action("Show the training status")
 def _status_block() -> None:
-    running = any(r.running for r in _runs()) or finetunes.running() or finetunes.sweeping()
+    running = any(r.running for r in _runs()) or finetunes.running() or finetunes.sweeping() or studies.running()
 
     # Every 2 s: the Train and Fine-tune pages draw their own progress every second, and each tick of this
     # fragment takes the GIL from the training thread in the same process (the heartbeat needs < 10 s).
@@ -55,9 +60,10 @@ def _status_block() -> None:
         ft = finetunes.live()
         if ft is not None and ft.running:
             live.append(ft)
-            f = ft.snapshot()
-            st.progress(f.progress, text=tr("fine-tune (both models): step {step}/{steps}",
-                                                        step=f.step, steps=f.steps))
+            f = ft.snapshot()  # a StudyRun's (explorer.jobs.finetunes): the step both models have reached
+            step = min((int(h.last_step) for h in f.histories.values()), default=0) if f.histories else 0
+            st.progress(f.progress, text=tr("fine-tune (both models): step {step}/{steps}", step=step,
+                                            steps=int(f.data.get("steps") or 0)))
         sw = finetunes.live_sweep()
         if sw is not None and sw.running:  # the Fine-tune page's label sweep (its heartbeat too)
             live.append(sw)
@@ -65,6 +71,11 @@ def _status_block() -> None:
             st.progress(len(d["points"]) / max(1, len(d["planned"])), text=tr("label sweep: {done} of {total} points",
                                                                                   done=len(d["points"]),
                                                                                   total=len(d["planned"])))
+        study = studies.live()
+        if study is not None and study.running:  # the Lab's study (polling it is its heartbeat on every page)
+            live.append(study)
+            d = study.snapshot()
+            st.progress(d.progress, text=tr("study: {done} of {total} runs scored", done=d.done, total=d.total))
         main = state.get_run()
         if running and not live:  # a run ended since this fragment started ticking: rerun the app
             state.adopt_finished_runs()
@@ -73,7 +84,8 @@ def _status_block() -> None:
             if main is not None and main.status in ("finished", "stopped", "abandoned", "error"):
                 s = main.snapshot()
                 if s.message:
-                    st.caption(tr("Last training: {message}", message=s.message))
+                    # tr's own first parameter is called message: fill this field after translating
+                    st.caption(tr("Last training: {message}").format(message=s.message))
                 else:
                     st.caption(tr("Last training: {status} after {steps} steps.", status=tr(s.status),
                                   steps=s.total_done))
@@ -121,7 +133,28 @@ def _run_manager() -> None:
                       "Anyone with the link sees its runs."))
 
 
+def _study_actions(info) -> None:
+    """A study's entry: open it in the Lab, rename, share, delete (not while it runs); no Use or Resume (the Lab's
+    Start again finishes it)."""
+    st.page_link("app_pages/lab.py", label=tr("Open in the Lab"), icon=":material/science:",
+                 query_params={"study": info.id})
+    if info.damaged:
+        return
+    new = st.text_input(tr("Name"), value=info.name, key=f"sb_run_name_{info.id}", max_chars=runs.MAX_NAME_LEN)
+    if new != info.name and st.button(tr("Rename"), key="sb_run_rename"):
+        try:
+            runs.rename_run(info.path, new)
+        except BertcoreError as e:
+            _say("error", error_text(e))
+        st.rerun()
+    _share_controls(info)
+
+
 def _run_actions(info) -> None:
+    if info.kind == "study":
+        _study_actions(info)
+        _delete(info)
+        return
     c1, c2 = st.columns(2)
     if info.loadable and not info.live and c1.button(tr("Use"), key="sb_run_use",
                                                              help=tr("Make it the active model")):
@@ -150,33 +183,55 @@ def _run_actions(info) -> None:
         if z is not None and z[0] == info.id:
             st.download_button(tr("Download .zip"), z[1], file_name=f"{info.id}.zip", mime="application/zip",
                                key="sb_run_dl", on_click="ignore")
-    if not info.live:
-        sure = st.checkbox(tr("Yes, delete this run for good"), key=f"sb_run_sure_{info.id}")
-        if st.button(tr("Delete"), key="sb_run_delete", disabled=not sure):
-            try:
-                state.revoke_share(info.id)  # its read-only link goes with it
-                runs.delete_run(info.path, root=workspace.workspace_path())
-            except BertcoreError as e:
-                _say("error", error_text(e))
-            else:
-                _say("success", tr("Deleted “{name}”.", name=info.name))
-                if st.session_state.get("bx_active") == f"run:{info.id}":
-                    state.select_active("untrained")
-            st.rerun()
+    _delete(info)
 
 
-def share_url(share_id: str) -> str:
-    """The link that opens ``share_id`` on this server: the page's own address (st.context.url) with ?share=."""
+def _inside(path: str, folder) -> bool:
+    try:
+        return Path(path).resolve().is_relative_to(Path(folder).resolve())
+    except (OSError, ValueError):
+        return False
+
+
+def _delete(info) -> None:
+    if info.live:
+        return
+    sure = st.checkbox(tr("Yes, delete this run for good") if info.kind != "study" else
+                       tr("Yes, delete this study and all its runs for good"), key=f"sb_run_sure_{info.id}")
+    if st.button(tr("Delete"), key="sb_run_delete", disabled=not sure):
+        try:
+            state.revoke_share(info.id)  # its read-only link goes with it
+            runs.delete_run(info.path, root=workspace.workspace_path())
+        except BertcoreError as e:
+            _say("error", error_text(e))
+        else:
+            _say("success", tr("Deleted “{name}”.", name=info.name))
+            active = str(st.session_state.get("bx_active") or "")
+            inside = active.startswith("dir:") and _inside(active[len("dir:"):], info.path)
+            if active == f"run:{info.id}" or inside:  # the run, or one of the study's runs
+                state.select_active("untrained")
+        st.rerun()
+
+
+def share_url(share_id: str, page: str | None = None) -> str:
+    """The link that opens ``share_id`` on this server: the page's own address (st.context.url) with ?share=; with
+    ``page`` (a url_path, e.g. "lab" for a study) that page of the app, below the server's base path."""
     try:
         base = st.context.url or ""
     except Exception:  # noqa: BLE001 - no browser (AppTest)
         base = ""
+    if page is not None:
+        u = urlsplit(base)
+        root = str(st.get_option("server.baseUrlPath") or "").strip("/")
+        base = (f"{u.scheme}://{u.netloc}/" if u.netloc else "") + (f"{root}/" if root else "") + page
     return f"{base}?{workspace.SHARE_PARAM}={share_id}"
 
 
 def _share_controls(info) -> None:
-    """The owner's read-only link to one run: make it, show it, revoke it."""
-    if not info.loadable or info.live:
+    """The owner's read-only link to one run (finished or stopped) or one study (any status): make it, show it,
+    revoke it. A study's link opens the Lab page."""
+    study = info.kind == "study"
+    if (not study and (not info.loadable or info.live)) or info.damaged:
         return
     sid = share_links.share_of(workspace.workspace_id(), info.id)
     if sid is None:
@@ -188,8 +243,11 @@ def _share_controls(info) -> None:
                 _say("error", err)
             st.rerun()
         return
-    st.caption(tr("Read-only link to this run (anyone with it can look at it and copy it, nothing more):"))
-    st.code(share_url(sid), language=None)
+    if study:
+        st.caption(tr("Read-only link to this study (anyone with it sees its table, curves and runs, nothing more):"))
+    else:
+        st.caption(tr("Read-only link to this run (anyone with it can look at it and copy it, nothing more):"))
+    st.code(share_url(sid, "lab" if study else None), language=None)
     if st.button(tr("Revoke the link"), key="sb_run_revoke"):
         state.revoke_share(info.id)
         _say("success", tr("The link to “{name}” is revoked: it opens nothing now.", name=info.name))
@@ -200,6 +258,11 @@ def _share_controls(info) -> None:
 def _shared_block(active) -> None:
     st.info(tr("**Read-only link.** You see “{name}” on every page; it cannot be trained, renamed or deleted here, "
                "and no other run of its owner is shown.", name=active.label))
+    shown = studies.shared_study()
+    if shown is not None:
+        st.page_link("app_pages/lab.py", label=tr("The shared study in the Lab"), icon=":material/science:")
+        if not active.is_trained:
+            return  # no run of the study is open yet: nothing to copy
     if st.button(tr("Copy into my workspace"), key="sb_share_copy",
                  help=tr("A copy of your own, in your workspace: train, rename or delete it there.")):
         err = state.copy_shared()

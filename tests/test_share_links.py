@@ -118,3 +118,55 @@ def test_two_replicas_on_one_runs_folder_agree(_runs_dir_in_tmp, tmp_path):
     assert ask() == d.name
     share_links.revoke(OWNER, d.name)
     assert ask() == "none"
+
+
+# ----------------------------------------------------------------------------- a study (bertcore.jobs.study)
+def test_a_study_link_opens_the_study_and_its_runs_by_name_only(_runs_dir_in_tmp, tmp_path):
+    from bertcore.jobs import study as S
+    from test_lab_page import study_on_disk
+
+    folder = study_on_disk(OWNER)
+    sid = share_links.create(OWNER, folder.name)
+    assert share_links.lookup(sid) == folder and share_links.is_study(folder)
+    first = "mlm-probability-0-15-seed0"
+    assert share_links.first_run(sid) == first  # the first scored run in the study's order
+    assert share_links.lookup_run(sid, "mlm-probability-0-3-seed2") == folder / S.RUNS_DIR / "mlm-probability-0-3-seed2"
+    assert share_links.resolve(f"{sid}/{first}") == folder / S.RUNS_DIR / first and share_links.resolve(sid) == folder
+    other = workspace_run(OWNER, "not in the study")
+    (folder / S.RUNS_DIR / "escape-seed0").symlink_to(other)  # a link inside runs/ leads nowhere either
+    (folder / S.RUNS_DIR / "empty-seed0").mkdir()  # no weights
+    for bad in ("..", f"../{other.name}", other.name, f"{first}/..", f"{first}/../{first}", "escape-seed0",
+                "empty-seed0", "missing-seed0", first.upper(), "", "x" * 200, None, 7):
+        assert share_links.lookup_run(sid, bad) is None, bad
+        assert share_links.resolve(f"{sid}/{bad}") is None, bad
+    assert share_links.lookup_run(share_links.create(OWNER, other.name), first) is None  # a run's link has no runs
+
+    with pytest.raises(InputError, match="not copied whole"):
+        share_links.copy_run(sid, runs.workspace_dir(VIEWER))
+    copy = share_links.copy_run(f"{sid}/{first}", runs.workspace_dir(VIEWER))
+    assert runs.read_run(copy).loadable and runs.read_run(copy).name == "copy of custom · mlm_probability=0.15 · seed 0"
+    assert (copy / "model.safetensors").read_bytes() == (folder / S.RUNS_DIR / first / "model.safetensors").read_bytes()
+    assert share_links.revoke(OWNER, folder.name)
+    assert share_links.lookup(sid) is None and share_links.lookup_run(sid, first) is None
+
+
+def test_a_study_is_shared_whatever_its_status_but_not_when_damaged(_runs_dir_in_tmp):
+    import json as _json
+
+    from bertcore.jobs import study as S
+    from test_lab_page import study_on_disk
+
+    folder = study_on_disk(OWNER)
+    data = _json.loads((folder / S.STUDY_FILE).read_text())
+    runs.update_run_json(folder, status="running", pid=os.getpid())
+    runs.mark_active(folder, True)  # the study runs in this process
+    try:
+        assert runs.read_run(folder).live and share_links.create(OWNER, folder.name)
+    finally:
+        runs.mark_active(folder, False)
+    broken = study_on_disk(OWNER)
+    (broken / S.STUDY_FILE).unlink()  # run.json says study, the study itself is gone: damaged
+    assert runs.read_run(broken).damaged
+    with pytest.raises(InputError, match="damaged"):
+        share_links.create(OWNER, broken.name)
+    assert data["done"] == data["total"] == 6

@@ -1,4 +1,5 @@
-"""Read-only links to one run (``?share=<id>``): the registry on disk, shared by every server replica (no Streamlit).
+"""Read-only links to one run or one study (``?share=<id>``): the registry on disk, shared by every server replica
+(no Streamlit).
 
 A workspace link (``?ws=``) is its owner's key: it deletes, renames and trains every run in it. A share link
 shows one run and nothing else: its id is its own unguessable token (``secrets.token_urlsafe(16)``), never the
@@ -13,6 +14,10 @@ Creating writes the first, then the second (the link is live only then); revokin
 first, so a crash between the two leaves either a dead link or one the owner still sees and can revoke. No lock
 is needed: every file has one writer's random name, so replicas on one runs folder never overwrite each other's
 (two presses at once on two replicas may make two ids; the owner's file names the one that works).
+
+A study folder (run.json kind "study", ``bertcore.jobs.study``) is shared whole, whatever its status: the link shows
+its table and curves, and each of its runs opens by ``<id>/<run folder name>`` (``lookup_run``); the name is checked
+against the folders of the study's ``runs/``, so no other path can be reached through it.
 """
 from __future__ import annotations
 
@@ -26,12 +31,14 @@ from pathlib import Path
 
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import atomic_write
+from bertcore.jobs.study import RUNS_DIR, STUDY_FILE, read_study
 from bertcore.message import Message
 from bertcore.training import runs
 
 SHARES_DIR = "shares"  # below the runs root: id -> run
 OWNER_DIR = ".shares"  # below a workspace: run -> id (a dot folder: never listed as a run)
 SHARE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{22}$")
+STUDY_RUN_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,120}$")  # a study's run folder: slug(variant)-seed<k>
 DEAD = Message("This read-only link does not open: it was revoked, or its run was deleted. Ask its owner for a new "
                "one.")
 
@@ -71,9 +78,17 @@ def share_of(ws: str, run_id: str) -> str | None:
     return sid if entry.get("workspace") == ws and entry.get("run") == run_id else None
 
 
+def is_study(d: Path) -> bool:
+    """Whether folder ``d`` is a study (run.json kind "study" and its study.json): cheap, no folder walk."""
+    try:
+        return runs.read_run_json(d).get("kind") == "study" and (d / STUDY_FILE).is_file()
+    except InputError:
+        return False
+
+
 def create(ws: str, run_id: str) -> str:
-    """A read-only link to a finished or stopped run of ``ws`` (the existing one when it has one); its id.
-    InputError when the run is missing, damaged or training."""
+    """A read-only link to a finished or stopped run of ``ws``, or to a study whatever its status (the existing link
+    when it has one); its id. InputError when the run is missing, damaged or training."""
     have = share_of(ws, run_id)
     if have is not None:
         return have
@@ -82,7 +97,10 @@ def create(ws: str, run_id: str) -> str:
     if d is None:
         raise InputError(Message("that run is no longer in this workspace"))
     info = runs.read_run(d)
-    if not info.loadable or info.live:
+    if info.kind == "study":
+        if info.damaged:
+            raise InputError(Message("this study is damaged ({why}); it cannot be shared", why=info.damaged))
+    elif not info.loadable or info.live:
         raise InputError(Message("only a run that has finished or stopped can be shared; wait for it to stop"))
     sid = secrets.token_urlsafe(16)
     stamp = runs.now()
@@ -112,7 +130,8 @@ def revoke(ws: str, run_id: str) -> bool:
 
 
 def lookup(share_id: object) -> Path | None:
-    """The run folder a live link opens, or None (a malformed, unknown or revoked id, a deleted or damaged run)."""
+    """The run or study folder a live link opens, or None (a malformed, unknown or revoked id, a deleted or damaged
+    run)."""
     if not valid_share_id(share_id):
         return None
     entry = _read(_registry() / f"{share_id}.json")
@@ -120,9 +139,44 @@ def lookup(share_id: object) -> Path | None:
     if not runs.valid_workspace_id(ws) or share_of(ws, run_id) != share_id:
         return None
     d = runs.find_run(runs.workspace_dir(ws, create=False), run_id)
-    if d is None or not (d / "model.safetensors").is_file():  # cheap: a page run asks; loading reads the rest
+    if d is None:
         return None
-    return d
+    if (d / "model.safetensors").is_file() or is_study(d):  # cheap: a page run asks; loading reads the rest
+        return d
+    return None
+
+
+def lookup_run(share_id: object, name: object) -> Path | None:
+    """The folder of run ``name`` of the study a live link opens (``<study>/runs/<name>``), or None: the link is not
+    a study's, the name is not one of its run folders (no path, no link), or the run has no weights."""
+    d = lookup(share_id)
+    if d is None or not isinstance(name, str) or not STUDY_RUN_RE.fullmatch(name) or not is_study(d):
+        return None
+    base = d / RUNS_DIR
+    r = base / name
+    if r.is_symlink() or not r.is_dir() or Path(os.path.realpath(r)).parent != Path(os.path.realpath(base)):
+        return None
+    return r if (r / "model.safetensors").is_file() else None
+
+
+def resolve(target: object) -> Path | None:
+    """What a share key's tail opens: ``<id>`` (a run or a study) or ``<id>/<run folder name>`` (a study's run)."""
+    if not isinstance(target, str):
+        return None
+    sid, slash, name = target.partition("/")
+    return lookup_run(sid, name) if slash else lookup(sid)
+
+
+def first_run(share_id: str) -> str | None:
+    """The run folder name a study's link opens first: the first scored run in the study's order, or None."""
+    d = lookup(share_id)
+    data = read_study(d) if d is not None and is_study(d) else None
+    for v in (data or {}).get("variants") or []:
+        for r in v.get("runs") or []:
+            name = Path(str(r.get("dir") or "")).name
+            if r.get("status") == "scored" and lookup_run(share_id, name) is not None:
+                return name
+    return None
 
 
 def _skip_links_and_dotfiles(folder: str, names: list[str]) -> list[str]:
@@ -130,13 +184,17 @@ def _skip_links_and_dotfiles(folder: str, names: list[str]) -> list[str]:
 
 
 def copy_run(share_id: str, parent: Path) -> Path:
-    """Copy the run a live link opens into the folder ``parent`` (the viewer's workspace) as a new run of its own.
+    """Copy the run a live link opens (``<id>``, or ``<id>/<name>``: one run of a shared study) into the folder
+    ``parent`` (the viewer's workspace) as a new run of its own.
 
     The copy is made in a hidden folder and renamed into place, so a failure leaves nothing half-copied; the
-    workspace's caps are checked first (RunLimitError). InputError for a dead link or a run that trains now."""
-    src = lookup(share_id)
+    workspace's caps are checked first (RunLimitError). InputError for a dead link or a run that trains now; a
+    study itself is not copied (one of its runs is)."""
+    src = resolve(share_id)
     if src is None:
         raise InputError(DEAD)
+    if is_study(src):
+        raise InputError(Message("a study is not copied whole; open one of its runs in the Lab, then copy that run"))
     info = runs.read_run(src)
     if not info.loadable:
         raise InputError(DEAD)

@@ -157,6 +157,17 @@ def delete(folder: Path) -> None:
     runs.delete_run(folder, root=workspace.workspace_path())
     if run is not None and _same(run.out_dir, folder):
         forget()
+    active = str(st.session_state.get(workspace.ACTIVE_KEY) or "")
+    if active.startswith("dir:") and Path(active[len("dir:"):]).resolve().is_relative_to(Path(folder).resolve()):
+        workspace.remember_active("untrained")  # one of its runs was the active model
+
+
+def open_shared_run(share_id: str, name: str) -> None:
+    """Make run ``name`` of the shared study the active model of this session only (the viewer's workspace is not
+    written, as with any read-only link); BertcoreError (share_links.DEAD) when the link or the name opens nothing."""
+    key = f"share:{share_id}/{name}"
+    workspace.resolve_model(key)
+    st.session_state[workspace.ACTIVE_KEY] = key
 
 
 def view(folder: Path) -> tuple[dict | None, StudySnapshot | None]:

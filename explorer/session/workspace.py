@@ -3,7 +3,8 @@
 A workspace is an unguessable id kept in the URL (``?ws=...``) and in ``st.session_state``; its runs and
 workspace.json live below ``bertcore.training.runs.workspace_dir(ws)``. Models are named by a key:
 ``untrained``, ``minilm``, ``run:<run id>``, ``dir:<path>``, ``share:<share id>`` (a read-only link to another
-workspace's run, explorer.session.share_links) or ``session:<label>``; ``resolve_model`` loads one (once per session and file
+workspace's run, explorer.session.share_links; ``share:<share id>/<run folder name>``: one run of a shared study) or
+``session:<label>``; ``resolve_model`` loads one (once per session and file
 version) and ``ModelChoices`` lists them lazily. A ``dir:`` key opens only what the server's folder policy allows
 (explorer.session.folder_access, ``folder_policy``), wherever the key came from.
 """
@@ -106,20 +107,23 @@ def remember_in_browser() -> None:
 
 def sync_share_param() -> None:
     """A ``?share=<id>`` link makes its run this session's active model (in this session only: the viewer's
-    workspace is not written); a dead or malformed id shows one message and opens nothing. While a shared run is
-    the active model the URL keeps its ``?share=`` (a reload opens it again); otherwise the parameter goes.
+    workspace is not written); a dead or malformed id shows one message and opens nothing. A study's link opens its
+    first scored run (``share:<id>/<run folder name>``; the Lab shows the study itself). While a shared run is the
+    active model the URL keeps its ``?share=<id>`` (a reload opens it again); otherwise the parameter goes.
     app.py calls this on every run, after ``sync_workspace_param``."""
     q = st.query_params.get(SHARE_PARAM)
     if q and st.session_state.get(_SHARE_SEEN_KEY) != q:
         st.session_state[_SHARE_SEEN_KEY] = q
-        if share_links.lookup(q) is not None:
-            st.session_state[ACTIVE_KEY] = f"share:{q}"
+        d = share_links.lookup(q)
+        if d is not None:
+            first = share_links.first_run(q) if share_links.is_study(d) else None
+            st.session_state[ACTIVE_KEY] = f"share:{q}/{first}" if first else f"share:{q}"
         else:
             st.session_state[WS_NOTE_KEY] = tr(share_links.DEAD)
             if str(st.session_state.get(ACTIVE_KEY, "")).startswith("share:"):
                 st.session_state[ACTIVE_KEY] = "untrained"
     active = str(st.session_state.get(ACTIVE_KEY) or "")
-    want = active[len("share:"):] if active.startswith("share:") else None
+    want = active[len("share:"):].partition("/")[0] if active.startswith("share:") else None
     if want and q != want:
         st.query_params[SHARE_PARAM] = want
     elif not want and q is not None:
@@ -278,7 +282,11 @@ def resolve_model(key: str, labels: dict | None = None) -> ActiveModel:
             raise InputError(f"that run is damaged: {info.damaged}")
         label, kind = (labels or {}).get(key) or info.name, "trained"
     elif key.startswith("share:"):
-        d = share_links.lookup(key[len("share:"):])
+        d = share_links.resolve(key[len("share:"):])
+        if d is not None and share_links.is_study(d):  # a shared study with no run open yet: nothing to load
+            name = str(runs.read_run_json(d).get("name") or d.name)
+            return ActiveModel(shared_untrained_bundle(), tr("shared study, read-only: {name}", name=name),
+                               "untrained", False, key)
         info = runs.read_run(d) if d is not None else None
         if info is None or not info.loadable:
             raise InputError(share_links.DEAD)
