@@ -36,47 +36,40 @@ def param_count(model) -> int:
         return int(sum(p.numel() for p in model.parameters()))
 
 
-def _runs():
-    return [r for r in (state.get_run(), state.get_run("bx_compare_run")) if r is not None]
+# The background studies a page may have started (explorer.session.studies): slot -> what the sidebar calls it
+STUDY_SLOTS = ((studies.LAB_SLOT, mark("study")), ("bx_compare_run", mark("compare designs")),
+               (finetunes.SLOT, mark("fine-tune (both models)")), (finetunes.SWEEP_SLOT, mark("label sweep")))
+
+
+def _live_studies() -> list:
+    return [(label, run) for slot, label in STUDY_SLOTS if (run := studies.live(slot)) is not None]
 
 
 @user_action("Show the training status")
 def _status_block() -> None:
-    running = any(r.running for r in _runs()) or finetunes.running() or finetunes.sweeping() or studies.running()
+    main_run = state.get_run()
+    running = (main_run is not None and main_run.running) or any(r.running for _, r in _live_studies())
 
     # Every 2 s: the Train and Fine-tune pages draw their own progress every second, and each tick of this
     # fragment takes the GIL from the training thread in the same process (the heartbeat needs < 10 s).
     @st.fragment(run_every=SIDEBAR_POLL_SECONDS if running else None)
     def _status():
-        # Polling snapshot() is also the heartbeat that keeps the training thread alive.
-        runs = _runs()
-        live = [r for r in runs if r.running]
-        for run in live:
-            s = run.snapshot()
-            label = " vs ".join(s.labels) if len(s.labels) > 1 else tr("training")
-            st.progress(s.progress, text=tr("{label}: step {done}/{total}, ETA {eta}", label=label,
+        # Polling snapshot() is also the heartbeat that keeps a training (or a study) alive on every page.
+        live = []
+        main = state.get_run()
+        if main is not None and main.running:
+            live.append(main)
+            s = main.snapshot()
+            st.progress(s.progress, text=tr("{label}: step {done}/{total}, ETA {eta}", label=tr("training"),
                                             done=s.total_done, total=s.total_steps,
                                             eta=training_run.fmt_seconds(s.eta)))
-        ft = finetunes.live()
-        if ft is not None and ft.running:
-            live.append(ft)
-            f = ft.snapshot()  # a StudyRun's (explorer.jobs.finetunes): the step both models have reached
-            step = min((int(h.last_step) for h in f.histories.values()), default=0) if f.histories else 0
-            st.progress(f.progress, text=tr("fine-tune (both models): step {step}/{steps}", step=step,
-                                            steps=int(f.data.get("steps") or 0)))
-        sw = finetunes.live_sweep()
-        if sw is not None and sw.running:  # the Fine-tune page's label sweep (its heartbeat too)
-            live.append(sw)
-            d = sw.snapshot()
-            st.progress(len(d["points"]) / max(1, len(d["planned"])), text=tr("label sweep: {done} of {total} points",
-                                                                                  done=len(d["points"]),
-                                                                                  total=len(d["planned"])))
-        study = studies.live()
-        if study is not None and study.running:  # the Lab's study (polling it is its heartbeat on every page)
-            live.append(study)
-            d = study.snapshot()
-            st.progress(d.progress, text=tr("study: {done} of {total} runs scored", done=d.done, total=d.total))
-        main = state.get_run()
+        for label, run in _live_studies():
+            if not run.running:
+                continue
+            live.append(run)
+            d = run.snapshot()
+            st.progress(d.progress, text=tr("{what}: {done} of {total} runs done, ETA {eta}", what=tr(label),
+                                            done=d.done, total=d.total, eta=training_run.fmt_seconds(d.eta)))
         if running and not live:  # a run ended since this fragment started ticking: rerun the app
             state.adopt_finished_runs()
             st.rerun()

@@ -29,7 +29,7 @@ import streamlit as st
 from bertcore.data.tasks import task_names
 from bertcore.errors import BertcoreError, InputError
 from bertcore.finetune.models import LABEL_OF_INIT, PRETRAINED, SCRATCH, load_classifier
-from bertcore.finetune.sweep import DEFAULT_POINTS, planned_points, sweep_config, sweep_points
+from bertcore.finetune.sweep import DEFAULT_POINTS, planned_points, sweep_config
 from bertcore.io.checkpoint import atomic_write, save_checkpoint
 from bertcore.jobs import study as S
 from bertcore.lab.studies import finetune_study, slug
@@ -212,28 +212,6 @@ def running() -> bool:
 
 def sweeping() -> bool:
     return studies.running(SWEEP_SLOT)
-
-
-class _SweepStatus:
-    """The label sweep as the sidebar's status block reads it: ``running`` and ``snapshot()`` -> {"points",
-    "planned"} (the finished points and the planned label counts); the snapshot is the sweep's heartbeat."""
-
-    def __init__(self, run):
-        self.run = run
-
-    @property
-    def running(self) -> bool:
-        return self.run.running
-
-    def snapshot(self) -> dict:
-        data = self.run.snapshot().data
-        return {"points": sweep_points(data), "planned": planned_points(data)}
-
-
-def live_sweep():
-    """The sweep's status for the sidebar (None when no sweep was started here)."""
-    run = sweep_run()
-    return None if run is None else _SweepStatus(run)
 
 
 def by_label(run, values: dict) -> dict:

@@ -60,7 +60,6 @@ STATUS_LABELS = {"idle": mark("idle"), "preparing": mark("preparing"), "running"
                  "stopped": mark("stopped"), "finished": mark("finished"), "abandoned": mark("abandoned"),
                  "error": mark("error")}  # TrainingRun.status -> its label on screen
 _K_RUN = "bx_run"  # TrainingRun of the Train page / default button
-_K_COMPARE = "bx_compare_run"  # TrainingRun of the Compare page
 _K_TMP = "bx_tmp"  # this session's temp dir (uploads)
 READ_ONLY = mark("This run is shown by a read-only link: it cannot be trained, renamed or deleted here. Copy it into "
                  "your workspace (sidebar) to work with it, or switch to another model.")
