@@ -16,7 +16,7 @@ from explorer.figures import lab as fl
 from explorer.jobs import training_run
 from explorer.jobs.training_slots import max_trainings
 from explorer.session import corpus_state, state, studies
-from explorer.i18n import frozen, mark, ntr, tr
+from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 
 PARAM = "study"  # ?study=<folder id>: the study shown (kept in the URL like the Fine-tune page's ?ft=)
@@ -106,16 +106,18 @@ def _form(running: bool) -> None:
         c1, c2 = st.columns(2)
         seeds = c1.slider(tr("seeds per variant"), 1, MAX_SEEDS, 3, key="lab_seeds", disabled=running,
                           help=tr("Every variant of one seed starts from the same initial weights and sees the same "
-                                  "pairs in the same order: the seed is the pair of the paired test."))
+                                  "pairs in the same order, so the runs of one seed are the pairs of the paired test."))
         steps = int(c2.number_input(tr("pretraining steps per run"), 10, _STEP_MAX, STUDY_STEPS, 10, key="lab_steps",
                                     disabled=running))
         if study is not None:
             n = len(study.variants) * seeds
-            st.caption(ntr("{v} variants × {s} seeds = {runs} runs of {steps} steps, trained one after the other and "
-                           "each scored when it ends (`bertcore.jobs.study.run`).",
-                           "{v} variants × {s} seeds = {runs} runs of {steps} steps, trained side by side in up to "
-                           "{n} training processes and each scored when it ends (`bertcore.jobs.study.run`).",
-                           min(max_trainings(), n), v=len(study.variants), s=seeds, runs=n, steps=steps))
+            lanes = min(max_trainings(), n)
+            st.caption(tr("{v} variants × {s} seeds = {runs} runs of {steps} steps, trained one after the other and "
+                          "each scored when it ends (`bertcore.jobs.study.run`).", v=len(study.variants), s=seeds,
+                          runs=n, steps=steps) if lanes == 1 else
+                       tr("{v} variants × {s} seeds = {runs} runs of {steps} steps, trained side by side in up to {n} "
+                          "training processes and each scored when it ends (`bertcore.jobs.study.run`).",
+                          v=len(study.variants), s=seeds, runs=n, steps=steps, n=lanes))
         if running:
             st.info(tr("A study is running in this workspace; stop it (above) to start another."))
         if st.button(tr("Start"), key="lab_start", type="primary", disabled=running or study is None):
@@ -212,12 +214,13 @@ def _table(data: dict) -> None:
         st.table(pd.DataFrame(rows, columns=head), hide_index=True)
     corpus = tr(_BUILTIN) if data.get("corpus") in (None, "builtin") else tr(_UPLOAD)
     n = int(data.get("seeds") or 0)
-    st.caption(ntr("Ours: one seed of {steps} steps on {corpus}, so no spread; ▲/▼ need at least {pairs} seeds (a "
-                   "{test} against “{reference}”); n/a: the metric does not apply to that variant.",
-                   "Ours: mean ± sd over {n} seeds of {steps} steps each on {corpus}; ▲/▼: differs from "
-                   "“{reference}” by a {test} (with fewer than {pairs} seeds nothing is marked); n/a: the metric does "
-                   "not apply to that variant.", n, steps=data.get("steps"), corpus=corpus,
-                   reference=data.get("reference"), test=tr(T.TEST), pairs=T.MIN_PAIRS))
+    values = dict(steps=data.get("steps"), corpus=corpus, reference=data.get("reference"), test=tr(T.TEST),
+                  pairs=T.MIN_PAIRS)
+    st.caption(tr("Ours: one seed of {steps} steps on {corpus}, so no spread; ▲/▼ need at least {pairs} seeds (a "
+                  "{test} against “{reference}”); n/a: the metric does not apply to that variant.", **values) if n == 1
+               else tr("Ours: mean ± sd over {n} seeds of {steps} steps each on {corpus}; ▲/▼: differs from "
+                       "“{reference}” by a {test} (with fewer than {pairs} seeds nothing is marked); n/a: the metric "
+                       "does not apply to that variant.", n=n, **values))
     if data.get("paper_columns"):
         st.caption(tr("Paper columns ({source}): {note}", source=_text(data.get("source")),
                       note=_text(data.get("paper_note"))))
@@ -277,14 +280,14 @@ def _controls(folder: Path, head: dict, live: bool) -> None:
         run = studies.live()
         stopping = run.stop_signal.is_set()
         if st.button(tr("Stop"), key="lab_stop", disabled=stopping,
-                     help=tr("The runs under way stop with a resumable checkpoint; Start again finishes the rest.")):
+                     help=tr("The runs under way stop with a resumable checkpoint; Finish the study trains the rest.")):
             run.stop()  # "stopped by the user", kept untranslated in study.json (shown through tr)
             st.rerun()
         if stopping:
             st.caption(tr("Stopping: the runs under way save a checkpoint to resume from…"))
         return
     if head.get("status") != "running" and int(head.get("done") or 0) < int(head.get("total") or 0):
-        if st.button(tr("Start again"), key="lab_restart", type="primary", disabled=studies.running(),
+        if st.button(tr("Finish the study"), key="lab_restart", type="primary", disabled=studies.running(),
                      help=tr("Trains only the runs that are missing, resumes the ones stopped part-way, and leaves "
                              "the scored ones as they are.")):
             with user_action("Start the study again"):

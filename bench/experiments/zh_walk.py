@@ -11,8 +11,8 @@ import re
 import sys
 from pathlib import Path
 
-PAGES = ["", "data_tokens", "masking_nsp", "positional_encoding", "forward", "train", "compare", "finetune", "attention",
-         "predict", "embeddings", "probes", "lens_patching", "features"]
+PAGES = ["", "data_tokens", "masking_nsp", "positional_encoding", "forward", "train", "compare", "lab", "finetune",
+         "attention", "predict", "embeddings", "probes", "lens_patching", "features"]
 
 # The visible text, without what is not prose of the app: code, KaTeX, inputs, plotly charts, dataframes (drawn on
 # a canvas), the tokens a model reads (they are data, in any language).

@@ -96,7 +96,8 @@ def read_study(out: str | Path) -> dict | None:
     if data.get("status") == "running":
         pid = data.get("pid")
         if not (pid == os.getpid() or (isinstance(pid, int) and runs.pid_alive(pid))):
-            data.update(status="stopped", reason="interrupted (the process ended); start it again to finish it")
+            data.update(status="stopped", reason=Message("interrupted (the process ended); start it again to "
+                                                            "finish it"))
     return data
 
 

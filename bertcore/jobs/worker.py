@@ -59,7 +59,7 @@ from bertcore.lab.evaluate import evaluate_run, record_finetune
 from bertcore.training import runs
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
-from bertcore.training.drive import StopSignal
+from bertcore.training.drive import STOPPED_BY_USER, StopSignal
 
 JOB_FILE = "job.json"
 LOG_FILE = "worker.log"  # the child's stderr (a crash's last lines are shown to the user)
@@ -331,7 +331,7 @@ def child(folder: str | Path) -> int:
     def listen() -> None:
         for line in sys.stdin:
             if line.startswith("stop"):
-                note_stop(current, stop, line[4:].strip() or "stopped by the user")
+                note_stop(current, stop, line[4:].strip() or STOPPED_BY_USER)
         note_stop(current, stop, GONE)
 
     try:

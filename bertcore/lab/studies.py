@@ -24,20 +24,28 @@ from bertcore.message import Message
 
 # What every pretraining variant is scored on (bertcore.lab.evaluate), in table order: key -> (short label, what)
 METRICS: dict[str, tuple[str, str]] = {
-    "mlm_acc": ("MLM acc", "held-out masked-token accuracy: 15% of the tokens, every one replaced by [MASK], the "
-                "same batches for every variant (a left-to-right model has no [MASK] to fill: n/a)"),
-    "next_token_acc": ("next-token acc", "held-out next-token accuracy of a left-to-right model"),
-    "nsp_acc": ("NSP acc", "the sentence head on held-out NSP pairs (half with a random B); n/a without a head"),
-    "sop_acc": ("SOP acc", "the sentence head on held-out SOP pairs (half swapped): ALBERT's cross-evaluation"),
-    "ft_same_topic": ("fine-tune pairs", "fine-tuned accuracy on same_topic (sentence pairs, 16 labels, 60 steps)"),
-    "ft_coherence": ("fine-tune single", "fine-tuned accuracy on coherence (single sentences, 256 labels, 60 steps)"),
-    "feature_topic": ("feature-based", "frozen encoder, a linear probe of each word's sentence topic (context_topic) "
-                      "at its best layer"),
-    "skills": ("skills", "share of the grammar's word skills passed, mean over skills (the run's last evaluation): "
-               "P(right) > P(wrong) at the [MASK]"),
-    "skills_lm": ("skills (LM rule)", "the same skills for a left-to-right model, which has no [MASK] to read: passed "
-                  "when the sentence with the right word is the more probable one (not comparable with the MLM rule)"),
-    "accuracy": ("held-out acc", "a fine-tune's held-out accuracy at its end (the task's fixed held-out split)"),
+    "mlm_acc": (Message("MLM acc"), Message(
+        "held-out masked-token accuracy: 15% of the tokens, every one replaced by [MASK], the same batches for every "
+        "variant (a left-to-right model has no [MASK] to fill: n/a)")),
+    "next_token_acc": (Message("next-token acc"), Message("held-out next-token accuracy of a left-to-right model")),
+    "nsp_acc": (Message("NSP acc"), Message(
+        "the sentence head on held-out NSP pairs (half with a random B); n/a without a head")),
+    "sop_acc": (Message("SOP acc"), Message(
+        "the sentence head on held-out SOP pairs (half swapped): ALBERT's cross-evaluation")),
+    "ft_same_topic": (Message("fine-tune pairs"), Message(
+        "fine-tuned accuracy on same_topic (sentence pairs, 16 labels, 60 steps)")),
+    "ft_coherence": (Message("fine-tune single"), Message(
+        "fine-tuned accuracy on coherence (single sentences, 256 labels, 60 steps)")),
+    "feature_topic": (Message("feature-based"), Message(
+        "frozen encoder, a linear probe of each word's sentence topic (context_topic) at its best layer")),
+    "skills": (Message("skills"), Message(
+        "share of the grammar's word skills passed, mean over skills (the run's last evaluation): P(right) > "
+        "P(wrong) at the [MASK]")),
+    "skills_lm": (Message("skills (LM rule)"), Message(
+        "the same skills for a left-to-right model, which has no [MASK] to read: passed when the sentence with the "
+        "right word is the more probable one (not comparable with the MLM rule)")),
+    "accuracy": (Message("held-out acc"), Message(
+        "a fine-tune's held-out accuracy at its end (the task's fixed held-out split)")),
 }
 PRETRAINING_COLUMNS = tuple(k for k in METRICS if k != "accuracy")
 STUDY_STEPS = 300  # the default steps: the reference (80/10/10, NSP) reaches NSP >= 0.9 on every seed (docs/LAB.md)
@@ -108,7 +116,7 @@ def _mix(mask: float, same: float, rnd: float, paper: tuple[float, float, float]
 
 STUDIES: dict[str, Study] = {
     "bert-table-5": Study(
-        "bert-table-5", "Why bidirectional, why NSP", "BERT (Devlin et al. 2019) §5.1, Table 5",
+        "bert-table-5", Message("Why bidirectional, why NSP"), Message("BERT (Devlin et al. 2019) §5.1, Table 5"),
         (Variant("BERT (MLM + NSP)", {}, {"MNLI-m": 84.4, "QNLI": 88.4, "MRPC": 86.7, "SST-2": 92.7,
                                            "SQuAD F1": 88.5}),
          Variant("No NSP", {"sentence_task": "none"},
@@ -116,23 +124,26 @@ STUDIES: dict[str, Study] = {
          Variant("LTR & No NSP", {"attention_direction": "left_to_right", "sentence_task": "none"},
                  {"MNLI-m": 82.1, "QNLI": 84.3, "MRPC": 77.5, "SST-2": 92.1, "SQuAD F1": 77.8})),
         "BERT (MLM + NSP)", paper_columns=("MNLI-m", "QNLI", "MRPC", "SST-2", "SQuAD F1"),
-        paper_note="BERT-base (110M parameters) pretrained once per row on BooksCorpus and Wikipedia, then fine-tuned; "
-                   "dev-set accuracy (F1 for SQuAD), no spread reported. The paper's fourth row (+ BiLSTM on top of "
-                   "the LTR model while fine-tuning) is not rerun here.",
-        found="Removing NSP hurt QNLI, MNLI and SQuAD; the left-to-right model was worse on every task, most on MRPC "
-              "and SQuAD."),
+        paper_note=Message(
+            "BERT-base (110M parameters) pretrained once per row on BooksCorpus and Wikipedia, then fine-tuned; "
+            "dev-set accuracy (F1 for SQuAD), no spread reported. The paper's fourth row (+ BiLSTM on top of the LTR "
+            "model while fine-tuning) is not rerun here."),
+        found=Message("Removing NSP hurt QNLI, MNLI and SQuAD; the left-to-right model was worse on every task, most "
+                      "on MRPC and SQuAD.")),
     "bert-table-8": Study(
-        "bert-table-8", "Why 80/10/10", "BERT (Devlin et al. 2019) Appendix C.2, Table 8",
+        "bert-table-8", Message("Why 80/10/10"), Message("BERT (Devlin et al. 2019) Appendix C.2, Table 8"),
         (_mix(0.8, 0.1, 0.1, (84.2, 95.4, 94.9)), _mix(1.0, 0.0, 0.0, (84.3, 94.9, 94.0)),
          _mix(0.8, 0.0, 0.2, (84.1, 95.2, 94.6)), _mix(0.8, 0.2, 0.0, (84.4, 95.2, 94.7)),
          _mix(0.0, 0.2, 0.8, (83.7, 94.8, 94.6)), _mix(0.0, 0.0, 1.0, (83.6, 94.9, 94.6))),
         "80/10/10", paper_columns=("MNLI fine-tune", "NER fine-tune", "NER feature-based"),
-        paper_note="BERT-base with each MASK/SAME/RND mix of the selected 15%, dev-set results of fine-tuning (MNLI, "
-                   "NER) and of a feature-based NER model on the concatenated last four layers; one run per row.",
-        found="Fine-tuning was robust to the mix; [MASK] alone (100/0/0) hurt the feature-based NER most, and RND "
-              "alone was worse than BERT's mix too."),
+        paper_note=Message(
+            "BERT-base with each MASK/SAME/RND mix of the selected 15%, dev-set results of fine-tuning (MNLI, NER) "
+            "and of a feature-based NER model on the concatenated last four layers; one run per row."),
+        found=Message("Fine-tuning was robust to the mix; [MASK] alone (100/0/0) hurt the feature-based NER most, "
+                      "and RND alone was worse than BERT's mix too.")),
     "mask-rate": Study(
-        "mask-rate", "Why 15%", "Wettig et al. 2023, \"Should You Mask 15% in Masked Language Modeling?\"",
+        "mask-rate", Message("Why 15%"),
+        Message("Wettig et al. 2023, \"Should You Mask 15% in Masked Language Modeling?\""),
         tuple(Variant(f"{round(p * 100)}%", {"mlm_probability": p}, paper) for p, paper in (
             (0.15, {"MNLI": 84.2, "QNLI": 90.9, "QQP": 87.8, "SST-2": 93.3}),
             (0.30, {"MNLI": 84.2, "QNLI": 91.6, "QQP": 88.0, "SST-2": 93.0}),
@@ -140,26 +151,30 @@ STUDIES: dict[str, Study] = {
             (0.60, {"MNLI": 83.2, "QNLI": 90.7, "QQP": 87.8, "SST-2": 92.6}),
             (0.80, {"MNLI": 80.8, "QNLI": 87.9, "QQP": 87.1, "SST-2": 90.5}))),
         "15%", paper_columns=("MNLI", "QNLI", "QQP", "SST-2"),
-        paper_note="24-layer models (the checkpoints efficient_mlm_m0.15 ... m0.80 of the authors' DinkyTrain README), "
-                   "dev-set accuracy after fine-tuning; the README lists 80-10-10 versions only at 15% and 40% (MNLI "
-                   "83.7 and 84.3). Here every rate keeps BERT's 80/10/10.",
-        found="40% beat 15% for large models on GLUE and SQuAD, and even 80% kept about 95% of the fine-tuning "
-              "performance."),
+        paper_note=Message(
+            "24-layer models (the checkpoints efficient_mlm_m0.15 ... m0.80 of the authors' DinkyTrain README), "
+            "dev-set accuracy after fine-tuning; the README lists 80-10-10 versions only at 15% and 40% (MNLI 83.7 "
+            "and 84.3). Here every rate keeps BERT's 80/10/10."),
+        found=Message("40% beat 15% for large models on GLUE and SQuAD, and even 80% kept about 95% of the "
+                      "fine-tuning performance.")),
     "sentence-task": Study(
-        "sentence-task", "Why a sentence task, and which", "ALBERT (Lan et al. 2020) §4.6, Table 5; RoBERTa §4.2",
+        "sentence-task", Message("Why a sentence task, and which"),
+        Message("ALBERT (Lan et al. 2020) §4.6, Table 5; RoBERTa §4.2"),
         (Variant("NSP", {}, {"MLM": 54.5, "NSP": 90.5, "SOP": 52.0, "MNLI": 81.6, "SST-2": 91.1, "Avg": 79.2}),
          Variant("SOP", {"sentence_task": "sop"},
                  {"MLM": 54.0, "NSP": 78.9, "SOP": 86.5, "MNLI": 82.0, "SST-2": 90.3, "Avg": 80.1}),
          Variant("none", {"sentence_task": "none"},
                  {"MLM": 54.9, "NSP": 52.4, "SOP": 53.3, "MNLI": 81.5, "SST-2": 89.9, "Avg": 79.0})),
         "NSP", paper_columns=("MLM", "NSP", "SOP", "MNLI", "SST-2", "Avg"),
-        paper_note="ALBERT-base: intrinsic accuracy on the MLM, NSP and SOP tasks (each model scored on both kinds of "
-                   "pairs) and dev-set downstream results; Avg over SQuAD1.1/2.0, MNLI, SST-2 and RACE. RoBERTa "
-                   "(Table 2) found that dropping NSP matched or slightly improved downstream results.",
-        found="NSP learned only topic shift (52% on SOP pairs); SOP also solved NSP pairs (78.9%) and helped "
-              "downstream by about 1 point."),
+        paper_note=Message(
+            "ALBERT-base: intrinsic accuracy on the MLM, NSP and SOP tasks (each model scored on both kinds of pairs) "
+            "and dev-set downstream results; Avg over SQuAD1.1/2.0, MNLI, SST-2 and RACE. RoBERTa (Table 2) found "
+            "that dropping NSP matched or slightly improved downstream results."),
+        found=Message("NSP learned only topic shift (52% on SOP pairs); SOP also solved NSP pairs (78.9%) and helped "
+                      "downstream by about 1 point.")),
     "masking-unit": Study(
-        "masking-unit", "Why mask whole words or spans", "SpanBERT (Joshi et al. 2020) §6.1, Table 6",
+        "masking-unit", Message("Why mask whole words or spans"),
+        Message("SpanBERT (Joshi et al. 2020) §6.1, Table 6"),
         (Variant("token", {}, {"SQuAD 2.0": 83.8, "MNLI-m": 86.7, "QNLI": 92.5, "GLUE avg": 83.2}),
          Variant("whole word", {"masking_unit": "whole_word"},
                  {"SQuAD 2.0": 84.3, "MNLI-m": 86.3, "QNLI": 92.8, "GLUE avg": 82.9}),
@@ -167,9 +182,11 @@ STUDIES: dict[str, Study] = {
                  {"SQuAD 2.0": 85.4, "MNLI-m": 87.0, "QNLI": 93.3, "GLUE avg": 83.4})),
         "token", tokenizer="wordpiece", tokenizer_vocab_size=300,
         paper_columns=("SQuAD 2.0", "MNLI-m", "QNLI", "GLUE avg"),
-        paper_note="SpanBERT's ablation at 1.2M steps with NSP: subword tokens vs whole words vs geometric spans "
-                   "(p = 0.2, at most 10 words, mean 3.8), dev-set F1 for SQuAD and accuracy for MNLI and QNLI.",
-        found="Random spans beat single subword tokens on QA and most other tasks; whole words were in between."),
+        paper_note=Message(
+            "SpanBERT's ablation at 1.2M steps with NSP: subword tokens vs whole words vs geometric spans (p = 0.2, "
+            "at most 10 words, mean 3.8), dev-set F1 for SQuAD and accuracy for MNLI and QNLI."),
+        found=Message("Random spans beat single subword tokens on QA and most other tasks; whole words were in "
+                      "between.")),
 }
 NAMES = (*STUDIES, "custom")
 
@@ -208,7 +225,8 @@ def custom_study(vary: str, base: dict | None = None, tokenizer: str = "word") -
         b, t = split_overrides({**base, key: v})
         BertConfig(**b), TrainConfig(**{**t, "steps": STUDY_STEPS})  # a bad value says so now
         variants.append(Variant(f"{key}={v}", {key: v}))
-    return Study("custom", f"Custom: {key}", "your own study", tuple(variants), variants[0].name, base=base,
+    return Study("custom", Message("Custom: {key}", key=key), Message("your own study"), tuple(variants),
+                 variants[0].name, base=base,
                  tokenizer=tokenizer, found="", paper_note="")
 
 
@@ -219,12 +237,12 @@ def finetune_study(start: str, source: str, task: str, config: dict, points=None
     inits = (("pretrained", "from pretrained weights"), ("random", "from random init weights"))
     if points is None:
         variants = tuple(Variant(label, {"init": init}) for init, label in inits)
-        title, kind_name = "What pretraining buys", "finetune-comparison"
+        title, kind_name = Message("What pretraining buys"), "finetune-comparison"
     else:
         variants = tuple(Variant(f"{label}, {int(n) or 'all'} labels", {"init": init, "labels": int(n)})
                          for n in points for init, label in inits)
-        title, kind_name = "The label sweep", "label-sweep"
-    return Study(name or kind_name, title, "BERT §4 / §5: pretraining transfers with few labels", variants,
+        title, kind_name = Message("The label sweep"), "label-sweep"
+    return Study(name or kind_name, title, Message("BERT §4 / §5: pretraining transfers with few labels"), variants,
                  variants[0].name, base={"start": str(start), "source": source, "task": task, "finetune": dict(config)},
                  columns=("accuracy",), kind="finetune")
 

@@ -16,10 +16,11 @@ import pandas as pd
 from scipy import stats
 
 from bertcore.lab.studies import METRICS, Study
+from bertcore.message import Message
 
 ALPHA = 0.05
 MIN_PAIRS = 3
-TEST = "paired t-test over seeds (two-sided, p < 0.05)"
+TEST = Message("paired t-test over seeds (two-sided, p < 0.05)")
 
 
 def _finite(v) -> bool:

@@ -28,12 +28,15 @@ from bertcore.training import locks, runs
 from bertcore.training.loop import run_steps
 
 
+STOPPED_BY_USER = Message("stopped by the user")  # the reason of a Stop button (study.json and run.json keep it)
+
+
 class StopSignal(threading.Event):
     """A stop event that carries why: ``request("abandoned: the tab was closed")``."""
 
     reason: str | None = None
 
-    def request(self, reason: str = "stopped by the user") -> None:
+    def request(self, reason: str = STOPPED_BY_USER) -> None:
         if not self.is_set():
             self.reason = reason
         self.set()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import atomic_write
-from bertcore.training.drive import StopSignal
+from bertcore.training.drive import STOPPED_BY_USER, StopSignal
 from bertcore.training.runs import now, pid_alive
 
 JOB_FILE = "job.json"
@@ -75,7 +75,7 @@ class BackgroundJob:
         self._thread.start()
         return self
 
-    def stop(self, reason: str = "stopped by the user", wait: float = 0.0) -> bool:
+    def stop(self, reason: str = STOPPED_BY_USER, wait: float = 0.0) -> bool:
         """Ask the job to stop after its current step (the first reason given is kept). ``wait`` > 0: wait up to
         that many seconds for its end. True once the job has ended (``on_exit`` done, status final)."""
         self.stop_signal.request(reason)

@@ -173,9 +173,9 @@ def sentence_task_section(corpus, tokenizer, a: str, b: str | None, idx: int | N
     for positive, what in cases:
         ex = _example(small, tokenizer, max_len, task, positive, seed)
         first, second = _segments(ex)
-        label = (f"{ex.nsp_label} = " + ("in order" if ex.nsp_label == 0 else "swapped")) if task == "sop" else \
+        label = (f"{ex.nsp_label} = " + (tr("in order") if ex.nsp_label == 0 else tr("swapped"))) if task == "sop" else \
             tr("none (no sentence loss)")
-        rows.append({tr("segment A"): first, tr("segment B"): second, tr("the example is"): what,
+        rows.append({tr("segment A"): first, tr("segment B"): second, tr("this example"): what,
                      tr("label"): label})
     st.table(pd.DataFrame(rows))
     if task == "sop":

@@ -47,7 +47,7 @@ def span_length_figure(measured: Sequence[float], expected: Sequence[float], mea
                              line={"color": "#e53935", "dash": "dash"},
                              hovertemplate=tr("length {x}: P = {y}", x="%{x}", y="%{y:.3f}") + "<extra></extra>"))
     count = tr(", {n} spans", n=f"{n_spans:,}") if n_spans else ""
-    fig.update_layout(title=tr("Span lengths in words: mean drawn {got}, geometric mean {want}{count}",
+    fig.update_layout(title=tr("Span lengths in words: mean drawn {got}, the distribution's mean {want}{count}",
                                got=f"{mean_drawn:.2f}", want=f"{expected_mean(expected):.2f}", count=count),
                       xaxis_title=tr("span length (words)"), yaxis_title=tr("share of spans"), height=340,
                       margin={"t": 50, "b": 40}, legend={"orientation": "h", "y": -0.25}, bargap=0.15)

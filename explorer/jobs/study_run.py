@@ -29,6 +29,7 @@ from explorer.jobs.training_slots import (
     training_nice,
     training_runtime,
 )
+from explorer.i18n import mark
 from explorer.session import client_limits
 
 
@@ -167,7 +168,7 @@ class StudyRun(BackgroundJob):
         data = S.run(self.plan, len(self._slots), self.stop_signal, self._on_event, self.in_process, self.nice,
                      self.runtime)
         if data["status"] == "failed":
-            self.set_status("error", data.get("reason") or "the study failed")
+            self.set_status("error", data.get("reason") or mark("the study failed"))
 
     def _on_event(self, ev: dict) -> None:
         """The one relay: every lane's events, in any lane's thread."""

@@ -63,7 +63,7 @@ MASKING_UNITS = {
                                 "max length (p 0.2, at most 10: 3.8 words on average).")),
 }
 WORD_LEVEL_SAME = mark("This vocabulary has one token per word, so whole-word masking is identical to token masking.")
-NO_MASKING = mark("**Masking: none.** A left-to-right model masks nothing: every next real token is a target. The mask "
+NO_MASKING = mark("**Masking: none.** A left-to-right model masks nothing: every real next token is a target. The mask "
                   "rate, the [MASK]/random/keep mix and the masking unit do not apply.")
 
 
