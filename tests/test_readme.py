@@ -64,7 +64,7 @@ def test_short_with_the_essentials_on_the_first_screen():
     assert len(lines) <= 150
     first = "\n".join(lines[:42])
     assert "pip install -r requirements.txt && streamlit run app.py" in first
-    assert "bash scripts/install-test-tools.sh && python -m pytest" in first
+    assert "bash scripts/install-test-tools.sh && bash scripts/test.sh" in first
     assert "## Your first ten minutes" in first
     start = lines.index("```python")
     assert start < 42 and "```" in lines[start + 1:42], "the example ends on the first screen"
@@ -74,7 +74,7 @@ def test_short_with_the_essentials_on_the_first_screen():
 def test_the_test_command_is_the_one_ci_runs():
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
           if ln.strip() and not ln.startswith("#")]
-    assert ci[-1] == "bash scripts/install-test-tools.sh && python -m pytest"
+    assert ci[-1] == "bash scripts/install-test-tools.sh && bash scripts/test.sh"
     assert any(ln.startswith(ci[-1] + " ") or ln == ci[-1] for ln in _lines())
 
 

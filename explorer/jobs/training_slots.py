@@ -15,6 +15,7 @@ import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
 from bertcore.errors import ConfigError
 from bertcore.settings import env_number
 from bertcore.training.device import DEVICES, Runtime, resolve_runtime
+from explorer.i18n import ntr, using
 
 
 def abandon_seconds() -> float:
@@ -70,12 +71,24 @@ def max_trainings() -> int:
 
 # ----------------------------------------------------------------------------- runner
 class ServerBusy(RuntimeError):
-    """Raised by TrainingRun.start when the process-wide cap on trainings is reached (``running`` of ``cap``; the
-    page words it in the session's language, explorer.session.state)."""
+    """Raised by TrainingRun.start when the process-wide cap on trainings is reached (``running`` of ``cap``); its
+    text is English, a page shows ``busy_message`` in the session's language."""
 
-    def __init__(self, message: str, running: int = 0, cap: int = 0):
-        super().__init__(message)
+    def __init__(self, running: int, cap: int):
+        with using("en"):
+            super().__init__(_busy_text(running, cap))
         self.running, self.cap = running, cap
+
+
+def busy_message(e: ServerBusy) -> str:
+    """The one Server busy message, in the session's language (the slots are the server's: trainings and studies)."""
+    return _busy_text(e.running, e.cap)
+
+
+def _busy_text(running: int, cap: int) -> str:
+    return ntr("Server busy: {n} training running (the limit is {cap}, set by BERTCORE_MAX_TRAININGS). Try again in "
+               "a minute.", "Server busy: {n} trainings running (the limit is {cap}, set by BERTCORE_MAX_TRAININGS). "
+               "Try again in a minute.", running, cap=cap)
 
 
 _SLOT_LOCK = threading.Lock()
@@ -91,10 +104,7 @@ def acquire_slot(run_id: int) -> None:
     with _SLOT_LOCK:
         n, cap = len(_RUNNING), max_trainings()
         if n >= cap:
-            raise ServerBusy(
-                f"Server busy: {n} training{'s' if n != 1 else ''} running (the limit is {cap}, "
-                "set by BERTCORE_MAX_TRAININGS). Try again in a minute.", n, cap
-            )
+            raise ServerBusy(n, cap)
         _RUNNING.add(run_id)
 
 

@@ -33,9 +33,9 @@ from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import save_checkpoint
 from bertcore.training import runs
 from explorer.session import folder_access, share_links
-from explorer.i18n import mark, ntr, tr
+from explorer.i18n import mark, tr
 from explorer.jobs.training_run import TrainingRun, find_live, fmt_seconds, register_live
-from explorer.jobs.training_slots import ServerBusy
+from explorer.jobs.training_slots import ServerBusy, busy_message
 from explorer.session.uploads import load_checkpoint_zip
 from explorer.page_errors import error_text
 from explorer.session.workspace import (
@@ -244,9 +244,7 @@ def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
     try:
         run.start()
     except ServerBusy as e:
-        return ntr("Server busy: {n} training running (the limit is {cap}, set by BERTCORE_MAX_TRAININGS). Try "
-                   "again in a minute.", "Server busy: {n} trainings running (the limit is {cap}, set by "
-                   "BERTCORE_MAX_TRAININGS). Try again in a minute.", e.running, cap=e.cap)
+        return busy_message(e)
     except BertcoreError as e:
         return error_text(e)
     st.session_state[key] = run

@@ -23,10 +23,10 @@ from bertcore.io.checkpoint import atomic_write
 from bertcore.jobs import study as S
 from bertcore.lab.studies import Study
 from bertcore.training import runs
-from explorer.i18n import ntr, tr
+from explorer.i18n import tr
 from explorer.jobs import training_run
 from explorer.jobs.study_run import StudyRun, StudySnapshot, lanes_for
-from explorer.jobs.training_slots import ServerBusy
+from explorer.jobs.training_slots import ServerBusy, busy_message
 from explorer.page_errors import error_text
 from explorer.session import share_links, workspace
 
@@ -57,13 +57,6 @@ def live(slot: str = LAB_SLOT) -> StudyRun | None:
 def running(slot: str = LAB_SLOT) -> bool:
     run = live(slot)
     return run is not None and run.running
-
-
-def busy_message(e: ServerBusy) -> str:
-    """The one Server busy message (the slots are the server's, shared by trainings and studies)."""
-    return ntr("Server busy: {n} training running (the limit is {cap}, set by BERTCORE_MAX_TRAININGS). Try again "
-               "in a minute.", "Server busy: {n} trainings running (the limit is {cap}, set by "
-               "BERTCORE_MAX_TRAININGS). Try again in a minute.", e.running, cap=e.cap)
 
 
 def start(plan: S.Plan, slot: str = LAB_SLOT, lanes: int | None = None) -> str | None:
