@@ -43,6 +43,14 @@ def test_result_view_after_reload(page: Page, app_server, tmp_path):
     loss = panel.locator("#loss .js-plotly-plot, #loss.js-plotly-plot").first
     expect(loss).to_be_visible(timeout=LOAD)
     assert until(lambda: loss.evaluate(POINTS) > 0, page=page), "no points on the result's loss chart"
+    # every chart fits its own box: drawn before the page's layout settled, plotly kept a wider first width and
+    # the loss chart ran under the accuracy chart (until the frontend re-fitted each chart to its box)
+    fits = ("() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(d => d._fullLayout && "
+            "d.querySelector('.main-svg').getBoundingClientRect().width <= d.clientWidth + 1)")
+    frame = next(f for f in page.frames if f.url != page.url and "livechart" in f.url)
+    assert until(lambda: frame.evaluate(fits), page=page), frame.evaluate(
+        "() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(d => [d.id, d.clientWidth, "
+        "d.querySelector('.main-svg').getBoundingClientRect().width])")
     names = loss.evaluate("el => el.data.map(t => t.name)")
     assert names == ["MLM (train)", "SOP (train)", "MLM (held-out)", "SOP (held-out)"], names
     expect(panel.locator("#h_nsp")).to_have_text("P(in order)")
