@@ -59,12 +59,18 @@ def test_the_python_example_runs_as_written(tmp_path):
     np.testing.assert_allclose(rows.sum(axis=1), 1.0, atol=0.06)  # printed to 2 decimals
 
 
+# The README's test command (.ci/run runs exactly it): the tests without a browser in two xdist workers, then the
+# browser tests alone (they time what chromium draws on the same cores)
+TEST_COMMAND = ('bash scripts/install-test-tools.sh && python -m pytest -n 2 -m "not browser" '
+                '&& python -m pytest -m browser')
+
+
 def test_short_with_the_essentials_on_the_first_screen():
     lines = _lines()
     assert len(lines) <= 150
     first = "\n".join(lines[:42])
     assert "pip install -r requirements.txt && streamlit run app.py" in first
-    assert "bash scripts/install-test-tools.sh && bash scripts/test.sh" in first
+    assert TEST_COMMAND in first
     assert "## Your first ten minutes" in first
     start = lines.index("```python")
     assert start < 42 and "```" in lines[start + 1:42], "the example ends on the first screen"
@@ -74,7 +80,7 @@ def test_short_with_the_essentials_on_the_first_screen():
 def test_the_test_command_is_the_one_ci_runs():
     ci = [ln for ln in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
           if ln.strip() and not ln.startswith("#")]
-    assert ci[-1] == "bash scripts/install-test-tools.sh && bash scripts/test.sh"
+    assert ci[-1] == TEST_COMMAND
     assert any(ln.startswith(ci[-1] + " ") or ln == ci[-1] for ln in _lines())
 
 
