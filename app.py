@@ -5,11 +5,12 @@ import streamlit as st
 import bertcore  # noqa: F401 - first: sets OMP_WAIT_POLICY before anything imports torch
 from bertcore.errors import BertcoreError
 from bertcore.message import reason
+from bertcore import settings
 from explorer.session import client_limits, page_caches, page_slots, workspace
-from explorer import i18n
-from explorer.jobs import training_slots
+from explorer import i18n, server_process
+from explorer.launch import launcher
 from explorer.i18n import mark, tr
-from explorer.sidebar import render_sidebar
+from explorer.parts.sidebar import render_sidebar
 from explorer.page_errors import run_page
 
 # (file in app_pages/, url_path, title, icon, section). The folder is deliberately not named `pages/`:
@@ -43,8 +44,8 @@ st.set_page_config(page_title="BERT explorer", page_icon=page_caches.page_icon()
 
 def build_navigation():
     """The pages by section, titled in the session's language. Made once per session and language: each st.Page
-    resolves and checks its file on the disk, which was a twentieth of a loaded server's page-script time
-    (docs/BENCH.md, "One torch thread for the pages"). A session's runs never overlap, so its own Page objects
+    resolves and checks its file on the disk, work worth saving on a loaded server (docs/BENCH-HISTORY.md, "One
+    torch thread for the pages"). A session's runs never overlap, so its own Page objects
     are safe to reuse; other sessions' are not (st.navigation marks the page it returns)."""
     lang = i18n.language()
     made = st.session_state.get("bx_nav")
@@ -59,6 +60,14 @@ def build_navigation():
 
 
 i18n.sync_language_param()  # ?lang=zh: the language of every page (kept in the URL like ?ws=)
+if not st.session_state.get("bx_settings_ok"):  # a bad BERTCORE_* value: one line each, never a traceback
+    bad_settings = settings.check_all(settings.APP)
+    for line in bad_settings:
+        st.error(tr(line))
+    if bad_settings:
+        settings.report(bad_settings)  # the server's terminal too
+        st.stop()
+    st.session_state["bx_settings_ok"] = True
 refused = client_limits.admit_run()  # one client address's sessions and page runs per minute (docs/LIMITS.md)
 if refused:
     st.error(refused)
@@ -73,9 +82,10 @@ with page_slots.page_slot():
     page = st.navigation(build_navigation(), position="sidebar", expanded=True)
     workspace.sync_workspace_param()  # ?ws=... back into the URL: st.navigation drops query params on a page switch
     workspace.sync_share_param()  # ?share=<id>: a read-only link to one run opens it (explorer.session.share_links)
-    training_slots.warmup_optimizer()
+    server_process.warmup_optimizer()
     if st.context.headers:  # a real server (AppTest has no request): its threads, switch interval and collector
-        training_slots.tune_server_process()
+        server_process.tune_server_process()
+    launcher.adopt_finished_runs()  # a training that ended makes its model the active one, before anything shows it
     render_sidebar()
     workspace.remember_in_browser()  # for a tab that reconnects to another server process (docs/REPLICAS.md)
     run_page(page)  # whatever a page did not catch is shown as a message, never Streamlit's error screen

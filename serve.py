@@ -2,8 +2,8 @@
 
 A script that opens hundreds of sessions from one address is turned away before Streamlit makes a session of each
 (explorer/session/client_gate.py): what a shared server starts (deploy/, docs/CLASSROOM.md, docs/REPLICAS.md); a
-personal machine can keep ``streamlit run app.py``. The class alone is as fast under either (docs/BENCH.md, "The
-client flood beside the class of 100"); the caps: docs/LIMITS.md.
+personal machine can keep ``streamlit run app.py``. The class alone is as fast under either (docs/BENCH-HISTORY.md,
+"The client flood beside the class of 100"); the caps: docs/LIMITS.md.
 """
 import streamlit as st
 from starlette.middleware import Middleware

@@ -8,11 +8,13 @@ import streamlit as st
 from bertcore.analysis.explain import attention_rollout
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
-from explorer.figures import bertviz_offline, head_roles_view
-from explorer import replay, tour
+from explorer.figures import bertviz_offline
+from explorer.parts import head_roles_view
+from explorer.parts import replay, tour
 from explorer.session import state
+from explorer.parts import run_status
 from explorer.figures.attention_stats import STAT_COLUMNS, STAT_LABELS, head_stats, head_stats_array, max_entropy, top_attended
-from explorer.examples import Examples, session_examples
+from explorer.parts.examples import Examples, session_examples
 from explorer.export import attention_csv, attentions_npz, plotly_config, rollout_csv
 from explorer.figures.inspect import (
     attention_grid_figure,
@@ -43,7 +45,7 @@ def _model_dims(model):
 
 def _inputs(tok):
     """Sentence A / B; bound to the URL (``?attn_a=...&attn_b=...``) so a copied link reopens the same input.
-    The defaults are words the model's vocabulary knows (explorer.examples; a seed vocabulary gets its corpus's)."""
+    The defaults are words the model's vocabulary knows (explorer.parts.examples; a seed vocabulary gets its corpus's)."""
     ex = session_examples(tok, Examples("", "", DEFAULT_A, DEFAULT_B))
     url = dict(bind="query-params", persist_state="session")
     c1, c2 = st.columns(2)
@@ -303,8 +305,8 @@ def render():
                   "tab are in the address bar: copy the link to share this view.", model=active.label, L=L, H=H,
                   max=max_pos))
     if active.kind == "untrained":
-        state.untrained_notice()
-        state.default_train_button("attn_train_default")
+        run_status.untrained_notice()
+        run_status.default_train_button("attn_train_default")
 
     a, b = _inputs(tok)
     b = _optional_b(b, tok)

@@ -8,27 +8,29 @@ import streamlit as st
 
 from bertcore.errors import ConfigError
 from bertcore.io.checkpoint import load_checkpoint
-from bertcore.jobs import study as S
+from bertcore.launch import study as S
 from bertcore.lab.studies import Study, Variant
 from bertcore.presets import PRESETS
 from bertcore.training import runs
 from bertcore.training.same_init import InitReport
 from explorer.figures import train as ft
-from explorer.jobs import training_run
-from explorer.session import state, studies, workspace
+from explorer.launch import training_run
+from explorer.session import state, workspace
+from explorer.parts import run_status
+from explorer.launch import studies
 from explorer.export import plotly_config
 from explorer.figures.inspect import attention_grid_figure
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import error_text, user_action
 
-_KEY = "bx_compare_run"  # the live StudyRun's slot (explorer.session.studies)
+_KEY = "bx_compare_run"  # the live StudyRun's slot (explorer.launch.studies)
 _K_INIT = "compare_init"  # (study, seed, vocab) -> the same-start line, once per choice
 _K_GRIDS = "compare_grids"  # run dir -> (mtime, attentions, tokens) of its last attention snapshot
 STUDY_NAME = "compare-designs"  # study.json "study" of this page's studies
 FINISHED = ("trained", "evaluating", "scored")  # cell states of a run that trained all its steps
 CELL_LABELS = {"missing": mark("waiting"), "stopped": mark("stopped"), "training": mark("training"),
                "trained": mark("trained"), "evaluating": mark("scoring"), "scored": mark("scored"),
-               "failed": mark("failed")}  # bertcore.jobs.study.CELL_STATES on screen
+               "failed": mark("failed")}  # bertcore.launch.study.CELL_STATES on screen
 SWITCHES = {
     "norm_placement": (mark("LayerNorm placement"), ["post", "pre"]),
     "position_embedding": (mark("position embeddings"), ["learned", "sinusoidal"]),
@@ -44,7 +46,7 @@ CURVES = ((["mlm_loss", "eval_mlm_loss"], mark("MLM loss"), mark("cross-entropy"
 
 def design_study(labels, settings_a: dict, settings_b: dict, layers: int, lr: float, steps: int) -> Study:
     """The comparison as a study of two variants (the switch's values or the presets' BertConfig overrides) on the
-    page's base settings; A is the reference whose initial weights B shares (``bertcore.jobs.study.initial_model``)."""
+    page's base settings; A is the reference whose initial weights B shares (``bertcore.launch.study.initial_model``)."""
     base = {"num_hidden_layers": layers, "lr": lr, "eval_every": max(10, steps // 15),
             "snapshot_every": max(5, steps // 20)}
     return Study(STUDY_NAME, "Compare two designs", "Compare designs", (Variant(labels[0], dict(settings_a)),
@@ -125,7 +127,7 @@ def _histories(data: dict, live: dict) -> dict:
 
 def _status_line(s) -> None:
     states = " · ".join(f"{name}: {tr(CELL_LABELS[c]) if c in CELL_LABELS else c}" for (name, _), c in s.states.items())
-    fields = dict(status=tr(state.STATUS_LABELS.get(s.status, s.status)), done=s.total_done, total=s.total_steps,
+    fields = dict(status=tr(run_status.STATUS_LABELS.get(s.status, s.status)), done=s.total_done, total=s.total_steps,
                   elapsed=training_run.fmt_seconds(s.elapsed), eta=training_run.fmt_seconds(s.eta))
     text = (tr("{status}: step {done}/{total} of both designs · elapsed {elapsed} · ETA {eta}", **fields) if s.running
             else tr("{status}: step {done}/{total} of both designs · elapsed {elapsed}", **fields))
@@ -173,7 +175,7 @@ def render() -> None:
         "Seed tutorials disagree on small design choices: post-LN (BERT) or pre-LN (codertimo, Annotated "
         "Transformer), learned or sinusoidal positions, GELU or ReLU. Here two runs with the **same corpus, seed, "
         "data order and initial weights** (wherever the two designs have the same tensors) differ in one switch or in "
-        "a whole preset: a small study (`bertcore.jobs.study`, the Lab's runner) that trains both side by side in "
+        "a whole preset: a small study (`bertcore.launch.study`, the Lab's runner) that trains both side by side in "
         "the background, so any gap in the curves comes from the design."
     ))
     st.latex(r"\text{post-LN: } x \leftarrow \mathrm{LN}(x + f(x)) \qquad \text{pre-LN: } x \leftarrow x + f(\mathrm{LN}(x))")
@@ -255,7 +257,7 @@ def _results(run) -> None:
         else:
             data, hist = shown, {}
             st.caption(tr("“{name}”, {status}: kept in `{path}`.", name=" vs ".join(v["name"] for v in data["variants"]),
-                          status=tr(state.STATUS_LABELS.get(data.get("status"), data.get("status") or "")),
+                          status=tr(run_status.STATUS_LABELS.get(data.get("status"), data.get("status") or "")),
                           path=data.get("path")))
         for name, _, r in _cells(data):
             if r.get("error"):

@@ -12,7 +12,7 @@ from bertcore.data.tokenization import basic_tokenize, has_cjk
 from bertcore.errors import BertcoreError
 from explorer.session import corpus_state as cs, page_caches
 from explorer.figures import learn as F
-from explorer.seed_example import render_seed003
+from explorer.parts.seed_example import render_seed003
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, ntr, tr

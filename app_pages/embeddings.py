@@ -5,8 +5,9 @@ import streamlit as st
 from bertcore.analysis.inference import inspect_pair
 from bertcore.data.tokenization import canonical_special
 from bertcore.errors import BertcoreError
-from explorer import replay
+from explorer.parts import replay
 from explorer.session import state
+from explorer.parts import run_status
 from explorer.figures.inspect import embedding_scatter_figure, pca
 from explorer.figures.overview import embedding_parts
 from bertcore.data.user_text import is_blank
@@ -204,8 +205,8 @@ def render():
         "`explorer.figures.inspect.pca` (numpy only)."))
     st.latex(r"X - \bar{X} = U \Sigma V^\top,\qquad \text{coordinates} = (X-\bar{X})\,V_{[:, :2]}")
     if active.kind == "untrained":
-        state.untrained_notice()
-        state.default_train_button("emb_train_default")
+        run_status.untrained_notice()
+        run_status.default_train_button("emb_train_default")
     text = st.text_area(tr("Sentences, one per line"), value=DEFAULT_SENTENCES, key="emb_text", height=190,
                         max_chars=60_000)
     lines = [ln.strip() for ln in (text or "").splitlines() if not is_blank(ln)]  # the library's "empty"

@@ -1,6 +1,6 @@
 """Features page: a sparse autoencoder (SAE) on one layer of the active run, its features named by the grammar, and
 steering with one (bertcore.analysis.sae_runs, features, steering). SAEs are trained in the background
-(explorer.jobs.sae_jobs) and kept in the run folder (RUN/saes/, SAELens's layout); the settings, the feature, the
+(explorer.launch.sae_jobs) and kept in the run folder (RUN/saes/, SAELens's layout); the settings, the feature, the
 steering text and the replayed step live in the address bar, so a reload shows the same. The numbers equal
 ``python -m bertcore sae / features / steer ... --json``."""
 from pathlib import Path
@@ -15,9 +15,9 @@ from bertcore.data.user_text import is_blank
 from bertcore.io.sae_io import FEATURES_FILE, SAES_DIR, hook_of
 from bertcore.io.steps import list_steps
 from bertcore.training.job import INTERRUPTED, read_state
-from explorer import replay, tour
-from explorer.jobs import sae_jobs
-from explorer.figures import skills_view
+from explorer.parts import replay, tour
+from explorer.launch import sae_jobs
+from explorer.parts import skills_view
 from explorer.session import page_caches, state
 from explorer.export import plotly_config
 from explorer.figures.features import (contexts_html, feature_frame, features_csv, histogram_figure, label_text,

@@ -8,16 +8,17 @@ from bertcore.errors import BertcoreError
 from bertcore.finetune.models import MINILM_LR, PRETRAINED, SCRATCH, classify, summary_line
 from bertcore.finetune.sweep import DEFAULT_POINTS, SWEEP_STEPS, planned_points, sweep_points
 from bertcore.finetune.tuner import FinetuneConfig
-from bertcore.jobs.study import read_study
+from bertcore.launch.study import read_study
 from bertcore.training.history import History
 from explorer.figures import finetune as ff
-from explorer.jobs import finetunes, training_run
+from explorer.launch import finetunes, training_run
 from explorer import livechart
 from explorer.session import page_caches, state, workspace
+from explorer.parts import run_status
 from bertcore.data.user_text import is_blank
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import error_text, user_action
-from explorer.session.state import STATUS_LABELS
+from explorer.parts.run_status import STATUS_LABELS
 
 LABEL_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 0]  # 0 = all
 STEP_CHOICES = [10, 20, 50, 100, 150, 200, 300, 500]
@@ -151,7 +152,7 @@ def _sweep(c) -> None:
         if data is None:
             st.caption(tr("Fine-tunes both starting points again with {pts} labelled examples ({steps} steps each, "
                           "held-out accuracy at the end) and plots the final accuracy against the number of labels "
-                          "(`bertcore.lab.studies.finetune_study`, run by `bertcore.jobs.study`).", pts=pts,
+                          "(`bertcore.lab.studies.finetune_study`, run by `bertcore.launch.study`).", pts=pts,
                           steps=SWEEP_STEPS))
             return
         done, planned = sweep_points(data), planned_points(data)
@@ -253,7 +254,7 @@ def render() -> None:
     if not choices:
         st.info(tr("No pretrained model yet. Train the default model (the sidebar's active model becomes the "
                    "starting point), or load all-MiniLM-L6-v2 in the sidebar."))
-        state.default_train_button("finetune_default_train")
+        run_status.default_train_button("finetune_default_train")
         _view(run, prompt=False)
         return
     tasks = task_names() + [_UPLOAD]

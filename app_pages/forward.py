@@ -12,9 +12,9 @@ from bertcore.data.user_text import is_blank
 from explorer.figures import forward as FF
 from explorer.figures import forward_math as FM
 from explorer.figures import forward_stages as FS
-from explorer import replay, tour
+from explorer.parts import replay, tour
 from explorer.session import state
-from explorer.examples import Examples, session_examples
+from explorer.parts.examples import Examples, session_examples
 from explorer.export import matrix_csv, plotly_config
 from explorer.figures.inspect import token_labels
 from explorer.figures.plotly_dict import freeze_figure
@@ -182,7 +182,7 @@ def _matrix(t, model, tok, stage, layer, head, token, left, right):
 
 
 def _table(df, key: str, fmt: str = "%.4f", **kw) -> None:
-    """A numeric table with every column at ``fmt`` (column_config: a Styler costs ~0.2 ms a cell)."""
+    """A numeric table with every column at ``fmt`` (column_config, not a Styler: a Styler pays per cell)."""
     cfg = {str(c): st.column_config.NumberColumn(str(c), format=fmt) for c in df.columns}
     st.dataframe(df, key=key, column_config=cfg, **kw)
 

@@ -6,16 +6,17 @@ import pandas as pd
 import streamlit as st
 
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.jobs import service
-from bertcore.jobs import study as S
+from bertcore.launch import service
+from bertcore.launch import study as S
 from bertcore.lab import table as T
 from bertcore.lab.studies import MAX_SEEDS, STUDIES, STUDY_STEPS, custom_study, slug, study_from_dict
 from bertcore.training.job import LIVE
 from explorer.export import plotly_config
 from explorer.figures import lab as fl
-from explorer.jobs import training_run
-from explorer.jobs.training_slots import max_trainings
-from explorer.session import corpus_state, state, studies
+from explorer.launch import training_run
+from explorer.launch.training_slots import max_trainings
+from explorer.session import corpus_state, state
+from explorer.launch import studies
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import user_action
 
@@ -113,10 +114,10 @@ def _form(running: bool) -> None:
             n = len(study.variants) * seeds
             lanes = min(max_trainings(), n)
             st.caption(tr("{v} variants × {s} seeds = {runs} runs of {steps} steps, trained one after the other and "
-                          "each scored when it ends (`bertcore.jobs.study.run`).", v=len(study.variants), s=seeds,
+                          "each scored when it ends (`bertcore.launch.study.run`).", v=len(study.variants), s=seeds,
                           runs=n, steps=steps) if lanes == 1 else
                        tr("{v} variants × {s} seeds = {runs} runs of {steps} steps, trained side by side in up to {n} "
-                          "training processes and each scored when it ends (`bertcore.jobs.study.run`).",
+                          "training processes and each scored when it ends (`bertcore.launch.study.run`).",
                           v=len(study.variants), s=seeds, runs=n, steps=steps, n=lanes))
         if running:
             st.info(tr("A study is running in this workspace; stop it (above) to start another."))
@@ -338,7 +339,7 @@ def render() -> None:
     st.markdown(tr(
         "BERT's ablations (§5.1, Table 5; Appendix C.2, Table 8) and those of its successors were each one run of a "
         "large model. Here every variant of a study is trained over several seeds, the runs of one seed from the "
-        "same initial weights and the same data order (`bertcore.jobs.study.run`), every run is scored the same way "
+        "same initial weights and the same data order (`bertcore.launch.study.run`), every run is scored the same way "
         "(`bertcore.lab.evaluate.evaluate_run`), and the table gives each number as mean ± sd over the seeds, "
         "marked where a paired test finds a difference from the reference (`bertcore.lab.table.summarise`)."))
     state.get_active()

@@ -1,4 +1,4 @@
-"""Logit lens & patching page (issue 24 parts 2-3): where in the network an answer forms. The lens reads every
+"""Logit lens & patching page: where in the network an answer forms. The lens reads every
 layer's hidden state at a [MASK] with the model's own MLM head; activation patching puts text B's hidden state (or
 one head's output) into text A's run and measures how far the answer moves from A's to B's. Texts, words, the view
 and the replay step live in the URL; the numbers equal ``python -m bertcore lens/patch ... --json``."""
@@ -8,8 +8,9 @@ from bertcore.analysis.inference import encode_pair
 from bertcore.analysis.lens import NO_MLM_HEAD, applied_description, has_mlm_head, logit_lens
 from bertcore.analysis.patching import activation_patching, default_pairs, focus_positions
 from bertcore.data.user_text import is_blank
-from explorer import replay, tour
+from explorer.parts import replay, tour
 from explorer.session import state
+from explorer.parts import run_status
 from explorer.export import head_patch_csv, lens_csv, patch_csv, plotly_config
 from explorer.figures.interp import head_patch_figure, lens_table, patch_figure, word_curve_figure
 from explorer.i18n import frozen, mark, tr
@@ -154,7 +155,7 @@ def render():
     st.caption(tr("Active model: **{label}**. The texts, words, view and step are in the address bar; the same "
                   "numbers: `python -m bertcore lens` / `patch ... --json`.", label=active.label))
     if active.kind == "untrained":
-        state.untrained_notice()
+        run_status.untrained_notice()
     first = _pair_picker(tok)
     view = _view()
     with user_action(tr("Show {view}", view=tr(VIEWS.get(view, "")))):

@@ -13,11 +13,12 @@ from bertcore.data.pretraining import (
     expected_selection_rate,
 )
 from explorer.session import corpus_state as cs, page_caches
-from explorer.figures import learn as F, masking_view as MV
-from explorer.seed_example import render_seed003
+from explorer.figures import learn as F
+from explorer.parts import masking_view as MV
+from explorer.parts.seed_example import render_seed003
 
 from bertcore.config import TrainConfig
-from explorer.examples import Examples, session_examples
+from explorer.parts.examples import Examples, session_examples
 from explorer.figures.learn import percent
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, tr

@@ -7,7 +7,8 @@ import streamlit as st
 from bertcore.model.bert import count_parameters
 from bertcore.model.formulas import formulas
 from explorer.session import state
-from explorer import tour
+from explorer.parts import run_status
+from explorer.parts import tour
 from explorer.i18n import mark, tr
 from explorer.session.memo import memo, memo_shown
 from explorer.figures.overview import pipeline_figure, segment_labels
@@ -74,9 +75,9 @@ def render() -> None:
            sequence=input_sentence(active.tokenizer, active.model.config))
     )
     _loss_formulas(active.model.config, active.tokenizer)
-    state.untrained_notice()
+    run_status.untrained_notice()
     if active.kind == "untrained":
-        state.default_train_button("overview_train_default")
+        run_status.default_train_button("overview_train_default")
 
     left, right = st.columns([3, 2])
     with left:

@@ -9,6 +9,7 @@ from bertcore.model.formulas import formulas
 from bertcore.model.functional import sinusoidal_table
 from explorer.figures import learn as F
 from explorer.session import state
+from explorer.parts import run_status
 from bertcore.model.bert import embedding_init
 from bertcore.data.user_text import is_blank
 from explorer.i18n import frozen, mark, tr
@@ -74,11 +75,11 @@ def _section_learned(kind: str):
                    "panels below are the same numbers. Train a variant with `position_embedding = learned` "
                    "to compare."))
     elif not am.is_trained:
-        state.untrained_notice()
+        run_status.untrained_notice()
         st.warning(tr("The learned table is still **random** ({init} init): its similarity map is noise with a "
                       "bright diagonal. After training, neighbouring positions become similar.",
                       init=embedding_init(cfg, n_pos)))
-        state.default_train_button("pe_train_default")
+        run_status.default_train_button("pe_train_default")
     sin = _sinusoidal(n_pos, d)
     left = tr("learned (active model)") if cfg.position_embedding == "learned" else tr("active model (sinusoidal)")
     fig = F.side_by_side_similarity(F.similarity(table, kind), F.similarity(sin, kind), kind,

@@ -11,10 +11,11 @@ from bertcore.analysis.ablation import head_mask_for
 from bertcore.analysis.explain import MIN_IG_STEPS, explain_all
 from bertcore.analysis.inference import next_tokens, predict, sentence_head_label
 from bertcore.model.formulas import formulas
-from explorer import examples, replay, tour
+from explorer.parts import examples, replay, tour
 from explorer.session import state, workspace
+from explorer.parts import run_status
 from explorer.export import attributions_csv, plotly_config
-from explorer.figures import ablation_view
+from explorer.parts import ablation_view
 from explorer.figures.explain import METHOD_LABELS, token_strip_figure
 from explorer.figures.inspect import fill_mask_figure, nsp_figure
 from explorer.i18n import frozen, mark, tr
@@ -73,7 +74,7 @@ def _compare_choice(state, active, ex):
 
 
 def _examples(tok):
-    """Pre-filled texts the active model's vocabulary knows (explorer.examples): these defaults, or for a seed
+    """Pre-filled texts the active model's vocabulary knows (explorer.parts.examples): these defaults, or for a seed
     vocabulary sentences from the corpus it knows best (this session's corpus, the tutorial, the built-in)."""
     return examples.session_examples(tok, examples.Examples(DEFAULT_MASKED, DEFAULT_SENTENCE, DEFAULT_A, DEFAULT_B))
 
@@ -324,8 +325,8 @@ def _why_view(active, targets):
     """The attributions for one target, computed when the learner asks (the button) or already known to the server.
     A fragment: the target, the steps and the button rerun only this view, not the predictions above. Integrated
     gradients take a batch of forward and backward passes, the most work of any Predict action, so a new text
-    waits for the button instead of computing them for every sentence typed (docs/BENCH.md, "One torch thread
-    for the pages")."""
+    waits for the button instead of computing them for every sentence typed (docs/BENCH-HISTORY.md, "One torch
+    thread for the pages")."""
     labels = [t[0] for t in targets]
     c1, c2 = st.columns([2, 1])
     pick = c1.segmented_control(tr("Explain"), labels, default=labels[0], key="pred_why_target", required=True)
@@ -382,8 +383,8 @@ def render():
         "followed A (`bertcore.analysis.inference.nsp_probability`).", mask=active.tokenizer.mask_token))
     st.latex(formulas(active.model.config)["mlm"])  # the active model's own head, activation and tying
     if active.kind == "untrained":
-        state.untrained_notice()
-        state.default_train_button("pred_train_default")
+        run_status.untrained_notice()
+        run_status.default_train_button("pred_train_default")
     ex = _examples(active.tokenizer)
     models = _compare_choice(state, active, ex)
     fill = _fill_mask_section(state, models, ex)

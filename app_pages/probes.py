@@ -5,7 +5,7 @@ import streamlit as st
 
 from bertcore.analysis.probing import probe_model, probe_over_steps
 from bertcore.data.probe_sets import CSV_PROPERTY, PROPERTIES
-from explorer import replay
+from explorer.parts import replay
 from explorer.session import state
 from explorer.export import plotly_config, probes_csv
 from explorer.figures.probes import probe_heatmaps_figure, probe_layers_figure

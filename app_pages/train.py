@@ -6,17 +6,20 @@ from pathlib import Path
 import streamlit as st
 
 from bertcore.analysis.live_probe import Probe, read_probe_csv
-from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate, measure_cadence
-from bertcore.errors import ConfigError
+from bertcore.config import BertConfig, TrainConfig, estimate, measure_cadence
+from bertcore.errors import BertcoreError, ConfigError
 from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS
 from bertcore.presets import preset as preset_configs
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.history import History
 from explorer import livechart
-from explorer.figures import skills_view
+from explorer.parts import skills_view
 from explorer.figures import train as ft
 from explorer.session import state
-from explorer.jobs import train_form, training_run
+from explorer.launch import launcher
+from explorer.parts import run_status
+from explorer.launch import training_run
+from explorer.parts import train_form
 from explorer.i18n import mark, tr
 from explorer.page_errors import error_text, user_action
 
@@ -116,19 +119,18 @@ def _widgets(preset: str, size: str, disabled: bool, tokenizer, max_len: int | N
     return bk, tk
 
 
-def build_configs(bk: dict, tk: dict):
-    """(BertConfig, TrainConfig, estimate, problem message or None). Never raises on bad combinations."""
+def build_spec(bk: dict, tk: dict, corpus, tokenizer, **fields):
+    """(the complete RunSpec or None, its estimate or None, problem message or None). Never raises on bad input:
+    the spec is built and checked once, here (``explorer.launch.launcher.app_spec``); Start trains it as it is."""
     try:
         bcfg, tcfg = BertConfig(**bk), TrainConfig(**tk)
-        check_compatible(bcfg, tcfg)
     except ConfigError as e:
-        return None, None, None, error_text(e)
+        return None, None, error_text(e)
     est = estimate(bcfg, tcfg)
     try:
-        service.check_budget(bcfg, tcfg, est)
-    except ConfigError as e:
-        return bcfg, tcfg, est, str(e)
-    return bcfg, tcfg, est, None
+        return launcher.app_spec(bcfg, tcfg, corpus, tokenizer, **fields), est, None
+    except BertcoreError as e:
+        return None, est, error_text(e)
 
 
 def _summary(job) -> str:
@@ -199,7 +201,7 @@ def _live(running: bool, result: bool = False) -> None:
     @st.fragment(run_every=1.0 if running else None)
     @user_action(tr("Show the training"))
     def live():
-        run = state.get_run()
+        run = launcher.get_run()
         if run is None:  # e.g. after a reload: the active model's saved history (its run's history.csv)
             hist = getattr(state.get_active().bundle, "history", None)
             if hist is None or not len(hist):
@@ -208,7 +210,7 @@ def _live(running: bool, result: bool = False) -> None:
             _saved_history(state.get_active(), hist, result)
             return
         s = run.snapshot()
-        state.show_run_status(s)
+        run_status.show_run_status(s)
         hist = s.histories[0] if s.histories else None
         if hist is not None and len(hist) and not result:  # the result view has its final numbers instead
             recent = hist.rows_since(max(0, len(hist) - 20))
@@ -228,7 +230,7 @@ def _live(running: bool, result: bool = False) -> None:
         if not result:
             skills_view.show_first_passes(skills, names)
         if running and not s.running:  # finished since the timer started: rerun so it stops
-            state.adopt_finished_runs()
+            launcher.adopt_finished_runs()
             st.rerun()
 
     live()
@@ -291,7 +293,7 @@ def size_help(name: str) -> str:
 def render() -> None:
     st.title(tr("Train a tiny BERT"))
     active = state.get_active()
-    run = state.get_run()
+    run = launcher.get_run()
     running = run is not None and run.running
     result = None if running or st.session_state.get(FORM_OPEN) else finished_result(run, active)
     if running:
@@ -300,8 +302,7 @@ def render() -> None:
         label = tr("Configuration of the next training: corpus, model, training, objective and the live probe")
     else:
         label = tr("Configuration: corpus, model, training, objective and the live probe")
-    bcfg = tcfg = probe = skill_csv = None
-    problem = None
+    spec = problem = None
     with st.expander(label, expanded=not running and result is None):
         with user_action(tr("Read the corpus"), tr("The corpus cannot be used: ")) as act:
             corpus, choice = train_form.corpus_choice(running)
@@ -322,14 +323,17 @@ def render() -> None:
             st.caption(tr("**{preset}** against its seed: {notes}.", preset=preset,
                           notes="; ".join(tr(n) for n in notes)))
         bk, tk = _widgets(preset, size, running, tok, train_form.upload_max_len(corpus, tok, ckey, size, preset))
-        bcfg, tcfg, est, problem = build_configs(bk, tk)
-        if est is not None:
-            parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
-            st.caption(tr("`bertcore.config.estimate`: **{params} parameters** ({parts}); about **{mb} MB** to train "
-                          "(budget {budget} MB).", params=f"{est['params']:,}", parts=parts,
-                          mb=f"{est['memory_bytes'] / 2**20:,.1f}", budget=f"{service.max_model_mb():,.0f}"))
+        est_slot = st.empty()  # the estimate's line, above the probe's inputs
         probe, probe_problem = train_form.probe_inputs(corpus, tok, ckey, running, bk["max_position_embeddings"])
         skill_csv = skills_view.skill_upload(tok, running)
+        spec, est, problem = build_spec(bk, tk, corpus, tok, name=f"{preset}, seed {tk['seed']}", preset=preset,
+                                        probe=probe, skill_csv=skill_csv,
+                                        defaults=train_form.chosen_defaults(corpus, tok, ckey, preset, size).to_dict())
+        if est is not None:
+            parts = ", ".join(f"{k} {v:,}" for k, v in est["params_by_part"].items())
+            est_slot.caption(tr("`bertcore.config.estimate`: **{params} parameters** ({parts}); about **{mb} MB** to "
+                                "train (budget {budget} MB).", params=f"{est['params']:,}", parts=parts,
+                                mb=f"{est['memory_bytes'] / 2**20:,.1f}", budget=f"{service.max_model_mb():,.0f}"))
         problem = problem or probe_problem
     if problem and not running:
         st.error(tr("Cannot start: {problem}", problem=problem))
@@ -340,10 +344,7 @@ def render() -> None:
     if b1.button(tr("Start"), key="train_start", type="primary",
                  disabled=running or problem is not None or state.read_only()):
         with user_action(tr("Start the training")):
-            err = state.start_run([service.RunSpec(bcfg, tcfg, name=f"{preset}, seed {tcfg.seed}", preset=preset, probe=probe,
-                                                    skill_csv=skill_csv,
-                                                    defaults=train_form.chosen_defaults(corpus, tok, ckey, preset, size).to_dict())],
-                                  corpus, tok)
+            err = launcher.start_run([spec])
             if err:
                 st.error(err)
             else:
@@ -359,7 +360,7 @@ def render() -> None:
         if run is not None:
             run.stop()
             run.adopted = True
-        state.forget_run()
+        launcher.forget_run()
         st.session_state[FORM_OPEN] = True
         st.rerun()
     if result is not None:

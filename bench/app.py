@@ -4,7 +4,7 @@
   (the browser is launched before the clock starts).
 * ``attention_rerun_ms``: server-side time of one rerun of the Attention page after a widget change,
   measured with streamlit's AppTest (the layer selectbox of the big head view switched back and forth).
-* ``training_in_app_frac``: the app's background runner (``explorer.jobs.training_run.TrainingRun``) with a thread
+* ``training_in_app_frac``: the app's background runner (``explorer.launch.training_run.TrainingRun``) with a thread
   that does what the Train page's fragment does on every poll (``snapshot()`` + the four figures serialized
   to JSON), as a share of headless ``Trainer`` steps/s on the same config (defaults, 1 thread).
 
@@ -91,8 +91,8 @@ def attention_rerun(reps: int = 8) -> dict:
 def in_app_training(seconds: float = 12.0) -> dict:
     try:
         from explorer.figures import train as ft
-        from bertcore.jobs.service import RunSpec
-        from explorer.jobs import training_run
+        from bertcore.launch.service import RunSpec
+        from explorer.launch import training_run
     except ImportError as e:
         return {"skipped": f"explorer is not importable: {e}"}
     import torch
@@ -120,7 +120,7 @@ def in_app_training(seconds: float = 12.0) -> dict:
             torch.set_num_threads(before)
 
     def in_app() -> tuple[float, float]:
-        run = training_run.TrainingRun([RunSpec(BertConfig(), tc, name="bench")], corpus, abandon_after=60).start()
+        run = training_run.TrainingRun([RunSpec(BertConfig(), tc, corpus=corpus, name="bench")], abandon_after=60).start()
         poll_ms = []
         while run.snapshot().total_done < 5:
             time.sleep(0.05)

@@ -236,7 +236,7 @@ def bench_training(name: str, corpus, quick: bool, peak: float) -> dict:
         for _ in range(3 if quick else 8):
             f()
     # Both run the same steps, in alternating blocks: a model's speed changes as it trains (denormal floats from
-    # peaked attention slow both models' backward; docs/BENCH.md, "Training speed over the same steps"), so blocks
+    # peaked attention slow both models' backward; docs/BENCH-HISTORY.md, "Training speed over the same steps"), so blocks
     # of equal time would set bertcore, further on in training, against transformers earlier on.
     block = 0.6 if quick else 2.5
     rounds = 2 if quick else 6

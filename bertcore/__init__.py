@@ -13,9 +13,9 @@ Build and train (BERT §3: pre-training on MLM §3.1 + NSP §3.2)
     PRESETS             every preset's tiny pair, by name (bertcore.presets)
 
 Runs (what the CLI and the app write and read)
-    RunSpec             what to train: configs, corpus, tokenizer, preset (bertcore.jobs.service)
+    RunSpec             what to train: configs, corpus, tokenizer, preset (bertcore.launch.service)
     train               train a RunSpec into a run directory, the route of the CLI and the app
-                        (bertcore.jobs.service)
+                        (bertcore.launch.service)
     load_checkpoint     open a run or checkpoint directory: a ModelBundle with .model and .tokenizer
                         (bertcore.io.checkpoint)
 
@@ -47,8 +47,8 @@ The names load on first use (PEP 562), so ``import bertcore`` and ``python -m be
 import importlib as _importlib
 import os as _os
 
-# Measured on 2 cores: with the UI busy on one core, OpenMP's active spin-wait made training 3.5x slower.
-# It must be set before torch is imported to take effect.
+# OpenMP's active spin-wait collapses training when another process (the UI) holds a core (docs/BENCH.md,
+# "Machine"). It must be set before torch is imported to take effect.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
@@ -63,8 +63,8 @@ _FRONT_DOOR = {
     "Trainer": "bertcore.training.trainer",
     "preset": "bertcore.presets",
     "PRESETS": "bertcore.presets",
-    "RunSpec": "bertcore.jobs.service",
-    "train": "bertcore.jobs.service",
+    "RunSpec": "bertcore.launch.service",
+    "train": "bertcore.launch.service",
     "load_checkpoint": "bertcore.io.checkpoint",
     "builtin_corpus": "bertcore.data.corpus",
     "builtin_zh_corpus": "bertcore.data.corpus_zh",

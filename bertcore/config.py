@@ -119,7 +119,8 @@ class BertConfig(JsonConfig):
     hidden_act: str = "gelu"
     # Std of init="bert"'s normal(0, std) weights. BERT uses 0.02 (at hidden 768; the BERT-base preset sets it).
     # None = LeCun's fan-in 1/sqrt(hidden_size), 0.125 at hidden 64: with 0.02 a tiny model starts so quiet that
-    # NSP waits at chance for half of a one-minute run (docs/BENCH.md, time to skill).
+    # NSP waits at chance for half of a one-minute run (docs/BENCH-HISTORY.md, "Time to skill with the new tiny
+    # defaults").
     initializer_range: float | None = None
     # Id of [PAD]; its attention keys are masked out and its embedding row is not special-cased.
     pad_token_id: int = 0
@@ -241,6 +242,18 @@ class BertConfig(JsonConfig):
         return self.attention_direction == "left_to_right"
 
 
+def check_optimizer_fields(cfg) -> None:
+    """The fields pretraining (``TrainConfig``) and fine-tuning (``FinetuneConfig``) share, with one meaning and one
+    range each: peak ``lr``, ``warmup_steps`` (a count of steps; None where a config allows a default share),
+    AdamW ``weight_decay``, ``grad_clip`` and ``seed`` (BERT §A.2, §A.3: the same recipe for both)."""
+    check_range("lr", cfg.lr, 0.0, 100.0)
+    if cfg.warmup_steps is not None:
+        check_range("warmup_steps", cfg.warmup_steps, 0, 1_000_000, int)
+    check_range("weight_decay", cfg.weight_decay, 0.0, 1.0)
+    check_range("grad_clip", cfg.grad_clip, 0.0, 1e6)
+    check_range("seed", cfg.seed, 0, 2**63 - 1, int)
+
+
 @dataclass
 class TrainConfig(JsonConfig):
     # Optimizer steps to run.
@@ -301,10 +314,7 @@ class TrainConfig(JsonConfig):
     def validate(self) -> None:
         check_range("steps", self.steps, 1, 1_000_000, int)
         check_range("batch_size", self.batch_size, 1, 4096, int)
-        check_range("lr", self.lr, 0.0, 100.0)
-        check_range("warmup_steps", self.warmup_steps, 0, 1_000_000, int)
-        check_range("weight_decay", self.weight_decay, 0.0, 1.0)
-        check_range("grad_clip", self.grad_clip, 0.0, 1e6)
+        check_optimizer_fields(self)
         check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
         check_range("pad_to", self.pad_to, 0, 8192, int)
         if self.pad_to and self.pad_to < self.max_seq_len:
@@ -321,7 +331,6 @@ class TrainConfig(JsonConfig):
         _check_choice("masking_unit", self.masking_unit, MASKING_UNITS)
         check_range("span_p", self.span_p, 0.01, 1.0)
         check_range("span_max_length", self.span_max_length, 1, 64, int)
-        check_range("seed", self.seed, 0, 2**63 - 1, int)
         check_range("eval_every", self.eval_every, 0, 1_000_000, int)
         check_range("eval_size", self.eval_size, 1, 100_000, int)
         check_range("snapshot_every", self.snapshot_every, 0, 1_000_000, int)

@@ -67,7 +67,7 @@ _BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
 # name -> size -> (model sizes, train overrides). Vocabulary sizes always come from the tokenizer.
 SIZES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
     "original BERT": {
-        # no dropout at tiny size: in a one-minute run it held NSP at chance for half the run (docs/BENCH.md)
+        # no dropout at tiny size: in a one-minute run it held NSP at chance for half the run (docs/BENCH-HISTORY.md)
         "tiny": (dict(_TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), {}),
         # BERT-base (§3, §A.2): 110M parameters with the 30522-word vocabulary; lr 1e-4, sequences of 128
         "paper": (dict(_BERT_BASE, initializer_range=0.02), dict(lr=1e-4, max_seq_len=128, batch_size=32,

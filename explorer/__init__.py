@@ -2,8 +2,7 @@
 import os as _os
 
 # numpy's OpenBLAS: one thread. In the server every session's script may call it at the same time (the
-# Embeddings page's PCA), and OpenBLAS's spinning worker threads then starve each other: on 2 busy cores
-# one 2000x64 SVD took 1.1 s instead of 46 ms, and 8 at once 164 s instead of 0.8 s (docs/BENCH.md,
-# "Classroom load test"). Must be set before numpy is first imported; app.py imports this package before
-# anything that imports numpy.
+# Embeddings page's PCA), and OpenBLAS's spinning worker threads then starve each other on busy cores
+# (docs/BENCH-HISTORY.md, "Classroom load test"). Must be set before numpy is first imported; app.py imports
+# this package before anything that imports numpy.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

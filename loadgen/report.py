@@ -109,7 +109,7 @@ def proc_sample(pid: int) -> tuple[float, float] | None:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (its trainings, bertcore.jobs.worker), from /proc/PID/task/TID/children."""
+    """Every process below ``pid`` (its trainings, bertcore.launch.worker), from /proc/PID/task/TID/children."""
     out, todo = [], [pid]
     while todo:
         p = todo.pop()

@@ -12,7 +12,7 @@ Phases (each bounded in time):
    CPU are sampled every second meanwhile.
 4. **Solo training again**, once the load's trainings have ended (the server's child processes gone; an error if
    they still run ``EVENT_TIMEOUTS`` x ``timeout`` after the load): the baseline is the mean of the two solo runs,
-   because this machine's speed drifts by 10-20% from one minute to the next (docs/BENCH.md, "One torch thread
+   because this machine's speed drifts by 10-20% from one minute to the next (docs/BENCH-HISTORY.md, "One torch thread
    for the pages"), and a baseline taken only before the load made the ratio as noisy as that.
 
 With ``flood`` (``loadgen.flood``), one client address opens that many sessions during phase 3, from when the

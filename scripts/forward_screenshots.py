@@ -48,7 +48,7 @@ def main(argv=None) -> int:
 
     from bertcore.config import BertConfig, TrainConfig, measure_cadence
     from bertcore.training import runs
-    from bertcore.jobs import service
+    from bertcore.launch import service
 
     runs_dir = Path(tempfile.mkdtemp(prefix="fw-shot-"))
     os.environ["BERTCORE_RUNS_DIR"] = str(runs_dir)

@@ -12,11 +12,11 @@ import pandas as pd
 import pytest
 from conftest import TRAINING_END
 
-from bertcore.jobs.service import RunSpec
+from bertcore.launch.service import RunSpec
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
 from explorer.figures import train as ft
-from explorer.jobs import training_run, training_slots
+from explorer.launch import training_run, training_slots
 from explorer.session import uploads
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,8 @@ def small():
 
 def _run(small, steps=30, abandon_after=None, **kw):
     corpus, tok, bcfg, tcfg = small
-    r = training_run.TrainingRun([RunSpec(bcfg, tcfg(steps, **kw), name="test")], corpus, tok, abandon_after=abandon_after)
+    r = training_run.TrainingRun([RunSpec(bcfg, tcfg(steps, **kw), corpus=corpus, tokenizer=tok, name="test")],
+                                 abandon_after=abandon_after)
     RUNS.append(r)
     return r
 
@@ -128,13 +129,13 @@ def test_pages_render_with_trained_model(trained_run):
 
 
 def test_compare_trains_both_designs_as_one_study():
-    """Compare designs is a small study (bertcore.jobs.study): both designs train side by side from the same start
-    (bertcore.jobs.study.initial_model), the curves are their histories, a reload (the live run gone, as after a
+    """Compare designs is a small study (bertcore.launch.study): both designs train side by side from the same start
+    (bertcore.launch.study.initial_model), the curves are their histories, a reload (the live run gone, as after a
     restart) finds the comparison on disk with the same curves and both attention grids, and a grid's run becomes
     the active model."""
     from streamlit.testing.v1 import AppTest
 
-    from bertcore.jobs.study import read_study
+    from bertcore.launch.study import read_study
     from bertcore.training import runs
 
     ws = runs.new_workspace_id()

@@ -23,7 +23,7 @@ import streamlit
 from streamlit.testing.v1 import AppTest
 
 from app_fuzz import FORMAT_ONLY, FUZZ_KINDS, AppFuzz
-from explorer.jobs import training_run, training_slots
+from explorer.launch import training_run, training_slots
 from explorer.page_errors import UNEXPECTED
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -124,7 +124,7 @@ def test_the_walker_sees_real_imports(tmp_path):
     imports = _imports(ROOT / "bertcore" / "analysis" / "inference.py")
     assert "bertcore.data.pretraining" in imports and "torch" in imports
     lazy = _imports(ROOT / "bertcore" / "cli" / "train.py")  # the CLI imports its commands' modules inside functions
-    assert any(m.startswith(("bertcore.training", "bertcore.jobs")) for m in lazy)
+    assert any(m.startswith(("bertcore.training", "bertcore.launch")) for m in lazy)
     assert any(m.startswith("streamlit.") for p in (ROOT / "tests").glob("test_pages_*.py") for m in _imports(p))
 
 
@@ -221,7 +221,7 @@ def test_the_new_rules_can_fail(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------------- bertcore's layers
-# Lowest first; a module imports only its own layer and the ones below (lazily too). The jobs layer wires the
+# Lowest first; a module imports only its own layer and the ones below (lazily too). The launch layer wires the
 # others together (the pretraining route, the training process); the trainer only trains, and what a run records
 # besides its curve (bertcore.analysis.records) listens through its callbacks.
 LAYERS = (
@@ -232,7 +232,7 @@ LAYERS = (
     ("analysis",),
     ("finetune",),
     ("lab",),
-    ("jobs",),
+    ("launch",),
     ("cli", "__main__", "__init__"),
 )
 
@@ -266,6 +266,75 @@ def test_bertcore_imports_only_its_own_layer_and_below():
 
 def test_the_layer_check_sees_an_upward_import():
     """The trainer importing an analysis would be caught: the rule is not vacuous."""
-    assert _layer("bertcore.training.trainer") < _layer("bertcore.analysis.records") < _layer("bertcore.jobs.service")
+    assert _layer("bertcore.training.trainer") < _layer("bertcore.analysis.records") < _layer("bertcore.launch.service")
     assert _layer("bertcore.io.checkpoint") < _layer("bertcore.training.runs")
     assert _layer("bertcore.cli.heads") == _layer("bertcore.__main__") == len(LAYERS) - 1
+
+
+# ---------------------------------------------------------------------------------------------- explorer's layers
+# Lowest first, as for bertcore. Figure builders are pure (numbers in, plotly dicts out); the session keeps a
+# browser's state; launch starts and watches background work; parts draw widgets from all of them; the live chart
+# is a component that shows a part's figures. Pages (app_pages/) sit above everything and are not checked here.
+EXPLORER_LAYERS = (
+    ("__init__", "i18n"),
+    ("page_errors",),
+    ("figures",),
+    ("export",),
+    ("session",),
+    ("launch", "server_process"),
+    ("parts",),
+    ("livechart",),
+)
+
+
+def _explorer_layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "explorer":
+        return None
+    head = parts[1] if len(parts) > 1 else "__init__"
+    if head != "__init__" and not ((ROOT / "explorer" / head).is_dir() or (ROOT / "explorer" / f"{head}.py").is_file()):
+        return None
+    for rank, names in enumerate(EXPLORER_LAYERS):
+        if head in names:
+            return rank
+    raise AssertionError(f"{module}: add its package to EXPLORER_LAYERS in tests/test_architecture.py")
+
+
+def _upward(module: str, imports: list[str]) -> list[str]:
+    mine = _explorer_layer(module)
+    return [m for m in imports if (theirs := _explorer_layer(m)) is not None and theirs > mine]
+
+
+def test_explorer_imports_only_its_own_layer_and_below():
+    """No arrow runs up; so no two folders of explorer import each other either."""
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in (ROOT / "explorer").rglob("*.py")
+           for m in _upward(_module_name(p), _imports(p))]
+    assert not bad
+
+
+def test_explorer_folders_do_not_import_each_other():
+    pairs = set()
+    for path in (ROOT / "explorer").rglob("*.py"):
+        me = _module_name(path).split(".")[1:2] or ["__init__"]
+        for mod in _imports(path):
+            p = mod.split(".")
+            if p[0] == "explorer" and len(p) > 1 and _explorer_layer(mod) is not None and p[1] != me[0]:
+                pairs.add((me[0], p[1]))
+    assert not {(a, b) for a, b in pairs if (b, a) in pairs}
+
+
+def test_the_explorer_layer_check_sees_an_upward_import():
+    """A session module importing a page part, or a figure builder importing the session, would be caught."""
+    assert _explorer_layer("explorer.session.state") < _explorer_layer("explorer.launch.launcher") \
+        < _explorer_layer("explorer.parts.run_status")
+    assert _upward("explorer.session.state", ["explorer.parts.run_status", "explorer.i18n"]) == \
+        ["explorer.parts.run_status"]
+    assert _upward("explorer.figures.train", ["explorer.session.memo"]) == ["explorer.session.memo"]
+    assert _upward("explorer.parts.sidebar", ["explorer.launch.launcher", "bertcore.config"]) == []
+
+
+def test_figure_builders_never_import_streamlit():
+    """explorer.figures is pure: what draws widgets lives in explorer.parts."""
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in (ROOT / "explorer" / "figures").rglob("*.py")
+           for m in _imports(p) if m.split(".")[0] == "streamlit"]
+    assert not bad

@@ -102,9 +102,9 @@ def test_a_job_whose_process_is_gone_reads_as_interrupted(tmp_path):
 
 
 def test_every_background_job_of_the_explorer_is_one_of_these():
-    from explorer.jobs.sae_jobs import SAEJob
-    from explorer.jobs.study_run import StudyRun
-    from explorer.jobs.training_run import TrainingRun
+    from explorer.launch.sae_jobs import SAEJob
+    from explorer.launch.study_run import StudyRun
+    from explorer.launch.training_run import TrainingRun
 
     for cls in (TrainingRun, StudyRun, SAEJob):
         assert issubclass(cls, BackgroundJob), cls

@@ -22,7 +22,7 @@ from bertcore.io import checkpoint as ck
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.steps import list_steps, load_step, step_path
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.resume import read_resume_step
 
@@ -176,9 +176,8 @@ def test_a_full_disk_mid_checkpoint_keeps_the_previous_one_and_the_run_resumes(c
 
     fill_disk_when(monkeypatch, file_name, full)
     s = spec(corpus)
-    s.callbacks = Callbacks(checkpoint=on_checkpoint)
     d = tmp_path / "r"
-    res = service.train(s, d)
+    res = service.train(s, d, callbacks=Callbacks(checkpoint=on_checkpoint))
     full["on"] = False
     assert kept["step"] == 5 and res.trainer.step_count == 10  # it stopped at the failed write: nothing after
     assert not [p.name for p in d.rglob("*.tmp")]  # the half-written temp file is gone
@@ -211,7 +210,7 @@ def test_a_full_disk_mid_checkpoint_keeps_the_previous_one_and_the_run_resumes(c
 
 def test_a_full_disk_through_the_cli_and_the_app_runner(corpus, tmp_path, monkeypatch, capsys):
     """The CLI says `error: ...` with the way to resume; the app's runner shows the reason as the job's error."""
-    from explorer.jobs.training_run import TrainingRun
+    from explorer.launch.training_run import TrainingRun
 
     full = {"on": False}
     fill_disk_when(monkeypatch, "model.safetensors", full)
@@ -224,13 +223,13 @@ def test_a_full_disk_through_the_cli_and_the_app_runner(corpus, tmp_path, monkey
     assert f"--resume {out}" in err and "Traceback" not in err
 
     from bertcore.analysis import records
-    from bertcore.jobs import service as svc
+    from bertcore.launch import service as svc
 
     s = spec(corpus, steps=30)
     # the pretraining run's files are written by its records (TrainingRecords.save): step 0, 5, then full
     monkeypatch.setattr(records, "save_checkpoint", _fail_after(ck.save_checkpoint, 2, full))
     monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "0")  # the patched save is in this process: train in a thread
-    run = TrainingRun([svc.RunSpec(s.model_config, s.train_config, name="full disk")], corpus, runs_dir=tmp_path / "ws",
+    run = TrainingRun([svc.RunSpec(s.model_config, s.train_config, corpus=corpus, name="full disk")], runs_dir=tmp_path / "ws",
                       abandon_after=600)
     run.start()
     assert run.join(300)
@@ -257,15 +256,15 @@ def test_a_run_failed_on_a_full_disk_is_resumed_from_the_sidebar(corpus, monkeyp
     Stop), and the run finishes with every step once."""
     from streamlit.testing.v1 import AppTest
 
-    from explorer.session import state
+    from explorer.launch import launcher
 
     monkeypatch.setenv("BERTCORE_ABANDON_SECONDS", "600")  # AppTest runs no fragment timers: no heartbeat
     ws = runs.new_workspace_id()
     full = {"on": False}
     fill_disk_when(monkeypatch, "model.safetensors", full)
     s = spec(corpus, name="full disk")
-    s.callbacks = Callbacks(checkpoint=lambda ev: full.update(on=ev.meta["steps_done"] >= 5))
-    d = service.train(s, parent=runs.workspace_dir(ws)).run_dir
+    cb = Callbacks(checkpoint=lambda ev: full.update(on=ev.meta["steps_done"] >= 5))
+    d = service.train(s, parent=runs.workspace_dir(ws), callbacks=cb).run_dir
     full["on"] = False
     assert runs.read_run(d).resumable
 
@@ -279,7 +278,7 @@ def test_a_run_failed_on_a_full_disk_is_resumed_from_the_sidebar(corpus, monkeyp
     at.switch_page("app_pages/train.py").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert not at.button(key="train_stop").disabled  # it trains, in this session
-    run = at.session_state[state._K_RUN]
+    run = at.session_state[launcher._K_RUN]
     assert run.join(300)
     info = runs.read_run(d)
     assert (info.status, info.steps_done) == ("finished", 30)

@@ -8,7 +8,7 @@ from playwright.sync_api import Page, expect
 
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 
 pytestmark = BROWSER
 WS = "headRolesBrowser012345678"

@@ -15,7 +15,7 @@ from bertcore.analysis.patching import default_pairs
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 
 pytestmark = BROWSER
 WS = "lensBrowserWorkspace01234"

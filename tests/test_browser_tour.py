@@ -13,9 +13,9 @@ from playwright.sync_api import Page, expect
 
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from explorer.figures import forward_stages as FS
-from explorer import tour
+from explorer.parts import tour
 
 pytestmark = BROWSER
 WS = "tourBrowserWorkspace0001"

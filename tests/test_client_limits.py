@@ -248,7 +248,7 @@ def test_the_refused_delay_doubles_up_to_a_minute():
 
 
 def test_start_over_the_cap_starts_nothing_and_says_so(monkeypatch, _runs_dir_in_tmp):
-    from explorer.session import state
+    from explorer.launch import launcher
 
     monkeypatch.setenv("BERTCORE_CLIENT_CAP_LOCAL", "1")
     monkeypatch.setenv("BERTCORE_CLIENT_STARTS_PER_MINUTE", "1")
@@ -260,7 +260,7 @@ def test_start_over_the_cap_starts_nothing_and_says_so(monkeypatch, _runs_dir_in
     assert not at.exception
     assert "Too many trainings started from your network address: at most 1 a minute" in _texts(at)
     assert not at.button(key="train_start").disabled  # nothing runs
-    assert state._K_RUN not in at.session_state
+    assert launcher._K_RUN not in at.session_state
     assert not any(p.name != "workspace.json" for p in _runs_dir_in_tmp.rglob("*") if p.is_file())
     assert cl.WINDOWS["start"].count("local") == 1
 
@@ -268,16 +268,16 @@ def test_start_over_the_cap_starts_nothing_and_says_so(monkeypatch, _runs_dir_in
 def test_a_start_the_server_refuses_is_given_back(monkeypatch, tmp_path):
     """A Start that meets "Server busy" trains nothing, so it does not count against the client's Starts."""
     from bertcore.config import BertConfig, TrainConfig
-    from explorer.jobs import training_slots
-    from bertcore.jobs.service import RunSpec
-    from explorer.jobs.training_run import TrainingRun
+    from explorer.launch import training_slots
+    from bertcore.launch.service import RunSpec
+    from explorer.launch.training_run import TrainingRun
 
     monkeypatch.setenv("BERTCORE_CLIENT_CAP_LOCAL", "1")
     monkeypatch.setenv("BERTCORE_CLIENT_STARTS_PER_MINUTE", "3")
     monkeypatch.setenv("BERTCORE_MAX_TRAININGS", "1")
     training_slots.acquire_slot(-1)  # the one slot is taken
     try:
-        run = TrainingRun([RunSpec(BertConfig(), TrainConfig(steps=5), name="model")], None, runs_dir=tmp_path)
+        run = TrainingRun([RunSpec(BertConfig(), TrainConfig(steps=5), name="model")], runs_dir=tmp_path)
         for _ in range(5):
             with pytest.raises(training_slots.ServerBusy):
                 run.start()

@@ -1,5 +1,5 @@
 """One place decides a corpus's defaults (bertcore.data.corpus_defaults): the Train page's path
-(explorer.jobs.train_form.chosen_defaults) and the CLI's (`bertcore train --corpus FILE`) give the same tokenizer,
+(explorer.parts.train_form.chosen_defaults) and the CLI's (`bertcore train --corpus FILE`) give the same tokenizer,
 vocabulary size and max_seq_len for the same file, and the run records them."""
 import json
 import random
@@ -10,7 +10,7 @@ from bertcore.cli import build_parser
 from bertcore.cli.train import train_spec
 from bertcore.data.corpus import SHORT_MAX_SEQ_LEN, load_corpus_file
 from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer
-from explorer.jobs import train_form
+from explorer.parts import train_form
 
 WORDS = [f"w{i}x" for i in range(300)]
 
@@ -51,7 +51,7 @@ def test_builtin_keeps_the_preset_and_an_override_wins(tmp_path):
 
 
 def test_the_run_records_the_defaults(tmp_path):
-    from bertcore.jobs import service
+    from bertcore.launch import service
     path = _prose(tmp_path / "p.txt", 20, n_paras=20)
     spec = train_spec(build_parser().parse_args(["train", "--corpus", str(path), "--steps", "2"]))
     result = service.train(spec, tmp_path / "run")

@@ -18,7 +18,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.steps import list_steps, step_path
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 
@@ -98,9 +98,9 @@ def workspace(tmp_path_factory):
     tc = TrainConfig(steps=8, batch_size=4, eval_every=2, eval_size=4, snapshot_every=2, max_seq_len=16,
                      warmup_steps=1, seed=1)
     stop = StopSignal()
-    spec = service.RunSpec(bert, tc, corpus="tutorial", name="good run",
-                           callbacks=Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 4 else None))
-    good = service.train(spec, parent=parent, stop=stop).run_dir
+    spec = service.RunSpec(bert, tc, corpus="tutorial", name="good run")
+    good = service.train(spec, parent=parent, stop=stop,
+                         callbacks=Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 4 else None)).run_dir
     assert runs.read_run(good).resumable and list_steps(good) == [0, 2, 4]
     damaged = {}
     for kind, (damage, _) in KINDS.items():

@@ -17,7 +17,7 @@ from bertcore import cli
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import ConfigError
 from bertcore.training import runs
-from bertcore.jobs import service, worker
+from bertcore.launch import service, worker
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime, resolve_precision, resolve_runtime
 from bertcore.training.drive import StopSignal
@@ -175,9 +175,9 @@ def test_every_saved_weight_goes_through_cpu(tmp_path, monkeypatch):
 def _stopped_run(tmp_path) -> Path:
     b, t = tiny_configs(steps=6)
     stop = StopSignal()
-    spec = service.RunSpec(b, t, corpus="tutorial", skills=False, runtime=Runtime(),
-                           callbacks=Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 2 else None))
-    res = service.train(spec, tmp_path / "run", stop=stop)
+    spec = service.RunSpec(b, t, corpus="tutorial", skills=False, runtime=Runtime())
+    res = service.train(spec, tmp_path / "run", stop=stop,
+                         callbacks=Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 2 else None))
     assert res.status == "stopped" and json.loads((res.run_dir / "run.json").read_text())["runtime"] == "cpu, fp32"
     return res.run_dir
 
@@ -199,19 +199,20 @@ def test_resume_goes_on_where_asked_now_and_reads_a_gpu_runs_rng_state(tmp_path)
 # ----------------------------------------------------------------------------- the app's trainings
 def test_app_trainings_resolve_to_the_gpu_and_the_job_json_carries_it(tmp_path, monkeypatch):
     from bertcore.data.corpus import tutorial_corpus
-    from explorer.jobs import training_run
-    from explorer.jobs.training_slots import training_runtime
+    from explorer.launch import launcher, training_run
+    from explorer.launch.training_slots import training_runtime
 
     fake_gpu(monkeypatch)
     monkeypatch.delenv("BERTCORE_TRAINING_DEVICE", raising=False)
     assert training_runtime().label == "cuda:0, bf16"
     b, t = tiny_configs()
-    run = training_run.TrainingRun([service.RunSpec(b, t, name="gpu job")], tutorial_corpus(), runs_dir=tmp_path)
-    spec = run._spec(run.jobs[0])
+    spec = launcher.app_spec(b, t, tutorial_corpus(), name="gpu job")  # the app's spec is complete where it is built
+    run = training_run.TrainingRun([spec], runs_dir=tmp_path)
+    assert (spec.corpus_spec, spec.source) == ("tutorial", training_run.TRAINED_LABEL)
     assert spec.runtime.label == "cuda:0, bf16" and run.snapshot().runtime == "cuda:0, bf16"
     worker.write_job(tmp_path / "job", [spec, service.RunSpec(None, None, resume_from=tmp_path / "stopped-run")], tmp_path,
                      runtime=run.runtime)
-    job = json.loads((tmp_path / "job" / worker.JOB_FILE).read_text())
+    job = json.loads((tmp_path / "job" / worker.LAUNCH_FILE).read_text())
     assert (job["jobs"][0]["runtime"]["device"], job["jobs"][0]["runtime"]["precision"]) == ("cuda:0", "bf16")
     assert Runtime.from_dict(job["jobs"][0]["runtime"]) == spec.runtime == Runtime.from_dict(job["runtime"])
     monkeypatch.setenv("BERTCORE_TRAINING_DEVICE", "cpu")  # a server can keep its trainings off the GPU

@@ -9,7 +9,7 @@ from apptest_pages import open_page
 from bertcore.data.corpora import get_corpus
 from bertcore.data.corpus import builtin_corpus
 from bertcore.data.tokenization import WordTokenizer, has_cjk
-from explorer.examples import Examples, known_examples
+from explorer.parts.examples import Examples, known_examples
 
 DEFAULTS = Examples("the cows [MASK] the hay near the barn .", "the cat eats the cheese .",
                     "the cat eats the cheese .", "it is sticky .")
@@ -47,7 +47,7 @@ def test_chinese_first_only_where_the_vocabulary_knows_it(zh_corpus, zh_tok):
 @pytest.fixture(scope="module")
 def zh_model(tmp_path_factory):
     from bertcore.config import BertConfig, TrainConfig
-    from bertcore.jobs import service
+    from bertcore.launch import service
     from explorer.session.workspace import ActiveModel
 
     spec = service.RunSpec(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64),

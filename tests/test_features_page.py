@@ -18,8 +18,8 @@ from bertcore.analysis.steering import steer_text
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.sae_io import CFG_FILE, hook_of
 from bertcore.training import runs
-from bertcore.jobs import service
-from explorer.jobs import sae_jobs, training_slots
+from bertcore.launch import service
+from explorer.launch import sae_jobs, training_slots
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ from bertcore.io.checkpoint import builtin_tokenizer
 from bertcore.model.bert import init_model
 from bertcore.model.classification import BertForSequenceClassification
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal, open_run_dir
 
@@ -119,8 +119,8 @@ def test_two_specs_equal_two_separate_finetunes(tmp_path):
 
     # the device a study runs on (finetune --sweep --device ...) reaches every fine-tune: the runner's specs carry
     # it, the job folder's "runtime" gives it back to the training process's specs, and their tuners train there
-    from bertcore.jobs import study as S
-    from bertcore.jobs import worker
+    from bertcore.launch import study as S
+    from bertcore.launch import worker
     from bertcore.lab.studies import finetune_study
     from bertcore.training.device import Runtime
 
@@ -160,7 +160,7 @@ def test_sweep_points_are_the_final_accuracies_of_each_fine_tune(tmp_path):
     """Through the runner (two lanes): each point is both fine-tunes at that label count, evaluated once at the end,
     exactly as each is alone; seeded; a stopped sweep has no unfinished point."""
     from bertcore.finetune.spec import FinetuneSpec
-    from bertcore.jobs import study as S
+    from bertcore.launch import study as S
 
     src = _checkpoint(tmp_path)
     study = _sweep_study(src, [8, 0])
@@ -191,7 +191,7 @@ def test_sweep_points_are_the_final_accuracies_of_each_fine_tune(tmp_path):
 
 
 def test_cli_sweep_prints_json_and_keeps_its_study(tmp_path, capsys):
-    from bertcore.jobs.study import read_study
+    from bertcore.launch.study import read_study
 
     src = _checkpoint(tmp_path)
     out = tmp_path / "sweep"
@@ -221,8 +221,8 @@ def test_cli_sweep_prints_json_and_keeps_its_study(tmp_path, capsys):
 def test_background_sweep_keeps_its_study_folder(tmp_path, monkeypatch):
     from conftest import TRAINING_RUNS
 
-    from bertcore.jobs import study as S
-    from explorer.jobs.study_run import StudyRun
+    from bertcore.launch import study as S
+    from explorer.launch.study_run import StudyRun
 
     monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "0")
     src = _checkpoint(tmp_path)

@@ -1,6 +1,6 @@
 """Issue 14: the Fine-tune page's comparison is a fine-tune study (bertcore.lab.studies.finetune_study) run by the one
-study runner in the background (explorer.jobs.study_run.StudyRun), and read back from its folder by
-explorer.jobs.finetunes: both runs side by side on the same labelled examples, batch order, dropout masks and
+study runner in the background (explorer.launch.study_run.StudyRun), and read back from its folder by
+explorer.launch.finetunes: both runs side by side on the same labelled examples, batch order, dropout masks and
 classifier init; histories on disk while it trains, the weights at the end, the study's status lifecycle; a damaged
 or interrupted folder reads without raising; the saved models classify exactly as the same fine-tunes run alone."""
 import csv
@@ -18,12 +18,12 @@ from bertcore.finetune.models import PRETRAINED, SCRATCH, classify, load_classif
 from bertcore.finetune.spec import FinetuneSpec
 from bertcore.finetune.tuner import FinetuneConfig
 from bertcore.io.checkpoint import ModelBundle, builtin_tokenizer, save_checkpoint
-from bertcore.jobs import study as S
+from bertcore.launch import study as S
 from bertcore.lab.studies import finetune_study
 from bertcore.model.bert import init_model
 from bertcore.training import runs
-from explorer.jobs import finetunes as F
-from explorer.jobs.study_run import StudyRun
+from explorer.launch import finetunes as F
+from explorer.launch.study_run import StudyRun
 
 SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
              max_position_embeddings=64)

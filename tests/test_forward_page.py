@@ -27,7 +27,7 @@ from bertcore.io.steps import load_step
 from bertcore.model.bert import init_model
 from bertcore.presets import PRESETS, preset
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from explorer.figures import forward as FF
 from explorer.figures import forward_math as FM
 from explorer.figures import forward_stages as FS

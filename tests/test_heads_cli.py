@@ -20,7 +20,7 @@ from bertcore.io.checkpoint import load_checkpoint
 from bertcore.io.hf_interop import export_hf
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training.run_corpus import run_corpus
-from bertcore.jobs import service
+from bertcore.launch import service
 
 torch.set_num_threads(1)
 TEXTS = ["the cow eats grass .", "Ben reads a book in the library.\tHe walks to the school.",

@@ -1,4 +1,4 @@
-"""Attention page, *Head roles* tab (explorer.figures.head_roles_view) in AppTest: the role map of a trained short run at
+"""Attention page, *Head roles* tab (explorer.parts.head_roles_view) in AppTest: the role map of a trained short run at
 the replay step equals ``bertcore.analysis.heads`` on that step's weights, the timeline covers every saved step,
 the pruning curve is ``bertcore.analysis.pruning``'s, and a model without a run says why there is no timeline."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training import runs
 from bertcore.training.run_corpus import run_corpus
-from bertcore.jobs import service
+from bertcore.launch import service
 from explorer.export import head_measures_csv
 from explorer.session.workspace import ActiveModel
 

@@ -1,4 +1,4 @@
-"""The lab (issue 55): named studies, the table's statistics, and the one study runner (bertcore.jobs.study).
+"""The lab (issue 55): named studies, the table's statistics, and the one study runner (bertcore.launch.study).
 
 The runner's tests train a tiny custom study end to end in training processes: every run a normal run directory
 with its scores, study.json holding the table, and a second start finishing only what is missing."""
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bertcore.errors import ConfigError, InputError
-from bertcore.jobs import study as S
+from bertcore.launch import study as S
 from bertcore.lab import table as T
 from bertcore.lab.studies import STUDIES, custom_study, get_study, slug
 from bertcore.training import runs

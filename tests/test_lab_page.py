@@ -16,14 +16,15 @@ from streamlit.testing.v1 import AppTest
 
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import atomic_write
-from bertcore.jobs import study as S
+from bertcore.launch import study as S
 from bertcore.lab import table as T
 from bertcore.lab.studies import METRICS, custom_study, slug
 from bertcore.training import runs
 from bertcore.training.history import History
 from conftest import TRAINING_RUNS
-from explorer.jobs import training_run
-from explorer.session import share_links, studies, workspace
+from explorer.launch import training_run
+from explorer.session import share_links, workspace
+from explorer.launch import studies
 from tiny_runs import model_folder, workspace_run
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

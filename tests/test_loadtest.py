@@ -52,7 +52,7 @@ def test_three_sessions_once_round_the_pages(server):
     assert rep["pages"]["Overview"]["n"] == 3
     assert rep["pages"]["Inside the model: Next"]["n"] == 6  # two Next clicks each
     assert rep["busy"] == 0
-    # the server tuned itself for a class on its first page (explorer.jobs.training_slots.tune_server_process)
+    # the server tuned itself for a class on its first page (explorer.server_process.tune_server_process)
     tuned = [ln for ln in server.log_path.read_text(errors="replace").splitlines() if "server process tuned" in ln]
     assert len(tuned) == 1 and " 1 torch thread(s), switch interval 1 ms" in tuned[0], server.log_tail()
     assert int(tuned[0].split("ms, ")[1].split(" objects")[0].replace(",", "")) > 100_000  # torch & co. frozen
@@ -60,7 +60,7 @@ def test_three_sessions_once_round_the_pages(server):
     assert len(rep["training"]["progress_seen"]) == 1 and rep["training"]["progress_seen"][0] >= 1
     assert rep["server_pids"] == [server.proc.pid]
     assert rep["server_rss_mb"] > 50
-    # the training ran in its own process below the server (bertcore.jobs.worker): sampled apart, counted in
+    # the training ran in its own process below the server (bertcore.launch.worker): sampled apart, counted in
     # the total that the RSS target judges
     assert rep["children_rss_mb"] > 50 and rep["children_cpu_pct_mean"] > 0
     assert rep["total_rss_mb"] >= rep["server_rss_mb"]

@@ -17,7 +17,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import locks, runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 
@@ -40,8 +40,8 @@ def tiny_spec(steps=300, name="shared"):
 def stopped_run(parent: Path, at: int, steps: int = 300) -> Path:
     stop = StopSignal()
     spec = tiny_spec(steps)
-    spec.callbacks = Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == at else None)
-    return service.train(spec, parent / "run", stop=stop).run_dir
+    cb = Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == at else None)
+    return service.train(spec, parent / "run", stop=stop, callbacks=cb).run_dir
 
 
 def test_a_run_lock_excludes_processes_and_threads_and_dies_with_its_process(tmp_path):
@@ -121,7 +121,7 @@ def test_a_run_training_in_a_thread_is_running_for_another_process_and_cannot_be
 _RACER = """
 import sys, time
 from bertcore.cli import main
-from bertcore.jobs import service  # torch imported before the start line, so both start together
+from bertcore.launch import service  # torch imported before the start line, so both start together
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))
 sys.exit(main(["train", "--resume", sys.argv[1], "--quiet"]))
 """

@@ -23,7 +23,7 @@ from bertcore.data.skill_items import SkillItem
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import ModelBundle, load_checkpoint, save_checkpoint
-from bertcore.jobs.service import RunSpec, prepare
+from bertcore.launch.service import RunSpec, prepare
 from bertcore.model.bert import BertForPreTraining
 from bertcore.training.trainer import Trainer
 

@@ -19,7 +19,7 @@ from bertcore.errors import InputError
 from bertcore.io.checkpoint import ModelBundle, load_checkpoint, save_checkpoint
 from bertcore.io.steps import STEPS_DIR, list_steps, load_step
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 
@@ -30,9 +30,9 @@ SMALL = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, interme
 def _stopped_run(tmp_path):
     stop = StopSignal()
     tc = TrainConfig(steps=12, batch_size=8, eval_every=4, eval_size=16, snapshot_every=4, warmup_steps=2, seed=2)
-    spec = service.RunSpec(BertConfig(**SMALL), tc, corpus="builtin:2", preset="original BERT", name="old",
-                           callbacks=Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 6 else None))
-    return service.train(spec, tmp_path / "run", stop=stop).run_dir
+    spec = service.RunSpec(BertConfig(**SMALL), tc, corpus="builtin:2", preset="original BERT", name="old")
+    return service.train(spec, tmp_path / "run", stop=stop,
+                         callbacks=Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 6 else None)).run_dir
 
 
 def test_a_run_from_before_replay_opens_resumes_and_finetunes(tmp_path, capsys):

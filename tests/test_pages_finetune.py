@@ -64,7 +64,7 @@ def _curves(at) -> dict:
 
 def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
     from bertcore.training import runs
-    from explorer.jobs import training_run
+    from explorer.launch import training_run
 
     ws = runs.new_workspace_id()
     at = _open(ws, small_model)
@@ -74,8 +74,8 @@ def test_a_finetune_is_kept_and_reopens_in_a_new_session(small_model):
     at.select_slider(key="finetune_steps").set_value(10).run()
     at.button(key="finetune_start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    from bertcore.jobs.study import read_study
-    from explorer.jobs import finetunes
+    from bertcore.launch.study import read_study
+    from explorer.launch import finetunes
 
     run = training_run.find_live(ws, "bx_finetune_run")
     assert run is not None
@@ -146,9 +146,9 @@ def test_an_uploaded_task_is_kept_with_the_comparison(small_model, tmp_path):
     """An uploaded CSV task is saved into the comparison's folder and the runs read it from there, so a reload, a
     restart and the sweep find the same task; Try it answers with its classes."""
     from bertcore.data.tasks import get_task
-    from bertcore.jobs.study import read_study
+    from bertcore.launch.study import read_study
     from bertcore.training import runs
-    from explorer.jobs import finetunes, training_run
+    from explorer.launch import finetunes, training_run
 
     t = get_task("coherence")
     rows = ["text,label"] + [f"{e.text_a},{t.labels[e.label]}" for e in t.train[:40] + t.held_out[:20]]

@@ -16,7 +16,7 @@ from bertcore.analysis.patching import activation_patching
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from explorer.figures.interp import lens_table
 
 torch.set_num_threads(1)

@@ -144,10 +144,10 @@ def _assert_result_view(at, objective_names: tuple[str, ...], sentence: str | No
 
 
 def _reloads(at, names: tuple[str, ...], sentence: str | None) -> AppTest:
-    """F5 twice: soon after the end (the server still holds the finished run: explorer.jobs.training_run.find_live)
+    """F5 twice: soon after the end (the server still holds the finished run: explorer.launch.training_run.find_live)
     and after the server forgot it (a restart, or LIVE_KEEP_SECONDS later): only the run on disk is left. Both
     open on the result; the second is the one it returns."""
-    from explorer.jobs import training_run
+    from explorer.launch import training_run
 
     ws = ws_of(at)
     _assert_result_view(train_page(ws), names, sentence)
@@ -288,7 +288,7 @@ def test_charts_and_figures_follow_the_objective():
 
 def test_skills_against_0_9_from_a_skills_history():
     from bertcore.training.history import History
-    from explorer.figures import skills_view
+    from explorer.parts import skills_view
 
     h = History(("step", "seconds", "verb_agreement", "article_a_an", "nsp_same_topic"), ("seconds",))
     for step, va, an in ((10, 0.6, 0.5), (20, 0.92, 0.7), (30, 0.88, 0.8)):

@@ -19,7 +19,7 @@ from bertcore.data.pretraining import MaskingRates, PretrainingData, mask_tokens
 from bertcore.data.tokenization import WordPieceTokenizer
 from bertcore.io.checkpoint import ModelBundle
 from bertcore.model.bert import BertForPreTraining
-from explorer.figures import masking_view as MV
+from explorer.parts import masking_view as MV
 from explorer.session import workspace
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.data.shards import prepare
 from bertcore.data.tokenization import SPECIAL_TOKENS
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
 from bertcore.training.drive import StopSignal
@@ -170,8 +170,8 @@ def test_resume_with_prefetching_continues_the_same_curve(source, corpus, shards
     plain = service.train(service.RunSpec(bert, t, **src, name="plain", skills=False),
                           tmp_path / "plain")
     stop = StopSignal()
-    part = service.train(service.RunSpec(bert, t, **src, name="part", skills=False,
-                                         callbacks=ahead(2, 6, stop)), tmp_path / "part", stop=stop)
+    part = service.train(service.RunSpec(bert, t, **src, name="part", skills=False), tmp_path / "part", stop=stop,
+                         callbacks=ahead(2, 6, stop))
     assert part.status == "stopped" and part.trainer.step_count == 6 and not prefetch_threads()
     done = service.resume(tmp_path / "part", callbacks=ahead(2))
     assert done.status == "finished" and not prefetch_threads()

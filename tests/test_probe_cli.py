@@ -14,7 +14,7 @@ from bertcore.analysis.probing import probe_step
 from bertcore.io import derived
 from bertcore.cli import main
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.jobs import service
+from bertcore.launch import service
 
 torch.set_num_threads(1)
 LAYER_KEYS = {"layer", "accuracy", "control_accuracy", "selectivity", "chance", "control_chance"}

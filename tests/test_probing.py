@@ -29,7 +29,7 @@ from bertcore.errors import InputError
 from bertcore.io.checkpoint import ModelBundle, load_checkpoint
 from bertcore.io.steps import list_steps, load_step
 from bertcore.model.bert import init_model
-from bertcore.jobs import service
+from bertcore.launch import service
 from explorer.session.workspace import ActiveModel
 
 torch.set_num_threads(1)

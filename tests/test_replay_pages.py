@@ -1,4 +1,4 @@
-"""Replay on the Inspect pages (explorer.replay): the step slider shows the run's model as it was after a saved
+"""Replay on the Inspect pages (explorer.parts.replay): the step slider shows the run's model as it was after a saved
 step, the step is in the URL (a link reopens it), and the numbers are those of that step's weights."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bertcore.analysis.inference import fill_mask, inspect_pair
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.io.steps import list_steps, load_step
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from explorer.figures.inspect import grid_tile
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.corpus import builtin_corpus
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 
@@ -46,16 +46,12 @@ def stop_at(k):
     return stop, Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == k else None)
 
 
-def listening(run_spec, callbacks):
-    run_spec.callbacks = callbacks
-    return run_spec
-
 
 @pytest.mark.parametrize("k", [7, 10])  # between two evaluations, and right on one
 def test_stopped_and_resumed_equals_uninterrupted(corpus, tmp_path, k):
     full = service.train(spec(corpus), tmp_path / "full")
     stop, hooks = stop_at(k)
-    part = service.train(listening(spec(corpus), hooks), tmp_path / "part", stop=stop)
+    part = service.train(spec(corpus), callbacks=hooks, run_dir=tmp_path / "part", stop=stop)
     assert part.status == "stopped" and part.trainer.step_count == k
     info = runs.read_run(tmp_path / "part")
     assert (info.status, info.steps_done, info.total_steps, info.resumable) == ("stopped", k, 30, True)
@@ -101,7 +97,7 @@ def test_checkpoint_written_while_training(corpus, tmp_path):
         hist = load_checkpoint(ev.run_dir).history
         seen.append((ev.meta["steps_done"], ev.meta["status"], 0 if hist is None else len(hist)))
 
-    service.train(listening(spec(corpus, steps=12), Callbacks(checkpoint=on_checkpoint)), tmp_path / "r")
+    service.train(spec(corpus, steps=12), callbacks=Callbacks(checkpoint=on_checkpoint), run_dir=tmp_path / "r")
     # step 0, each evaluation (5, 10) while running, then the end: never every step
     assert [(s, st) for s, st, _ in seen] == [(0, "running"), (5, "running"), (10, "running"), (12, "finished")]
     assert [n for *_, n in seen] == [0, 5, 10, 12]
@@ -123,7 +119,7 @@ def test_a_crash_mid_write_leaves_the_previous_checkpoint_loadable(corpus, tmp_p
     monkeypatch.setattr(ck.os, "replace", flaky)
     stop, hooks = stop_at(100)
     try:
-        service.train(listening(spec(corpus, steps=30), hooks), tmp_path / "r", stop=stop)
+        service.train(spec(corpus, steps=30), callbacks=hooks, run_dir=tmp_path / "r", stop=stop)
     except KeyboardInterrupt:
         pass
     monkeypatch.setattr(ck.os, "replace", real)
@@ -177,7 +173,7 @@ def test_cli_resume_finishes_a_stopped_run(corpus, tmp_path, capsys):
     from bertcore.cli import main
 
     stop, hooks = stop_at(4)
-    service.train(listening(spec(corpus, steps=12), hooks), tmp_path / "r", stop=stop)
+    service.train(spec(corpus, steps=12), callbacks=hooks, run_dir=tmp_path / "r", stop=stop)
     assert main(["train", "--resume", str(tmp_path / "r"), "--quiet"]) == 0
     assert "saved checkpoint" in capsys.readouterr().out
     info = runs.read_run(tmp_path / "r")

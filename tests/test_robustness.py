@@ -32,9 +32,9 @@ from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import BertcoreError, CheckpointError, ConfigError
 from bertcore.io.checkpoint import ModelBundle, save_checkpoint
 from bertcore.model.bert import init_model
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.history import number
-from explorer.jobs import training_run, training_slots
+from explorer.launch import training_run, training_slots
 from explorer.session import uploads
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,9 +299,9 @@ def _check_build(page, bk, tk, vocab=40):
     tk = {**TrainConfig().to_dict(), **tk}
     tk["eval_every"] = max(10, tk["steps"] // 20)
     tk["snapshot_every"] = max(5, tk["steps"] // 40)
-    bcfg, tcfg, est, problem = page.build_configs(bk, tk)  # never raises
+    spec, est, problem = page.build_spec(bk, tk, None, None)  # never raises
     if problem is None:
-        assert bcfg is not None and tcfg is not None
+        assert spec.model_config is not None and spec.train_config is not None
         assert est["memory_bytes"] <= service.max_model_mb() * 2**20
         assert est["params"] > 0
     else:
@@ -393,7 +393,7 @@ def small():
 
 def _run(small, steps=20, abandon_after=None, **kw):
     corpus, tok, bcfg, tcfg = small
-    r = training_run.TrainingRun([service.RunSpec(bcfg, tcfg(steps, **kw), name="t")], corpus, tok,
+    r = training_run.TrainingRun([service.RunSpec(bcfg, tcfg(steps, **kw), corpus=corpus, tokenizer=tok, name="t")],
                                  abandon_after=abandon_after)
     RUNS.append(r)
     return r
@@ -484,8 +484,9 @@ def test_shared_untrained_model_is_never_mutated(small):
     _, tok = workspace.shared_corpus_and_tokenizer()
     corpus, _, _, tcfg = small
     jobs = [service.RunSpec(shared.model.config, tcfg(5, batch_size=4, max_seq_len=16, eval_every=0,
-                                                      snapshot_every=0), name="default")]
-    r = training_run.TrainingRun(jobs, workspace.shared_corpus_and_tokenizer()[0], tok)
+                                                      snapshot_every=0),
+                             corpus=workspace.shared_corpus_and_tokenizer()[0], tokenizer=tok, name="default")]
+    r = training_run.TrainingRun(jobs)
     RUNS.append(r)
     r.start()
     _poll_until_done(r)
@@ -594,7 +595,7 @@ def test_fmt_seconds_and_snapshot_of_an_idle_run(small):
     assert training_run.fmt_seconds(math.inf) == "–" and training_run.fmt_seconds(75.4) == "1:15"
     s = _run(small, steps=10).snapshot()
     assert s.status == "idle" and s.progress == 0.0 and s.eta is None and len(s.histories[0]) == 0
-    empty = training_run.TrainingRun([], None).snapshot()
+    empty = training_run.TrainingRun([]).snapshot()
     assert empty.total_steps == 0 and empty.progress == 0.0
     assert [number(v) for v in (1, "x", None, float("nan"), float("inf"), "2.5")] == [1.0, None, None, None, None, 2.5]
     with pytest.raises(BertcoreError):

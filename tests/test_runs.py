@@ -14,7 +14,7 @@ from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs
 from bertcore.training.run_corpus import load_run_corpus
-from bertcore.jobs import service
+from bertcore.launch import service
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")

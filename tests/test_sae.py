@@ -25,7 +25,7 @@ from bertcore.data.token_labels import builtin_head, grammar_pairs, pair_word_fa
 from bertcore.errors import BertcoreError, InputError
 from bertcore.io.sae_io import CFG_FILE, WEIGHTS_FILE, load_sae
 from bertcore.model.tap import Tap
-from bertcore.jobs import service
+from bertcore.launch import service
 
 torch.set_num_threads(1)
 SMALL = dict(n_train=300, n_eval=150, steps=60)

@@ -76,10 +76,10 @@ def test_trainer_starts_from_the_prepared_model(switch):
 
 
 def test_compare_designs_starts_b_from_a_through_the_study_runner():
-    """Compare designs' same start is the study runner's (bertcore.jobs.study.initial_model): a switch that changes
+    """Compare designs' same start is the study runner's (bertcore.launch.study.initial_model): a switch that changes
     the tensors (pre-LN's final LayerNorm) shares every other tensor with A; a switch that keeps the shapes shares all
     from the seed alone; presets whose init schemes differ keep their own, presets with the same scheme share."""
-    from bertcore.jobs.study import initial_model
+    from bertcore.launch.study import initial_model
     from bertcore.lab.studies import Study, Variant
 
     def study(a: dict, b: dict) -> Study:

@@ -98,7 +98,7 @@ def test_canonical_special_and_display_helpers_read_the_seeds_specials():
 def _spec(tokenizer=None, steps=4, **train):
     from bertcore.config import BertConfig, TrainConfig
     from bertcore.presets import preset, preset_tokenizer
-    from bertcore.jobs.service import RunSpec
+    from bertcore.launch.service import RunSpec
 
     b, t = preset(CODERTIMO, "paper")
     t = {**t, "steps": steps, "batch_size": 4, "warmup_steps": 1, "eval_every": 2, "eval_size": 8,
@@ -109,7 +109,7 @@ def _spec(tokenizer=None, steps=4, **train):
 
 def test_codertimo_seed_batches_read_sos_a_eos_b_eos_padded_to_20():
     from bertcore.presets import preset_tokenizer
-    from bertcore.jobs.service import prepare
+    from bertcore.launch.service import prepare
 
     assert preset_tokenizer(CODERTIMO, "paper") == "seed_word"
     assert preset_tokenizer(CODERTIMO, "tiny") == preset_tokenizer("original BERT", "paper") == "word"
@@ -132,7 +132,7 @@ def test_codertimo_seed_batches_read_sos_a_eos_b_eos_padded_to_20():
 
 def test_unknown_tokenizer_kind_is_refused_clearly(tmp_path):
     from bertcore.errors import ConfigError, TokenizerError
-    from bertcore.jobs.service import prepare
+    from bertcore.launch.service import prepare
 
     with pytest.raises(ConfigError, match="tokenizer 'bpe' is unknown; use one of 'word', 'wordpiece', 'seed_word'"):
         prepare(_spec(tokenizer="bpe"))
@@ -208,14 +208,14 @@ def test_export_hf_refuses_the_seed_vocabulary(tmp_path):
 
 
 def test_resume_of_a_seed_vocabulary_run(tmp_path):
-    from bertcore.jobs import service
+    from bertcore.launch import service
     from bertcore.training.callbacks import Callbacks
     from bertcore.training.drive import StopSignal
 
     stop = StopSignal()
     spec = _spec()
-    spec.callbacks = Callbacks(step=lambda ev: stop.request("test stop") if ev.trainer.step_count >= 2 else None)
-    first = service.train(spec, tmp_path / "run", stop=stop)
+    cb = Callbacks(step=lambda ev: stop.request("test stop") if ev.trainer.step_count >= 2 else None)
+    first = service.train(spec, tmp_path / "run", stop=stop, callbacks=cb)
     assert first.status == "stopped" and first.trainer.step_count == 2
     resumed = service.resume(tmp_path / "run")
     assert resumed.status == "finished" and resumed.trainer.step_count == 4
@@ -252,7 +252,7 @@ def test_train_page_offers_the_seed_vocabulary_and_says_which_the_preset_uses():
 def seed_model():
     """A codertimo model (small sizes) trained a few steps on the tutorial corpus with the seed vocabulary."""
     from bertcore.io.checkpoint import ModelBundle
-    from bertcore.jobs.service import prepare
+    from bertcore.launch.service import prepare
     from explorer.session.workspace import ActiveModel
 
     trainer, *_ = prepare(_spec(steps=3))

@@ -22,7 +22,7 @@ SMALL = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, interme
 def _spec(corpus="tutorial", steps=3):
     from bertcore.config import BertConfig, TrainConfig
     from bertcore.presets import preset
-    from bertcore.jobs.service import RunSpec
+    from bertcore.launch.service import RunSpec
 
     b, t = preset(CODERTIMO, "paper")
     t = {**t, "steps": steps, "batch_size": 4, "warmup_steps": 1, "eval_every": steps, "eval_size": 8,
@@ -34,7 +34,7 @@ def _spec(corpus="tutorial", steps=3):
 @pytest.fixture(scope="module")
 def seed_run(tmp_path_factory):
     """A codertimo run (small sizes, segment ids 1/2) trained a few steps on the tutorial corpus, seed vocabulary."""
-    from bertcore.jobs import service
+    from bertcore.launch import service
 
     return service.train(_spec(), tmp_path_factory.mktemp("seed") / "run")
 
@@ -158,7 +158,7 @@ def test_attention_prefills_a_pair_the_seed_vocabulary_knows(seed_model):
 
 def test_known_examples_keep_the_defaults_for_other_vocabularies():
     from bertcore.data.tokenization import WordTokenizer
-    from explorer.examples import Examples, known_examples
+    from explorer.parts.examples import Examples, known_examples
 
     defaults = Examples("the cows [MASK] the hay .", "The cow eats the hay.", "Ben reads a book.", "He walks.")
     word = WordTokenizer.build(tutorial_corpus().texts())  # knows almost none of the defaults, but is not seed_word

@@ -15,7 +15,7 @@ from bertcore.data.shard_batches import _HELD_OUT, _TRAIN, ShardData
 from bertcore.data.shards import META, ShardReader, prepare
 from bertcore.data.tokenization import SPECIAL_TOKENS
 from bertcore.errors import CorpusError, InputError
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 
@@ -155,7 +155,7 @@ def test_resume_continues_exactly_and_refuses_a_mismatch(data, tmp_path, capfd, 
     full = service.train(service.RunSpec(tiny(), tc, data=str(data), name="full"), tmp_path / "full")
     stop = StopSignal()
     listen = Callbacks(step=lambda ev: stop.request("test") if ev.trainer.step_count == 5 else None)
-    part = service.train(service.RunSpec(tiny(), tc, data=str(data), callbacks=listen), tmp_path / "part", stop=stop)
+    part = service.train(service.RunSpec(tiny(), tc, data=str(data)), tmp_path / "part", stop=stop, callbacks=listen)
     assert part.status == "stopped" and part.trainer.step_count == 5
     done = service.resume(tmp_path / "part")
     assert done.status == "finished"

@@ -120,9 +120,9 @@ def test_two_replicas_on_one_runs_folder_agree(_runs_dir_in_tmp, tmp_path):
     assert ask() == "none"
 
 
-# ----------------------------------------------------------------------------- a study (bertcore.jobs.study)
+# ----------------------------------------------------------------------------- a study (bertcore.launch.study)
 def test_a_study_link_opens_the_study_and_its_runs_by_name_only(_runs_dir_in_tmp, tmp_path):
-    from bertcore.jobs import study as S
+    from bertcore.launch import study as S
     from test_lab_page import study_on_disk
 
     folder = study_on_disk(OWNER)
@@ -153,7 +153,7 @@ def test_a_study_link_opens_the_study_and_its_runs_by_name_only(_runs_dir_in_tmp
 def test_a_study_is_shared_whatever_its_status_but_not_when_damaged(_runs_dir_in_tmp):
     import json as _json
 
-    from bertcore.jobs import study as S
+    from bertcore.launch import study as S
     from test_lab_page import study_on_disk
 
     folder = study_on_disk(OWNER)

@@ -20,7 +20,7 @@ from bertcore.data.skill_items import (CHANCE, SKILLS, SkillItem, TrainingText, 
 from bertcore.data.tokenization import WordTokenizer
 from bertcore.errors import InputError
 from bertcore.model.bert import init_model
-from bertcore.jobs import service
+from bertcore.launch import service
 
 MAX_LEN = 64
 
@@ -265,8 +265,8 @@ def test_resume_truncates_skills_to_the_resumed_step(tmp_path):
 
     stop = StopSignal()
     spec = _spec(steps=12, snapshot_every=4)
-    spec.callbacks = Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 6 else None)
-    service.train(spec, tmp_path / "part", stop=stop)
+    cb = Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count == 6 else None)
+    service.train(spec, tmp_path / "part", stop=stop, callbacks=cb)
     steps = [int(float(r.split(",")[0])) for r in (tmp_path / "part" / service.SKILLS_FILE).read_text().splitlines()[1:]]
     assert steps[-1] <= 6
     res = service.resume(tmp_path / "part")

@@ -9,7 +9,7 @@ from bertcore.errors import ConfigError, InputError
 from bertcore.io.steps import list_steps, load_step, save_step, step_path, thin
 from bertcore.model.bert import init_model
 from bertcore.training.run_corpus import run_corpus
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.drive import StopSignal
 
@@ -62,8 +62,8 @@ def test_cap_from_env_bad_value_is_a_clear_error(tmp_path, monkeypatch):
 def test_resume_drops_steps_after_the_checkpoint(tmp_path):
     stop = StopSignal()
     spec = _spec()
-    spec.callbacks = Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count >= 12 else None)
-    r = service.train(spec, tmp_path / "run", stop=stop)
+    cb = Callbacks(step=lambda ev: stop.request() if ev.trainer.step_count >= 12 else None)
+    r = service.train(spec, tmp_path / "run", stop=stop, callbacks=cb)
     assert r.status == "stopped" and list_steps(r.run_dir)[-1] == 12
     r2 = service.resume(r.run_dir)
     assert r2.status == "finished" and list_steps(r.run_dir) == [0, 5, 10, 12, 15, 20]

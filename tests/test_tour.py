@@ -8,8 +8,8 @@ from streamlit.testing.v1 import AppTest
 
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.training import runs
-from bertcore.jobs import service
-from explorer import tour
+from bertcore.launch import service
+from explorer.parts import tour
 from tests.apptest_pages import APP
 
 
@@ -67,7 +67,7 @@ def test_a_page_records_its_step_once_and_only_for_a_trained_model(monkeypatch):
     real = runs.write_workspace
     monkeypatch.setattr(runs, "write_workspace", lambda w, **c: writes.append(c) or real(w, **c))
     # mark_done runs inside a page's script run: call it through a tiny script with this session's ws
-    script = (f"import streamlit as st\nst.query_params['ws'] = {ws!r}\nfrom explorer import tour\n"
+    script = (f"import streamlit as st\nst.query_params['ws'] = {ws!r}\nfrom explorer.parts import tour\n"
               "class A: is_trained = {t}\ntour.mark_done('lens', A())\ntour.mark_done('lens', A())\n")
     for trained in (False, True):
         AppTest.from_string(script.replace("{t}", str(trained))).run()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from conftest import TRAINING_RUNS as RUNS  # stopped after each test by conftest
 
-from bertcore.jobs.service import RunSpec
-from explorer.jobs import training_run
+from bertcore.launch.service import RunSpec
+from explorer.launch import training_run
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -24,7 +24,7 @@ def trained_run():
     tok = WordTokenizer.build(corpus.texts())
     bcfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=32, num_attention_heads=2, intermediate_size=64)
     tcfg = TrainConfig(steps=30, batch_size=8, eval_every=10, eval_size=32, snapshot_every=10, max_seq_len=32)
-    r = training_run.TrainingRun([RunSpec(bcfg, tcfg, name="test")], corpus, tok)
+    r = training_run.TrainingRun([RunSpec(bcfg, tcfg, corpus=corpus, tokenizer=tok, name="test")])
     RUNS.append(r)
     r.start()
     while r.running:

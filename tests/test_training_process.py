@@ -1,4 +1,4 @@
-"""A training in its own process (bertcore.jobs.worker, explorer.jobs.training_run with BERTCORE_TRAINING_PROCESS=1):
+"""A training in its own process (bertcore.launch.worker, explorer.launch.training_run with BERTCORE_TRAINING_PROCESS=1):
 the same run as in a thread, every row relayed once, stop / a crash / a vanished server handled, no pickles."""
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,11 +20,12 @@ from bertcore.data.corpus import Corpus, builtin_corpus
 from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.model.bert import init_model
 from bertcore.training import runs
-from bertcore.jobs import service, worker
-from bertcore.jobs.service import RunSpec
+from bertcore.launch import service, worker
+from bertcore.launch.service import RunSpec
 from bertcore.training.history import History
-from explorer.jobs import training_slots
-from explorer.jobs.training_run import TrainingRun
+from explorer import server_process
+from explorer.launch import training_slots
+from explorer.launch.training_run import TrainingRun
 
 SKILLS_CSV = b"text,right,wrong\nthe cat [MASK] the fish .,eats,eat\n"
 
@@ -46,7 +48,8 @@ def _tc(steps=12, **kw):
 
 def _train(monkeypatch, where: str, jobs, corpus, tok, tmp: Path, **kw) -> TrainingRun:
     monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "1" if where == "process" else "0")
-    r = TrainingRun(jobs, corpus, tok, runs_dir=tmp / where, abandon_after=600, **kw)
+    jobs = [j if j.resume_from is not None else replace(j, corpus=corpus, tokenizer=tok or "word") for j in jobs]
+    r = TrainingRun(jobs, runs_dir=tmp / where, abandon_after=600, **kw)
     RUNS.append(r)
     r.start()
     assert r.join(300), "the run did not end"
@@ -95,7 +98,7 @@ def test_prepared_models_and_a_wordpiece_tokenizer_travel_as_files(data, tmp_pat
     worker.write_job(folder, specs, tmp_path / "out")
     kinds = {p.suffix for p in folder.rglob("*") if p.is_file()}
     assert kinds <= {".json", ".safetensors", ".txt"}, kinds
-    job = json.loads((folder / worker.JOB_FILE).read_text())
+    job = json.loads((folder / worker.LAUNCH_FILE).read_text())
     assert [e["tokenizer"]["kind"] for e in job["jobs"]] == ["wordpiece", "wordpiece"]
     for e, m in zip(job["jobs"], models):
         spec = service.RunSpec.from_json(e, folder)
@@ -124,7 +127,8 @@ def test_bad_input_a_crash_and_a_failed_run_are_messages(data, tmp_path, monkeyp
     assert runs.read_run(s.run_dirs[0]).status == "failed"
     # the child killed mid-run: an error that says so, never a hang
     monkeypatch.setenv("BERTCORE_TRAINING_PROCESS", "1")
-    r = TrainingRun([RunSpec(cfg, _tc(steps=100000), name="killed")], corpus, tok, runs_dir=tmp_path / "k", abandon_after=600)
+    r = TrainingRun([RunSpec(cfg, _tc(steps=100000), corpus=corpus, tokenizer=tok, name="killed")],
+                    runs_dir=tmp_path / "k", abandon_after=600)
     RUNS.append(r)
     r.start()
     t0 = time.time()
@@ -157,7 +161,7 @@ def test_the_server_going_away_leaves_a_resumable_run(data, tmp_path):
     assert end["status"] == "stopped" and end["reason"].startswith(worker.GONE) and end["stop_step"] >= seen
     info = runs.read_run(Path(end["run_dir"]))
     assert info.status == "stopped" and info.resumable and info.steps_done == end["steps"]
-    r = TrainingRun([RunSpec(None, _tc(steps=100000), name="again", resume_from=Path(end["run_dir"]))], None,
+    r = TrainingRun([RunSpec(None, _tc(steps=100000), name="again", resume_from=Path(end["run_dir"]))],
                     runs_dir=tmp_path / "out", abandon_after=600)
     RUNS.append(r)
     r.start()
@@ -192,15 +196,15 @@ def test_the_setting_is_checked(monkeypatch):
 
 _TUNE = """
 import gc, sys, torch
-from explorer.jobs import training_slots
-training_slots.tune_server_process()
-training_slots.tune_server_process()  # once per process
+from explorer import server_process
+server_process.tune_server_process()
+server_process.tune_server_process()  # once per process
 print(torch.get_num_threads(), sys.getswitchinterval(), gc.get_freeze_count(), gc.get_threshold()[0])
 """
 
 
 @pytest.mark.parametrize("env, want", [
-    ({}, (1, 0.001, True, training_slots.GC_THRESHOLD0)),
+    ({}, (1, 0.001, True, server_process.GC_THRESHOLD0)),
     ({"BERTCORE_SERVER_THREADS": "2", "BERTCORE_SWITCH_INTERVAL": "0.005", "BERTCORE_GC_FREEZE": "0"},
      (2, 0.005, False, 700)),
 ])
@@ -223,6 +227,6 @@ def test_the_server_process_is_tuned_for_a_class(env, want):
 def test_the_server_settings_are_checked(monkeypatch):
     monkeypatch.setenv("BERTCORE_SERVER_THREADS", "many")
     with pytest.raises(Exception, match="BERTCORE_SERVER_THREADS"):
-        training_slots.server_threads()
+        server_process.server_threads()
     monkeypatch.setenv("BERTCORE_SWITCH_INTERVAL", "0")
-    assert training_slots.switch_interval() == 0.0001  # clamped to its floor
+    assert server_process.switch_interval() == 0.0001  # clamped to its floor

@@ -17,7 +17,7 @@ from bertcore.cli import main
 from bertcore.config import BertConfig, TrainConfig
 from bertcore.data.probe_sets import PROPERTIES
 from bertcore.io import derived
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.training import runs
 from explorer.session import share_links
 

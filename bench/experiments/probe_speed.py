@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from bertcore.config import BertConfig, TrainConfig
     from bertcore.data.probe_sets import GRAMMAR_PROPERTIES
     from bertcore.io.steps import list_steps
-    from bertcore.jobs import service
+    from bertcore.launch import service
 
     torch.set_num_threads(1)
     run = Path(args.run) if args.run else None

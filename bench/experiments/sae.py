@@ -38,7 +38,7 @@ def log(*a) -> None:
 
 def _train_default_run(seed: int, parent: Path) -> Path:
     from bertcore.config import BertConfig, TrainConfig
-    from bertcore.jobs import service
+    from bertcore.launch import service
 
     log(f"bench.experiments.sae: training the default run, seed {seed} ...")
     return service.train(service.RunSpec(BertConfig(), TrainConfig(seed=seed), name=f"default-{seed}"),
@@ -89,7 +89,7 @@ def _row(d: Path, times: dict) -> dict:
 
 def _over_training(run: Path, seed: int) -> list[dict]:
     from bertcore.analysis.sae_runs import SAESpec, features_of, saes_over_training
-    from bertcore.jobs.service import read_skills_csv
+    from bertcore.launch.service import read_skills_csv
 
     dirs = saes_over_training(run, SAESpec(layer=1, seed=seed))
     skills = read_skills_csv(run)

@@ -60,7 +60,7 @@ def loop_vs_step(name: str, shape: tuple, data: Path, work: Path, device: str, p
                  steps: int, skip: int) -> dict:
     """``train --data``'s steps/s (``steps`` steps, the first ``skip`` and the last left out) over
     ``Trainer.step``'s on 8 fixed batches of the same folder and shape."""
-    from bertcore.jobs import service
+    from bertcore.launch import service
     from bertcore.training.callbacks import Callbacks
 
     dev = torch.device(device)
@@ -74,9 +74,9 @@ def loop_vs_step(name: str, shape: tuple, data: Path, work: Path, device: str, p
 
     bert, tc = _configs(shape, steps, eval_every=0, snapshot_every=0)
     spec = service.RunSpec(bert, tc, data=str(data), runtime=make_runtime(device, precision), name=f"loop {name}",
-                           source=f"bench.gpu train --data {data}", callbacks=Callbacks(step=on_step))
+                           source=f"bench.gpu train --data {data}")
     t0 = time.perf_counter()
-    result = service.train(spec, work / f"loop-{name}-{precision}")
+    result = service.train(spec, work / f"loop-{name}-{precision}", callbacks=Callbacks(step=on_step))
     wall = time.perf_counter() - t0
     if result.status != "finished":
         raise RuntimeError(f"train --data ended {result.status}: {result.reason}")
@@ -117,7 +117,7 @@ def default_app_run(work: Path, steps: int | None) -> dict:
     live probe, ~20 evaluations) through ``service.train``, on what ``--device auto --precision auto`` picks."""
     from bertcore.config import BertConfig, TrainConfig, measure_cadence
     from bertcore.training import device as dev
-    from bertcore.jobs import service
+    from bertcore.launch import service
 
     rt = dev.resolve_runtime("auto", "auto")
     n = steps or TrainConfig.steps
@@ -156,7 +156,7 @@ def determinism_pair(shape: tuple, data: Path, work: Path, device: str, precisio
     """Two ``train --data`` runs with identical arguments (``deterministic`` or not): identical histories or not.
     ``python -m bench.gpu`` runs each pair in a process of its own, as the CLI trains: torch's deterministic mode
     and cuBLAS's workspace setting hold for a whole process and must be set before its first cuBLAS call."""
-    from bertcore.jobs import service
+    from bertcore.launch import service
 
     runs = []
     for k in range(2):

@@ -9,7 +9,7 @@
   every ``snapshot_every`` steps and when training ends (the Attention page's "over training" view).
 
 A second evaluation at the same step (a stop right after an evaluated step) replaces that step's row. Whoever
-wants the records attaches them (the pretraining route, bertcore.jobs.service; a notebook)::
+wants the records attaches them (the pretraining route, bertcore.launch.service; a notebook)::
 
     trainer = Trainer(model_config, train_config, corpus)
     records = TrainingRecords.attach(trainer)        # step 0 recorded now

@@ -30,7 +30,7 @@ from bertcore.io.sae_io import (FEATURES_FILE, SAES_DIR, TRAINING_FILE, WEIGHTS_
                                 sae_cfg, save_sae, write_json)
 from bertcore.io.steps import list_steps, load_step
 from bertcore.message import Message
-from bertcore.settings import env_number
+from bertcore import settings
 from bertcore.training.runs import read_run_json
 from bertcore.training.run_corpus import run_corpus
 
@@ -42,7 +42,7 @@ OVER_TRAINING_STEPS = 5  # SAEs over training: this many saved steps, spread fro
 
 def max_sae_mb() -> float:
     """The memory an SAE's evaluation may use (env BERTCORE_MAX_SAE_MB, default 1024)."""
-    return env_number("BERTCORE_MAX_SAE_MB", 1024, minimum=1)
+    return settings.number("BERTCORE_MAX_SAE_MB")
 
 
 @dataclass

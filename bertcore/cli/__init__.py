@@ -31,9 +31,9 @@ Heavy imports (torch) happen inside the commands so ``--help`` is instant.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
+from bertcore import settings
 from bertcore.cli.common import (
     EXIT_BAD_INPUT,
     CliError,
@@ -164,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
+    bad = settings.check_all(settings.CLI)  # a bad BERTCORE_* value: one line each, before any work
+    if bad:
+        for line in bad:
+            print(f"error: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if getattr(args, "preset", None) is not None or getattr(args, "size", None) is not None:
         from bertcore.presets import resolve_preset  # light: no torch
 
@@ -190,6 +195,6 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 - the CLI contract: never a traceback
-        if os.environ.get("BERTCORE_DEBUG"):
+        if settings.flag("BERTCORE_DEBUG"):  # checked above, so it reads
             raise
         return _fail(f"unexpected {type(e).__name__}: {e} (re-run with BERTCORE_DEBUG=1 for details and report it)")

@@ -1,4 +1,4 @@
-"""The CLI's commands for pre-training beyond the laptop (issue 15): ``prepare`` and ``train --data``
+"""The CLI's commands for pre-training beyond the laptop: ``prepare`` and ``train --data``
 (also ``--resume`` of such a run, under torchrun or ``--nproc-per-node``). Kept apart from bertcore/cli.py,
 which dispatches here; see docs/PRETRAINING.md."""
 from __future__ import annotations
@@ -27,7 +27,7 @@ def add_prepare_parser(sub) -> None:
 
 
 def add_data_args(t) -> None:
-    """``train`` options for pre-training from prepared shards (issue 15); see docs and ``cmd_train_data``."""
+    """``train`` options for pre-training from prepared shards; see docs and ``cmd_train_data``."""
 
     t.add_argument("--deterministic", action="store_true", help="the same seed gives the same curve on a GPU too, "
                    "bit for bit (deterministic CUDA kernels: slower; a CPU run is deterministic already)")
@@ -86,7 +86,7 @@ def cmd_train_data(args) -> int:
                 del argv[k:k + (1 if "=" in a else 2)]
                 break
         return distributed.launch(args.nproc_per_node, argv)
-    from bertcore.jobs import service
+    from bertcore.launch import service
 
     try:
         rt = runtime_of(args, local, grad_accum=args.grad_accum, compile=args.compile, rank=rank, world_size=world)
@@ -114,8 +114,8 @@ def cmd_train_data(args) -> int:
                 out = os.path.expanduser(args.out) if args.out else None
                 name = os.path.basename(os.path.normpath(out)) if out else f"shards, seed {train.seed}"
                 spec = service.RunSpec(bert, train, preset=args.preset, name=name, data=args.data, runtime=rt,
-                                       source=f"bertcore train --data {args.data}", callbacks=bar.callbacks)
-                result = service.train(spec, out)
+                                       source=f"bertcore train --data {args.data}")
+                result = service.train(spec, out, callbacks=bar.callbacks)
         finally:
             bar.close()
     except (CliError, ValueError, OSError) as e:

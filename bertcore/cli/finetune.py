@@ -114,7 +114,7 @@ def _sweep(args, task, out, rt) -> int:
     from bertcore.finetune.models import MINILM_LR, start_model
     from bertcore.finetune.sweep import parse_points, sweep_config, sweep_points, sweep_table
     from bertcore.finetune.tuner import FinetuneConfig
-    from bertcore.jobs import study as S
+    from bertcore.launch import study as S
     from bertcore.lab.studies import finetune_study
 
     points = parse_points(args.sweep)

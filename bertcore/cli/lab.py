@@ -1,4 +1,4 @@
-"""``bertcore lab``: rerun a paper's ablation table over seeds (bertcore.lab, the runner bertcore.jobs.study)."""
+"""``bertcore lab``: rerun a paper's ablation table over seeds (bertcore.lab, the runner bertcore.launch.study)."""
 from __future__ import annotations
 
 import json
@@ -58,7 +58,7 @@ def cmd_lab(args) -> int:
     if not args.study or not args.out:
         raise CliError("give --study NAME and --out DIR (see `bertcore lab --list`)")
     from bertcore.data.corpora import get_corpus
-    from bertcore.jobs import study as S
+    from bertcore.launch import study as S
     from bertcore.lab import table as T
 
     study = _study(args)

@@ -1,4 +1,4 @@
-"""`lens` and `patch`: where in the network an answer forms (bertcore.analysis.lens, .patching; issue 24)."""
+"""`lens` and `patch`: where in the network an answer forms (bertcore.analysis.lens, .patching)."""
 from __future__ import annotations
 
 import json

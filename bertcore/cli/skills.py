@@ -39,7 +39,7 @@ def cmd_skills(args) -> int:
     from bertcore.errors import InputError
     from bertcore.io.checkpoint import load_checkpoint
     from bertcore.io.steps import list_steps, load_step
-    from bertcore.jobs.service import read_skills_csv, run_skills
+    from bertcore.launch.service import read_skills_csv, run_skills
 
     base = load_checkpoint(args.dir)
     max_len = int((base.train_config or {}).get("max_seq_len") or base.model.config.max_position_embeddings)

@@ -21,7 +21,7 @@ def train_spec(args):
     """The RunSpec ``train --corpus ...`` trains: the preset's configs with ``--set``, and for a corpus file the
     tokenizer, vocabulary and length the Train page would pick for it (bertcore.data.corpus_defaults)."""
     from bertcore.presets import preset_tokenizer
-    from bertcore.jobs.service import RunSpec
+    from bertcore.launch.service import RunSpec
 
     from bertcore.data.corpora import get_corpus, is_builtin_spec
     from bertcore.data.corpus_defaults import corpus_defaults, default_tokenizer, train_config_for
@@ -64,7 +64,7 @@ def cmd_train(args) -> int:
     if args.data is not None or (args.resume is not None and is_shard_run(args.resume)):
         return cmd_train_data(args)
     refuse_data_options(args)
-    from bertcore.jobs import service
+    from bertcore.launch import service
 
     if args.resume is not None:
         given = [o for o, v in (("--out", args.out), ("--steps", args.steps), ("--seed", args.seed),
@@ -88,8 +88,7 @@ def cmd_train(args) -> int:
             result = service.resume(args.resume, callbacks=bar.callbacks, runtime=rt)
         else:
             out = os.path.expanduser(args.out) if args.out else None
-            spec.callbacks = bar.callbacks
-            result = service.train(spec, out)
+            result = service.train(spec, out, callbacks=bar.callbacks)
     finally:
         bar.close()
     trainer, out = result.trainer, result.run_dir

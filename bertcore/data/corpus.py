@@ -43,8 +43,8 @@ from pathlib import Path
 
 from bertcore.data.tokenization import basic_tokenize
 from bertcore.errors import ConfigError, CorpusError
-from bertcore.message import Message
-from bertcore.settings import env_number
+from bertcore import settings
+from bertcore.message import Message, reason
 from bertcore.data.user_text import is_blank
 from bertcore.data.segmentation import detect_language, split_sentences
 
@@ -427,9 +427,9 @@ def tutorial_corpus() -> Corpus:
 def max_corpus_bytes() -> int:
     """Largest user corpus accepted, in bytes: env BERTCORE_MAX_CORPUS_BYTES (default ``MAX_CORPUS_BYTES``)."""
     try:
-        return int(env_number("BERTCORE_MAX_CORPUS_BYTES", MAX_CORPUS_BYTES, minimum=1, integer=True))
+        return settings.whole("BERTCORE_MAX_CORPUS_BYTES")
     except ConfigError as e:
-        raise CorpusError(str(e)) from None
+        raise CorpusError(reason(e)) from None
 
 
 def too_large(name, size: int, limit: int) -> Message:

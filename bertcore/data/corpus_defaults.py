@@ -1,5 +1,5 @@
 """One place decides the defaults a corpus trains with: tokenizer kind, WordPiece vocabulary size and
-max_seq_len. The Train page (explorer/jobs/train_form.py) and ``python -m bertcore train --corpus FILE`` both call
+max_seq_len. The Train page (explorer/parts/train_form.py) and ``python -m bertcore train --corpus FILE`` both call
 ``corpus_defaults``, so one file gives one run configuration, and the run records it (run.json ``corpus_defaults``).
 
 * Built-in corpora (``bertcore.data.corpora.is_builtin_spec``) keep the preset's tokenizer and length.

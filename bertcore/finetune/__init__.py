@@ -8,6 +8,6 @@
 * ``sweep``: the label sweep's points (held-out accuracy against the number of labels) from its study's data.
 
 The comparison of what pretraining buys and the label sweep are fine-tune studies
-(``bertcore.lab.studies.finetune_study``) run by the one study runner, ``bertcore.jobs.study``. The classifier
+(``bertcore.lab.studies.finetune_study``) run by the one study runner, ``bertcore.launch.study``. The classifier
 model is ``bertcore.model.classification``; the tasks are ``bertcore.data.tasks``.
 """

@@ -18,7 +18,7 @@ kept in the folder differs, and that is this module's route:
 
 The comparison of what pretraining buys (the Fine-tune page) and the label sweep are fine-tune studies
 (``bertcore.lab.studies.finetune_study``): two such runs per label count, one from the pretrained weights and one
-from random initial weights, side by side in the study runner (``bertcore.jobs.study``).
+from random initial weights, side by side in the study runner (``bertcore.launch.study``).
 
 Weights are written when training ends (finished, stopped or failed), not at every evaluation: a fine-tune is
 not resumable (nothing to resume in a minute-long run), and all-MiniLM-L6-v2 weighs 90 MB per model.

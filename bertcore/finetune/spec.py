@@ -1,7 +1,7 @@
 """One fine-tune as a training process runs it: where it starts, the task, the config (BERT §4.1).
 
-``FinetuneSpec`` is to a fine-tune what ``bertcore.jobs.service.RunSpec`` is to a pretraining: the study runner
-(``bertcore.jobs.study``) writes it as JSON into a job folder and the training process (``bertcore.jobs.worker``)
+``FinetuneSpec`` is to a fine-tune what ``bertcore.launch.service.RunSpec`` is to a pretraining: the study runner
+(``bertcore.launch.study``) writes it as JSON into a launch folder and the training process (``bertcore.launch.worker``)
 builds the ``FineTuner`` from it and drives it through the fine-tuning route (``bertcore.finetune.route``). Two specs
 that differ only in ``init`` ("pretrained" or "random") give the comparison of what pretraining buys: both draw the
 same labelled examples, batch order, dropout masks and classifier layer from the one seed.
@@ -29,7 +29,7 @@ class FinetuneSpec:
     run_dir: str | Path | None = None
     name: str = ""
     source: str = ""  # the starting model as the user knows it (run.json "source")
-    runtime: object = None  # bertcore.training.device.Runtime (None: the CPU at fp32); the job folder carries it
+    runtime: object = None  # bertcore.training.device.Runtime (None: the CPU at fp32); the launch folder carries it
 
     def __post_init__(self) -> None:
         if self.init not in INITS:

@@ -3,7 +3,7 @@ pretrained weights and the same architecture from random initial weights (BERT ย
 when labels are few; d2l ยง14.8).
 
 A sweep is a fine-tune study (``bertcore.lab.studies.finetune_study(..., points=...)``: both starting points at
-every label count, run by the one study runner ``bertcore.jobs.study``), each run evaluated once, at its end, on
+every label count, run by the one study runner ``bertcore.launch.study``), each run evaluated once, at its end, on
 the task's fixed held-out split. The labelled subsets are seeded prefixes (``data.tasks.labelled_subset``), so a
 larger point contains the smaller ones. This module parses the label counts, sets a sweep's config and reads its
 points back from the study's data.
@@ -50,7 +50,7 @@ def sweep_config(config: dict, steps: int | None = None) -> dict:
 
 
 def planned_points(data: dict) -> list[int]:
-    """The label counts of a sweep's study data (bertcore.jobs.study), in order (0 = all)."""
+    """The label counts of a sweep's study data (bertcore.launch.study), in order (0 = all)."""
     out: list[int] = []
     for v in data.get("variants") or []:
         n = (v.get("settings") or {}).get("labels")

@@ -5,7 +5,8 @@
 a pretraining ``Trainer`` (``bertcore.finetune.route``: run directories, callbacks, StopSignal). Where it starts
 (a checkpoint, all-MiniLM-L6-v2 or random initial weights) is ``bertcore.finetune.models``.
 
-* AdamW, linear warmup (10% of the steps) then linear decay, gradient-norm clipping (BERT §A.3 uses the same
+* The pretraining optimizer set-up and step guard (``bertcore.training.optim``, ``bertcore.training.guard``):
+  AdamW, linear warmup (10% of the steps by default) then linear decay, gradient-norm clipping (BERT §A.3 uses the same
   recipe with lr in {5e-5, 3e-5, 2e-5} at base size; a tiny model needs a larger lr). The new classifier layer
   learns at its own, larger ``head_lr``.
 * Mini-batches walk seeded permutations of the labelled set (epochs); held-out accuracy every ``eval_every``
@@ -23,7 +24,7 @@ import pandas as pd
 import torch
 
 from bertcore.analysis.inference import encode_pair
-from bertcore.config import JsonConfig, check_range
+from bertcore.config import JsonConfig, check_optimizer_fields, check_range
 from bertcore.data.tasks import labelled_subset
 from bertcore.errors import ConfigError
 from bertcore.message import Message
@@ -31,7 +32,8 @@ from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime, to_device
 from bertcore.training.history import History
 from bertcore.training.loop import Stoppable, run_steps
-from bertcore.training.optim import dropout_seed, scheduler, takes_weight_decay
+from bertcore.training.guard import nonfinite_step
+from bertcore.training.optim import adamw, dropout_seed, scheduler
 from bertcore.model.modes import eval_mode
 
 
@@ -46,9 +48,12 @@ class FinetuneConfig(JsonConfig):
     # Peak learning rate of the new classifier layer. It starts random and must catch up fast; at the encoder's
     # rate it drags the pretrained features along before it has learned to read them (Kumar et al. 2022).
     head_lr: float = 1e-2
-    # Share of the steps spent in linear warmup.
-    warmup_frac: float = 0.1
+    # Linear warmup steps, then linear decay to 0 at `steps`, as in TrainConfig. None = 10% of the steps, so a
+    # longer fine-tune warms up longer (BERT §A.3 fine-tunes with the pretraining recipe).
+    warmup_steps: int | None = None
+    # AdamW decoupled weight decay, not on biases and LayerNorm (as in pretraining).
     weight_decay: float = 0.01
+    # Clip the global gradient norm to this.
     grad_clip: float = 1.0
     # Labelled training examples drawn from the task's pool (0 = all).
     labels: int = 64
@@ -65,16 +70,29 @@ class FinetuneConfig(JsonConfig):
     def __post_init__(self) -> None:
         self.validate()
 
+    @classmethod
+    def from_dict(cls, d: dict) -> FinetuneConfig:
+        """A config from its JSON fields; one saved before warmup was counted in steps (``warmup_frac``, a share
+        of ``steps``) loads as the same number of warmup steps."""
+        d = dict(d)
+        if "warmup_frac" in d:
+            frac = d.pop("warmup_frac")
+            check_range("warmup_frac", frac, 0.0, 1.0)
+            if d.get("warmup_steps") is None:
+                d["warmup_steps"] = int(round(frac * int(d.get("steps", cls.steps))))
+        return super().from_dict(d)
+
+    @property
+    def warmup(self) -> int:
+        """The warmup's length in steps (``warmup_steps``, or 10% of ``steps`` when it is None)."""
+        return int(round(0.1 * self.steps)) if self.warmup_steps is None else min(int(self.warmup_steps), self.steps)
+
     def validate(self) -> None:
         check_range("steps", self.steps, 1, 100_000, int)
         check_range("batch_size", self.batch_size, 1, 1024, int)
-        check_range("lr", self.lr, 0.0, 1.0)
-        check_range("head_lr", self.head_lr, 0.0, 1.0)
-        check_range("warmup_frac", self.warmup_frac, 0.0, 1.0)
-        check_range("weight_decay", self.weight_decay, 0.0, 1.0)
-        check_range("grad_clip", self.grad_clip, 0.0, 1e6)
+        check_optimizer_fields(self)  # lr, warmup_steps, weight_decay, grad_clip, seed: as TrainConfig's
+        check_range("head_lr", self.head_lr, 0.0, 100.0)
         check_range("labels", self.labels, 0, 10_000_000, int)
-        check_range("seed", self.seed, 0, 2**63 - 1, int)
         check_range("eval_every", self.eval_every, 0, 100_000, int)
         check_range("max_seq_len", self.max_seq_len, 4, 8192, int)
         check_range("num_threads", self.num_threads, 1, 256, int)
@@ -124,16 +142,10 @@ class FineTuner(Stoppable):
         model.to(self.device).train()
         self._gen = torch.Generator().manual_seed(config.seed)  # batch order (on the CPU, whatever the device)
         model.set_dropout_generator(torch.Generator(self.device).manual_seed(dropout_seed(config.seed)))
-        # the classifier head has its own learning rate (head_lr); weight decay as in pretraining
-        groups: dict[tuple[bool, bool], list] = {(h, d): [] for h in (False, True) for d in (False, True)}
-        for name, p in model.named_parameters():
-            if p.requires_grad:  # (is the classifier head, takes weight decay)
-                groups[(name.startswith("classifier."), takes_weight_decay(name, p))].append(p)
-        self._params = [p for g in groups.values() for p in g]
-        self.optimizer = torch.optim.AdamW(
-            [{"params": ps, "lr": config.head_lr if head else config.lr,
-              "weight_decay": config.weight_decay if decay else 0.0} for (head, decay), ps in groups.items() if ps])
-        self.scheduler = scheduler(self.optimizer, int(round(config.warmup_frac * config.steps)), config.steps)
+        # the shared AdamW set-up (bertcore.training.optim); the new classifier layer learns at its own head_lr
+        self.optimizer, self._params = adamw(model, config.lr, config.weight_decay, head="classifier.",
+                                             head_lr=config.head_lr)
+        self.scheduler = scheduler(self.optimizer, config.warmup, config.steps)
         self._order = torch.empty(0, dtype=torch.long)
         self._pos = 0
         self.step_count = 0
@@ -174,8 +186,8 @@ class FineTuner(Stoppable):
         loss = float(out.loss.detach().float())
         lr = self.optimizer.param_groups[0]["lr"]
         step = self.step_count + 1
-        if not (math.isfinite(loss) and math.isfinite(float(gnorm))):
-            self.error = f"loss became non-finite at step {step} (lr={lr:.3g}); lower lr"
+        self.error = nonfinite_step(step, loss, float(gnorm), lr, "lower lr or head_lr")
+        if self.error:  # never applied: the weights stay those after the step before
             self.done = True
             return {}
         self.optimizer.step()

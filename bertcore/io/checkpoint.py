@@ -178,7 +178,8 @@ def nonfinite_problem(weights: dict[str, torch.Tensor], file: str = "model.safet
     from a damaged or edited file; a model made of them would only ever predict NaN. One float32 sum per tensor
     decides (a NaN or inf in it makes the sum non-finite; a finite sum means every value is finite); only a
     non-finite sum, which huge finite values could also give, is confirmed value by value. The sum is a
-    single read of the tensor, cheaper than an elementwise isfinite (docs/BENCH.md)."""
+    single read of the tensor, cheaper than an elementwise isfinite (docs/BENCH-HISTORY.md, "Refusing NaN/inf
+    weights")."""
     bad, nan, inf = [], False, False
     for name, v in weights.items():
         if not v.is_floating_point() or bool(torch.isfinite(v.sum(dtype=torch.float32))):

@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 
 from bertcore.io.checkpoint import atomic_write
-from bertcore.settings import env_number, runs_root
+from bertcore import settings
+from bertcore.settings import runs_root
 
 DERIVED_DIR = "derived"
 _HASHES: dict[tuple, str] = {}
@@ -23,7 +24,7 @@ _LOCK = threading.Lock()
 
 def max_derived_mb() -> float:
     """Disk the derived-data cache may use in MB (env BERTCORE_MAX_DERIVED_MB, default 256)."""
-    return env_number("BERTCORE_MAX_DERIVED_MB", 256, minimum=0.001)
+    return settings.number("BERTCORE_MAX_DERIVED_MB")
 
 
 def root() -> Path:

@@ -30,7 +30,7 @@ from bertcore.io.checkpoint import (
     unique_state_dict,
 )
 from bertcore.message import Message
-from bertcore.settings import env_number
+from bertcore import settings
 
 STEPS_DIR = "steps"
 _STEP_FILE = re.compile(r"^step_(\d{6,9})\.safetensors$")
@@ -38,7 +38,7 @@ _STEP_FILE = re.compile(r"^step_(\d{6,9})\.safetensors$")
 
 def max_saved_steps() -> int:
     """How many step files a run keeps (env BERTCORE_MAX_SAVED_STEPS, default 64, at least 2)."""
-    return int(env_number("BERTCORE_MAX_SAVED_STEPS", 64, minimum=2, integer=True))
+    return settings.whole("BERTCORE_MAX_SAVED_STEPS")
 
 
 def step_path(run_dir: str | Path, step: int) -> Path:

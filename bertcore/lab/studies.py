@@ -1,6 +1,6 @@
 """Studies: the paper's ablation tables as lists of variants, each a set of switches on one base configuration.
 
-A study is run over seeds by ``bertcore.lab.runner`` and scored by ``bertcore.lab.evaluate``; every variant of one
+A study is run over seeds by ``bertcore.launch.study`` and scored by ``bertcore.lab.evaluate``; every variant of one
 seed starts from the same initial weights (same seed, same shapes) and sees the same pairs in the same order
 (``bertcore.data.pretraining``: every objective advances the data generator alike). Each named study carries the
 numbers its source reports beside the rows, with one sentence on what was measured there.
@@ -88,7 +88,7 @@ class Study:
     def finetune_config(self, variant: Variant, seed: int):
         """A fine-tune study's FinetuneConfig for one cell: the base config, the variant's labels, the seed."""
         kw = {**dict(self.base.get("finetune") or {}), **{k: v for k, v in variant.settings.items() if k != "init"}}
-        return FinetuneConfig(**{**kw, "seed": int(seed)})
+        return FinetuneConfig.from_dict({**kw, "seed": int(seed)})  # an old study.json may hold warmup_frac
 
     def configs(self, variant: Variant, seed: int, steps: int) -> tuple[BertConfig, TrainConfig]:
         """The configs of one run: defaults, the study's base, the variant's switches, the seed and the steps."""

@@ -38,8 +38,8 @@ def _keep_mask(x: Tensor, p: float, gen: torch.Generator) -> Tensor:
     """Scaled keep mask (0 or 1/(1-p)) shaped like ``x``, drawn from ``gen``.
 
     16 random bits per element come from one 64-bit draw per 4 elements (``random_`` over the full int64
-    range, viewed as int16), compared with a threshold: several times cheaper than ``bernoulli_`` with a
-    generator (docs/BENCH.md).
+    range, viewed as int16), compared with a threshold: cheaper than ``bernoulli_`` with a generator
+    (docs/BENCH-HISTORY.md, "What made bertcore faster").
     The drop rate is rounded to a multiple of 1/65536 (0.1 -> 0.100006) and the scale uses that exact rate,
     so E[mask] = 1 exactly.
     """

@@ -61,7 +61,7 @@ def train_flops_per_token(config: BertConfig, seq_len: int, mlm_fraction: float 
 @functools.cache
 def measured_bf16_peak(device: str) -> float | None:
     """FLOP/s of a (8192 x 8192) @ (8192 x 8192) bf16 matmul on ``device``, the best of PEAK_REPEATS, measured
-    once per process (about 0.1 s on an H100). None on the CPU or a GPU without bf16."""
+    once per process (cached). None on the CPU or a GPU without bf16."""
     dev = torch.device(device)
     if dev.type != "cuda" or not torch.cuda.is_bf16_supported():
         return None

@@ -31,6 +31,16 @@ GOOD_COPY_EVERY = 10
 FIX = "lower lr (e.g. <= 1e-2) or raise warmup_steps"
 
 
+def nonfinite_step(step: int, loss: float, grad_norm: float, lr: float, fix: str) -> str | None:
+    """The message for step ``step`` when its loss or gradient norm is NaN or infinite (the step is never applied:
+    the weights stay those after the step before), else None. Pretraining and fine-tuning share it."""
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        return None
+    what = "loss" if not math.isfinite(loss) else "gradient norm"
+    kind = "NaN" if math.isnan(loss if what == "loss" else grad_norm) else "infinite"
+    return f"{what} became {kind} at step {step} (lr={lr:.3g}); {fix}; the last good weights (after step {step - 1}) are kept"
+
+
 @dataclass
 class _Pending:
     step: int
@@ -123,10 +133,7 @@ class StepGuard:
             return (f"loss diverged at step {p.step} (loss {loss:.3g}, more than 4x the {self.init_loss:.2f} "
                     f"of an untrained model; lr={p.lr:.3g}); {FIX}; the last good weights (after step "
                     f"{good}) are kept")
-        what = "loss" if not math.isfinite(loss) else "gradient norm"
-        kind = "NaN" if math.isnan(loss if what == "loss" else gn) else "infinite"
-        return (f"{what} became {kind} at step {p.step} (lr={p.lr:.3g}); {FIX}; the last good weights "
-                f"(after step {p.step - 1}) are kept")
+        return nonfinite_step(p.step, loss, gn, p.lr, FIX)
 
     # ------------------------------------------------------------------ the good copy
     @torch.no_grad()

@@ -33,15 +33,19 @@ def lr_schedule(warmup: int, total: int):
     return f
 
 
-def adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> tuple[torch.optim.AdamW, list]:
-    """AdamW over ``model``'s trainable parameters in two groups, decayed then not; returns (optimizer, the
-    parameters in group order). Fused: one kernel for the whole update (on a CPU too)."""
-    decay, no_decay = [], []
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float, head: str | None = None,
+          head_lr: float | None = None) -> tuple[torch.optim.AdamW, list]:
+    """AdamW over ``model``'s trainable parameters, decayed and not; returns (optimizer, the parameters in group
+    order). ``head``: the name prefix of a new layer (a fine-tune's ``classifier.``) that learns at ``head_lr``
+    in groups of its own. Fused: one kernel for the whole update (on a CPU too)."""
+    groups: dict[tuple[bool, bool], list] = {(h, d): [] for h in (False, True) for d in (True, False)}
     for name, p in model.named_parameters():
-        if p.requires_grad:
-            (decay if takes_weight_decay(name, p) else no_decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=lr, fused=True), decay + no_decay
+        if p.requires_grad:  # (is the head, takes weight decay)
+            groups[(head is not None and name.startswith(head), takes_weight_decay(name, p))].append(p)
+    param_groups = [{"params": ps, "weight_decay": weight_decay if decay else 0.0}
+                    | ({"lr": head_lr} if is_head and head_lr is not None else {})
+                    for (is_head, decay), ps in groups.items() if ps or not is_head]
+    return torch.optim.AdamW(param_groups, lr=lr, fused=True), [p for g in param_groups for p in g["params"]]
 
 
 def scheduler(optimizer, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:

@@ -17,7 +17,7 @@ The root of all runs is env ``BERTCORE_RUNS_DIR``, else ``$XDG_DATA_HOME/bertcor
     <root>/runs/<run id>/                 CLI runs without --out
     <root>/workspaces/<ws id>/workspace.json   the workspace's active model
     <root>/workspaces/<ws id>/<run id>/   the runs of one browser workspace
-    <root>/workspaces/<ws id>/finetunes/<id>/   its fine-tune comparisons (study folders: explorer.jobs.finetunes)
+    <root>/workspaces/<ws id>/finetunes/<id>/   its fine-tune comparisons (study folders: explorer.launch.finetunes)
 
 Workspace ids are ``secrets.token_urlsafe(16)`` strings and are checked against ``WORKSPACE_ID_RE`` before
 they become a path, so no id can name a folder outside the root. Reading never raises: a damaged or
@@ -41,7 +41,8 @@ from pathlib import Path
 from bertcore.errors import BertcoreError, InputError
 from bertcore.message import Message, reason
 from bertcore.io.checkpoint import atomic_write, weights_problem
-from bertcore.settings import env_number, runs_root
+from bertcore import settings
+from bertcore.settings import runs_root
 from bertcore.training import locks
 from bertcore.training.resume import RESUME_FILE, read_resume_step
 
@@ -51,10 +52,10 @@ STATUSES = ("running", "finished", "stopped", "failed")
 WORKSPACE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 MAX_NAME_LEN = 80
-FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (explorer.jobs.finetunes)
+FINETUNES_DIR = "finetunes"  # <workspace>/finetunes/<id>/: the Fine-tune page's comparisons (explorer.launch.finetunes)
 # run.json "kind" -> the files a finished run of that kind has (default: a pretraining or fine-tune checkpoint);
 # (finetune-comparison: a comparison of earlier versions, its two models in sub-folders)
-KIND_FILES = {"finetune-comparison": (), "study": ("study.json",)}  # a study: bertcore.jobs.study
+KIND_FILES = {"finetune-comparison": (), "study": ("study.json",)}  # a study: bertcore.launch.study
 WRITE_FAILURE = "write"  # run.json "failure" of a run whose checkpoint could not be written (drive): resumable
 
 
@@ -212,7 +213,7 @@ class RunInfo:
         """One line: status, steps and the final held-out metrics."""
         if self.damaged:
             return f"damaged: {self.damaged}"
-        if self.kind == "study":  # steps are its runs (bertcore.jobs.study)
+        if self.kind == "study":  # steps are its runs (bertcore.launch.study)
             return f"study, {self.status}: {self.steps_done}/{self.total_steps} runs scored"
         if self.status == "stopped":
             head = f"stopped at step {self.steps_done}/{self.total_steps}"
@@ -388,12 +389,12 @@ def write_workspace(ws: str, **changes) -> dict:
 
 def max_runs_per_workspace() -> int:
     """Runs one workspace may keep (env BERTCORE_MAX_RUNS_PER_WORKSPACE, default 20)."""
-    return env_number("BERTCORE_MAX_RUNS_PER_WORKSPACE", 20, minimum=1, integer=True)
+    return settings.whole("BERTCORE_MAX_RUNS_PER_WORKSPACE")
 
 
 def max_workspace_mb() -> float:
     """Disk one workspace may use in MB (env BERTCORE_MAX_WORKSPACE_MB, default 500)."""
-    return env_number("BERTCORE_MAX_WORKSPACE_MB", 500, minimum=0.001)
+    return settings.number("BERTCORE_MAX_WORKSPACE_MB")
 
 
 def check_capacity(parent: str | Path, new_runs: int = 1) -> None:

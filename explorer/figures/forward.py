@@ -90,8 +90,8 @@ def stage_frame(m: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -> pd.D
 def stage_table(m: np.ndarray, rows: Sequence[str], cols: Sequence[str]) -> pa.Table:
     """``stage_frame(m, rows, cols)`` as the arrow table ``st.dataframe`` makes of it (``pa.Table.from_pandas``, its
     pandas metadata included, so the rows still show as the index), built column by column from the array: arrow's
-    own conversion of a wide frame spends most of its time on pandas' per-column lookups (docs/BENCH.md, "What a
-    page run costs the server")."""
+    own conversion of a wide frame spends most of its time on pandas' per-column lookups (docs/BENCH-HISTORY.md,
+    "What a page run costs the server")."""
     rows, cols = [str(r) for r in rows], [str(c) for c in cols]
     if not cols or not rows:
         return pa.Table.from_pandas(stage_frame(m, rows, cols))

@@ -93,9 +93,9 @@ def attention_grid_figure(
 
     ``attentions`` is ``[L, H, T, T]`` (query rows, key columns). The single heatmap's ``z`` holds every head's
     map as a ``T x T`` tile, tiles ``grid_gap(T)`` empty (NaN) cells apart: ``grid_tile(z, l, h, T)`` is exactly
-    ``attentions[l, h]``. One trace instead of one subplot per head: 72 subplots took the browser ~0.8 s to
-    draw. Layers and heads are numbered from 1 (``L1``, ``H1`` annotations). Query tokens label the left edge of
-    every layer row, key tokens the bottom of every head column (thinned to fit). ``layout.meta["grid"]`` says
+    ``attentions[l, h]``. One trace instead of one subplot per head: the browser draws one trace far sooner
+    than 72 subplots. Layers and heads are numbered from 1 (``L1``, ``H1`` annotations). Query tokens label the
+    left edge of every layer row, key tokens the bottom of every head column (thinned to fit). ``layout.meta["grid"]`` says
     the geometry. A transparent scatter overlay carries the hover text and the clicks (customdata = 0-based
     layer, head, query, key, weight), because ``st.plotly_chart(on_select=...)`` returns no points for heatmaps
     (streamlit #8760): one square marker per cell up to ``click_side`` cells a side (default: what keeps the

@@ -24,7 +24,7 @@ CURVES = {"eval_mlm_acc": mark("held-out MLM accuracy"), "eval_nsp_acc": mark("h
           "eval_accuracy": mark("held-out accuracy")}
 STATUS_WORDS = {"missing": mark("to do"), "stopped": mark("stopped part-way"), "trained": mark("trained, not scored"),
                 "training": mark("training"), "evaluating": mark("scoring"), "scored": mark("scored"),
-                "failed": mark("failed")}  # bertcore.jobs.study.CELL_STATES on screen
+                "failed": mark("failed")}  # bertcore.launch.study.CELL_STATES on screen
 
 
 def metric_label(key: str) -> str:

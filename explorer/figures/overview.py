@@ -58,7 +58,7 @@ def pipeline_figure(config, example: str = "the cat eats the cheese", height: in
     """Text → tokens → embeddings → N encoder layers → MLM / NSP heads, as boxes and arrows."""
     steps = pipeline_steps(config, example, tokenizer)
     # Shapes and annotations are collected as plain dicts and validated once by the Figure: adding them
-    # one by one (fig.add_shape / add_annotation) re-validates the whole list each time, ~25x slower.
+    # one by one (fig.add_shape / add_annotation) re-validates the whole list each time.
     shapes, notes = [], []
     half_w = {"mlm": 0.22, "nsp": 0.22}
     for s in steps:

@@ -1,15 +1,14 @@
 """Plotly figures built from plain dicts, without plotly's per-property validation.
 
-Validating a figure property by property costs 5–50 ms per figure in the server (the load test's profile of a
-class: most of a page's time), while the same figure written as the dict that validation produces costs well
-under a millisecond. The builders that pages call on every typed sentence build their figures here; each is
+Validating a figure property by property was most of a page's time in the server, and the same figure written as
+the dict that validation produces costs almost nothing (docs/BENCH-HISTORY.md, "What a page run costs the
+server"). The builders that pages call on every typed sentence build their figures here; each is
 checked to be exactly what plotly's validation makes of it (tests/test_plotly_dict.py), so the browser gets the
 same figure. Named colour scales are written out as plotly's validation writes them (a list of stops).
 
 ``freeze_figure(fig)`` is for a figure that many runs show (``explorer.session.memo`` freezes every figure it keeps):
 ``st.plotly_chart`` asks a figure for its dict at every call, and plotly answers with a deep copy whose arrays it
-encodes again; a frozen figure answers with the dict it made once (docs/BENCH.md, "What a page run costs the
-server").
+encodes again; a frozen figure answers with the dict it made once.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 table, and the Fine-tune page's held-out accuracy and training loss of its two models (``charts``).
 
 Why a component: redrawing full plotly figures every second (``st.plotly_chart`` re-sends and re-lays-out the
-whole figure) cost chromium so much CPU on a 2-core machine that training ran at half its headless speed.
+whole figure) cost chromium enough CPU to slow a training on the same machine.
 Here the browser keeps its two plotly.js charts and the server sends **only the rows the browser does not
 have yet**; the frontend appends them with ``Plotly.extendTraces`` and prepends new probe rows to its table.
 
@@ -29,7 +29,7 @@ import streamlit.components.v1 as components
 from bertcore.data.skill_items import CHANCE
 from bertcore.training.history import History, number
 from explorer.i18n import tr
-from explorer.figures.skills_view import skill_name
+from explorer.parts.skills_view import skill_name
 from explorer.figures.train import Objective
 
 FRONTEND = Path(__file__).parent / "frontend"

@@ -3,7 +3,7 @@
 ``explorer.session.client_limits`` caps one address's sessions, page runs, Starts and uploads inside the app, so a
 refused client gets a message that says which cap and how long to wait. But each of those answers is a new
 Streamlit session and a page script started on the server; a script that opens hundreds of sessions and reloads
-in a loop (issue 45's flood) keeps the server busy with sessions that are only refused. This gate sits in front of
+in a loop (a flood of connections) keeps the server busy with sessions that are only refused. This gate sits in front of
 Streamlit as ASGI middleware (``serve.py``: ``st.App("app.py", middleware=[ClientGate])``) and looks at each new
 connection of the app's websocket (``/_stcore/stream``, one per browser tab or reload) before Streamlit sees it,
 and at each load of the app's HTML page (``GET /``, ``GET /train``: the request before that websocket):
@@ -18,15 +18,15 @@ page loads a minute         ``BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE``: a token b
 ==========================  ================================================================  =======
 
 A page load is served through Streamlit's HTTP stack (its session-cookie, path and gzip middleware and a file read:
-about as much of the event loop as the websocket's handshake); a flood's page loads were half of what its first
-seconds cost the server (docs/BENCH.md, "The client flood beside the class of 100"). One over the bucket gets HTTP
+about as much of the event loop as the websocket's handshake), so a flood's page loads cost the server as much as
+its sessions (docs/BENCH-HISTORY.md, "The client flood beside the class of 100"). One over the bucket gets HTTP
 429 with a ``Retry-After`` instead, from the gate, after the same ``refusal_delay``. The static files (``/static/``),
 ``/_stcore/`` and the media are not counted: a browser caches the first and the app itself asks for the others.
 
 A connection whose turn has not come waits for it (up to ``MAX_WAIT`` = 10 s, a sleeping coroutine: no thread, no
 session yet), so a person who opens a dozen tabs at once gets all of them, a little later; a flood's sessions reach
 Streamlit at most at the bucket's rate instead of all at once. One whose turn is further away, or over the
-open-connections cap, is refused after ``refusal_delay`` seconds (3 s, doubling with every further burst of
+open-connections cap, is refused after ``refusal_delay`` seconds (by default 3 s, doubling with every further burst of
 refusals of that address in a minute, up to 60 s) with close code 1008 before it is accepted,
 which a browser sees as an HTTP 403 on the upgrade. The app's own caps (30 new sessions a minute) still apply to
 what the gate lets through and answer with their message. 0 turns the rate or the open cap off. The address is the
@@ -41,7 +41,7 @@ import threading
 import time
 from collections import OrderedDict
 
-from bertcore.settings import env_number
+from bertcore import settings
 from explorer import i18n
 from explorer.i18n import mark, tr
 from explorer.session.client_limits import LOCAL, SlidingWindow, cap_local, client_key, escalated_delay, refill
@@ -62,15 +62,15 @@ PAGE_REFUSED = mark("Too many page loads from your network address: at most {cap
 
 
 def connects_cap() -> int:
-    return env_number("BERTCORE_CLIENT_CONNECTS_PER_MINUTE", 60, minimum=0, integer=True)
+    return settings.whole("BERTCORE_CLIENT_CONNECTS_PER_MINUTE")
 
 
 def connect_burst() -> int:
-    return env_number("BERTCORE_CLIENT_CONNECT_BURST", 10, minimum=1, integer=True)
+    return settings.whole("BERTCORE_CLIENT_CONNECT_BURST")
 
 
 def page_loads_cap() -> int:
-    return env_number("BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE", 60, minimum=0, integer=True)
+    return settings.whole("BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE")
 
 
 def is_page_load(scope) -> bool:
@@ -83,7 +83,7 @@ def is_page_load(scope) -> bool:
 
 
 def connections_cap() -> int:
-    return env_number("BERTCORE_CLIENT_CONNECTIONS", 100, minimum=0, integer=True)
+    return settings.whole("BERTCORE_CLIENT_CONNECTIONS")
 
 
 def open_connections(key: str) -> int:
@@ -219,7 +219,8 @@ class ClientGate:
         lang = "zh" if b"lang=zh" in (scope.get("query_string") or b"") else "en"
         seconds = max(1, math.ceil(page_wait(key)))
         with i18n.using(lang):
-            text = tr(PAGE_REFUSED, cap=page_loads_cap(), env="BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE", seconds=seconds)
+            text = tr(PAGE_REFUSED, cap=page_loads_cap(), env=settings.known("BERTCORE_CLIENT_PAGE_LOADS_PER_MINUTE"),
+                      seconds=seconds)
         body = text.encode("utf-8")
         await send({"type": "http.response.start", "status": 429, "headers": [
             (b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode()),

@@ -1,4 +1,4 @@
-"""Caps per client address, so that one client cannot starve a class (issue 45, part 3).
+"""Caps per client address, so that one client cannot starve a class.
 
 Four things are counted per client address over a sliding window of one minute, each with its own cap (an
 environment variable of the server; 0 turns that cap off):
@@ -8,14 +8,14 @@ action     what is counted                              default  where
 =========  ==========================================  =======  =============================================
 session    a new browser session (a tab, a reload)         30   app.py, the session's first run
 run        a page run (a click, a page switch, a reload)   60   app.py, every full run (fragment reruns: not)
-start      a training started (Train, Compare, resume)      3   ``explorer.jobs.training_run.TrainingRun.start``
+start      a training started (Train, Compare, resume)      3   ``explorer.launch.training_run.TrainingRun.start``
 upload     a checkpoint zip extracted and loaded           10   ``explorer.session.uploads.load_checkpoint_zip``
 =========  ==========================================  =======  =============================================
 
 Each cap also has a pace: at most ``BERTCORE_CLIENT_BURST`` (default 10) of one action at once, then the cap's own
 rate (60 page runs a minute: one a second; a token bucket beside the window). Without it a client in a tight loop
-spent its whole minute in the first seconds of each minute, a burst of 60 page runs beside the class's own, and the
-students' pages queued behind it every minute (docs/BENCH.md, "The client flood beside the class of 100").
+spends its whole minute in one burst and the students' pages queue behind it (docs/BENCH-HISTORY.md, "The client
+flood beside the class of 100").
 
 Only what was allowed is counted, so a client that stops is let in again as its oldest counted event leaves
 the window, and a Start that the server refused (``ServerBusy``) is given back (``refund``).
@@ -44,8 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bertcore.errors import BertcoreError
+from bertcore import settings
 from bertcore.message import reason
-from bertcore.settings import env_number
 from explorer.i18n import mark, tr
 
 WINDOW_SECONDS = 60.0
@@ -156,22 +156,21 @@ def refill(tokens: float, then: float, now: float, rate: float, burst: float) ->
 
 @dataclass(frozen=True)
 class Cap:
-    env: str
-    default: int
+    env: str  # its variable in bertcore.settings.SETTINGS, which holds its default
     message: str  # {cap}, {env} and {seconds} are filled in
 
 
 CAPS = {
-    "session": Cap("BERTCORE_CLIENT_SESSIONS_PER_MINUTE", 30, mark(
+    "session": Cap(settings.known("BERTCORE_CLIENT_SESSIONS_PER_MINUTE"), mark(
                    "Too many new sessions from your network address: at most {cap} a minute (set by {env}). Close "
                    "the tabs you do not need and reload in {seconds} s; your workspace and runs are kept.")),
-    "run": Cap("BERTCORE_CLIENT_RUNS_PER_MINUTE", 60, mark(
+    "run": Cap(settings.known("BERTCORE_CLIENT_RUNS_PER_MINUTE"), mark(
                "Too many page requests from your network address: at most {cap} a minute (set by {env}). Wait "
                "{seconds} s, then click again; nothing is lost.")),
-    "start": Cap("BERTCORE_CLIENT_STARTS_PER_MINUTE", 3, mark(
+    "start": Cap(settings.known("BERTCORE_CLIENT_STARTS_PER_MINUTE"), mark(
                  "Too many trainings started from your network address: at most {cap} a minute (set by {env}). "
                  "Press Start again in {seconds} s.")),
-    "upload": Cap("BERTCORE_CLIENT_UPLOADS_PER_MINUTE", 10, mark(
+    "upload": Cap(settings.known("BERTCORE_CLIENT_UPLOADS_PER_MINUTE"), mark(
                   "Too many uploads from your network address: at most {cap} a minute (set by {env}). Try again "
                   "in {seconds} s.")),
 }
@@ -186,8 +185,7 @@ class ClientLimited(BertcoreError):
 def cap(action: str) -> int:
     """The cap of ``action`` per client and minute (its environment variable; 0 = no cap). ConfigError when the
     variable is not a whole number."""
-    c = CAPS[action]
-    return env_number(c.env, c.default, minimum=0, integer=True)
+    return settings.whole(CAPS[action].env)
 
 
 def burst() -> int:
@@ -195,20 +193,20 @@ def burst() -> int:
     a burst the next ones come at the cap's own pace (60 page runs a minute: one a second), so a client in a tight
     loop spreads its minute's cap over the minute instead of spending it in the first seconds, all at once, beside
     everyone else's pages."""
-    return env_number("BERTCORE_CLIENT_BURST", 10, minimum=0, integer=True)
+    return settings.whole("BERTCORE_CLIENT_BURST")
 
 
 def cap_local() -> bool:
     """Whether connections from the server machine itself are capped too (env BERTCORE_CLIENT_CAP_LOCAL, default
     0: a personal machine's own user, or a proxy that forwards no address, is never refused)."""
-    return bool(env_number("BERTCORE_CLIENT_CAP_LOCAL", 0, minimum=0, maximum=1, integer=True))
+    return settings.flag("BERTCORE_CLIENT_CAP_LOCAL")
 
 
 def refused_delay() -> float:
     """Seconds a refused page run waits before it answers (env BERTCORE_CLIENT_REFUSED_DELAY, default 3, 0..30).
     A session's runs follow one another, so a script that reloads or clicks in a tight loop gets at most one
     answer per delay from each of its sessions: its refusals cost the server a sleeping thread, not a core."""
-    return env_number("BERTCORE_CLIENT_REFUSED_DELAY", 3, minimum=0, maximum=30)
+    return settings.number("BERTCORE_CLIENT_REFUSED_DELAY")
 
 
 def escalated_delay(refusals: int, base: float | None = None) -> float:
@@ -241,7 +239,7 @@ def client_key(address: str | None) -> str:
 
 def client_address() -> str | None:
     """This session's client address (``st.context.ip_address``; None on the server machine itself and outside a
-    session). streamlit is imported here, at the call: ``explorer.jobs.training_run`` and ``explorer.session.uploads``, which
+    session). streamlit is imported here, at the call: ``explorer.launch.training_run`` and ``explorer.session.uploads``, which
     use no streamlit themselves, count their actions through this module."""
     import streamlit as st
 

@@ -28,9 +28,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bertcore import settings
 from bertcore.message import Message
 
-ROOTS_ENV = "BERTCORE_OPEN_ROOTS"
+ROOTS_ENV = settings.known("BERTCORE_OPEN_ROOTS")
 ANY, ROOTS, NONE = "any", "roots", "none"
 MAX_PATH_CHARS = 1024  # a typed path longer than this is refused before it reaches the file system
 SYSTEM_FOLDERS = ("/proc", "/sys", "/dev")  # never opened, even below a root such as "/"
@@ -84,23 +85,11 @@ def proxied(headers: Mapping[str, str] | None) -> bool:
     return any(h in names for h in PROXY_HEADERS)
 
 
-def parse_roots(value: str) -> tuple[Path, ...]:
-    """The absolute folders ``BERTCORE_OPEN_ROOTS`` lists, resolved (relative or odd entries are dropped)."""
-    out = []
-    for part in value.split(os.pathsep):
-        part = part.strip()
-        if not part or "\x00" in part or not os.path.isabs(part):
-            continue
-        out.append(Path(os.path.realpath(part)))
-    return tuple(dict.fromkeys(out))
-
-
 def policy(address: str | None, env: Mapping[str, str] | None = None, via_proxy: bool = False) -> Policy:
-    """The session's folder policy (module docstring): BERTCORE_OPEN_ROOTS when set, else the address decides."""
-    env = os.environ if env is None else env
-    raw = env.get(ROOTS_ENV)
-    if raw is not None:
-        roots = parse_roots(raw)
+    """The session's folder policy (module docstring): BERTCORE_OPEN_ROOTS when set, else the address decides.
+    ``env``: the environment to read it from (None: the process's own; bertcore.settings parses the folders)."""
+    roots = settings.paths(ROOTS_ENV, env)
+    if roots is not None:
         return Policy(ROOTS, roots) if roots else Policy(NONE)
     if is_loopback(address) and not via_proxy:
         return Policy(ANY)

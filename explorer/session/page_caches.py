@@ -3,8 +3,8 @@
 They are defined here, in a module imported once, and not in app.py or a page script. Those files are run again at
 every run of a page, so a cache decorator in them runs again too. Streamlit keys each cached function by its
 source: it reads the file and tokenizes the function at every decoration, for every page run of every student
-(docs/BENCH.md, "What a page run costs the server"). tests/test_architecture.py keeps the pages and app.py free of
-them.
+(docs/BENCH-HISTORY.md, "What a page run costs the server"). tests/test_architecture.py keeps the pages and
+app.py free of them.
 """
 from __future__ import annotations
 

@@ -2,13 +2,13 @@
 
 Why: Streamlit's event loop (one thread) sends every session's messages, and it yields once per message. Each time,
 it has to win the interpreter lock back from the page scripts running meanwhile. With a handful of page scripts busy
-at once beside two trainings, each of those turns took 10-30 ms. A page draws about 50 messages, so they waited
-1-2.5 s in its queue *after* its script had finished, and every page that finished in those seconds waited with it:
-the class's whole-server stalls (docs/BENCH.md, "The class's stalls: messages waiting for the event loop").
+at once, a page's many messages waited in the queue *after* its script had finished, and every page that finished
+meanwhile waited with it: the class's whole-server stalls (docs/BENCH-HISTORY.md, "The class's stalls: messages
+waiting for the event loop").
 
 A script that waits here waits on a semaphore, not for the interpreter lock, so the event loop competes with at
 most ``page_slots()`` scripts. The pages' total work is the same (one interpreter lock runs one script at a time
-anyway); it is done in turn instead of in 1 ms slices (the server's switch interval), and the finished pages'
+anyway); it is done in turn instead of in slices of the server's switch interval, and the finished pages'
 messages go out at once.
 
 app.py takes a slot after the client caps (a refused run's wait holds none) and around the page itself. A fragment's
@@ -20,7 +20,7 @@ import contextlib
 import threading
 from typing import Iterator
 
-from bertcore.settings import env_number
+from bertcore import settings
 
 MAX_WAIT = 10.0  # a script that waited this long runs anyway: one stuck script can never hold up the server
 
@@ -31,7 +31,7 @@ _size = -1  # the semaphore's size (0: no limit); read once per process, as the 
 
 def page_slots() -> int:
     """Page scripts that may run at once (env BERTCORE_PAGE_SLOTS, default 2; 0 = no limit)."""
-    return env_number("BERTCORE_PAGE_SLOTS", 2, minimum=0, maximum=64, integer=True)
+    return settings.whole("BERTCORE_PAGE_SLOTS")
 
 
 def semaphore() -> threading.BoundedSemaphore | None:

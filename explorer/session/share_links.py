@@ -15,7 +15,7 @@ first, so a crash between the two leaves either a dead link or one the owner sti
 is needed: every file has one writer's random name, so replicas on one runs folder never overwrite each other's
 (two presses at once on two replicas may make two ids; the owner's file names the one that works).
 
-A study folder (run.json kind "study", ``bertcore.jobs.study``) is shared whole, whatever its status: the link shows
+A study folder (run.json kind "study", ``bertcore.launch.study``) is shared whole, whatever its status: the link shows
 its table and curves, and each of its runs opens by ``<id>/<run folder name>`` (``lookup_run``); the name is checked
 against the folders of the study's ``runs/``, so no other path can be reached through it.
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bertcore.errors import InputError
 from bertcore.io.checkpoint import atomic_write
-from bertcore.jobs.study import RUNS_DIR, STUDY_FILE, read_study
+from bertcore.launch.study import RUNS_DIR, STUDY_FILE, read_study
 from bertcore.message import Message
 from bertcore.training import runs
 

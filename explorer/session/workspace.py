@@ -141,7 +141,7 @@ def folder_policy() -> folder_access.Policy:
         headers = dict(st.context.headers)
     except Exception:  # noqa: BLE001 - no request (AppTest)
         headers = {}
-    return folder_access.policy(address, os.environ, folder_access.proxied(headers))
+    return folder_access.policy(address, None, folder_access.proxied(headers))
 
 
 def runs_of_workspaces() -> Path:
@@ -153,7 +153,7 @@ OWN_DIRS_KEY = "bx_own_dirs"  # st.session_state: folders of runs this session i
 
 
 def trust_own_dir(d: Path) -> None:
-    """Mark the folder of a run this session trained (``state.adopt_finished_runs``) as its own: it opens whatever
+    """Mark the folder of a run this session trained (``launcher.adopt_finished_runs``) as its own: it opens whatever
     the folder policy, as the path came from the server, never from the browser."""
     st.session_state.setdefault(OWN_DIRS_KEY, set()).add(os.path.realpath(d))
 

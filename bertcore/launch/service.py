@@ -34,7 +34,7 @@ from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
 from bertcore.io.steps import truncate_after
 from bertcore.message import Message
-from bertcore.settings import env_number
+from bertcore import settings
 from bertcore.training import locks, runs
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
@@ -48,7 +48,7 @@ from bertcore.training.trainer import Trainer
 
 def max_model_mb() -> float:
     """Training-memory budget per run in MB: env BERTCORE_MAX_MODEL_MB (default 1024, at least 1)."""
-    return env_number("BERTCORE_MAX_MODEL_MB", 1024, minimum=1.0)
+    return settings.number("BERTCORE_MAX_MODEL_MB")
 
 
 def check_budget(model_config: BertConfig, train_config: TrainConfig, est: dict | None = None) -> dict:
@@ -65,7 +65,7 @@ def check_budget(model_config: BertConfig, train_config: TrainConfig, est: dict 
     return est
 
 
-@dataclass
+@dataclass(slots=True)  # slots: a misspelt or removed field is an error, never silently ignored
 class RunSpec:
     """What to train. ``corpus`` is a ``get_corpus`` spec ("builtin", "builtin:7", "tutorial", a file) or a
     ``Corpus``; give ``corpus_spec`` with a Corpus object that a spec rebuilds (else its pairs are stored in
@@ -87,19 +87,17 @@ class RunSpec:
     runtime: Any = None  # bertcore.training.device.Runtime: device, bf16, grad_accum, DDP rank (default: CPU, fp32)
     probe: Any = "default"  # the live probe (bertcore.analysis.live_probe.Probe), "default" from the corpus, or None
     model: Any = None  # a prepared initial model (Compare designs: same initial weights), trained in place
-    callbacks: Callbacks | None = None  # who listens (the trainer keeps its own copy)
     skills: bool = True  # score the built-in grammar's skills at every evaluation (bertcore.analysis.skills)
     skill_csv: tuple[str, bytes] | None = None  # (name, bytes) of a user's own items (text,right,wrong), scored too
     defaults: dict | None = None  # bertcore.data.corpus_defaults.CorpusDefaults.to_dict(): recorded in run.json
-    records: TrainingRecords | None = None  # where the probe rows, skills and snapshots go (None: the route's own)
     resume_from: str | Path | None = None  # a stopped run directory to continue instead (the configs: for display)
     run_dir: str | Path | None = None  # where the run is written (None: a new folder below the caller's parent)
     evaluate: bool = False  # once finished, score it as the lab does (bertcore.lab.evaluate: evaluation.json)
 
     def to_json(self, folder: Path, i: int) -> dict:
-        """This spec as a JSON object for a training in another process (bertcore.jobs.worker); the corpus, a
+        """This spec as a JSON object for a training in another process (bertcore.launch.worker); the corpus, a
         tokenizer object, a prepared model and a skills file go into ``folder`` as files (JSON, the tokenizer's
-        own files, safetensors: never a pickle), named with ``i``. ``callbacks`` and ``records`` stay behind."""
+        own files, safetensors: never a pickle), named with ``i``."""
         if self.resume_from is not None:
             return {"resume": str(self.resume_from), "name": self.name, "evaluate": bool(self.evaluate)}
         e = {"run_dir": None if self.run_dir is None else str(self.run_dir), "evaluate": bool(self.evaluate),
@@ -134,12 +132,11 @@ class RunSpec:
         return e
 
     @classmethod
-    def from_json(cls, e: dict, folder: Path, callbacks: Callbacks | None = None,
-                  records: TrainingRecords | None = None, runtime: Runtime | None = None) -> RunSpec:
+    def from_json(cls, e: dict, folder: Path, runtime: Runtime | None = None) -> RunSpec:
         """The spec ``to_json`` wrote (``runtime``: where a resume goes on; a new run carries its own)."""
         if "resume" in e:
-            return cls(None, None, name=e.get("name") or "", resume_from=e["resume"], callbacks=callbacks,
-                       records=records, runtime=runtime, evaluate=bool(e.get("evaluate")))
+            return cls(None, None, name=e.get("name") or "", resume_from=e["resume"], runtime=runtime,
+                       evaluate=bool(e.get("evaluate")))
         corpus = e["corpus"]
         if isinstance(corpus, dict):
             raw = json.loads((folder / corpus["file"]).read_text(encoding="utf-8"))
@@ -158,10 +155,30 @@ class RunSpec:
         return cls(BertConfig.from_dict(e["model_config"]), TrainConfig.from_dict(e["train_config"]), corpus=corpus,
                    corpus_spec=e.get("corpus_spec"), tokenizer=tok if tok is not None else "word",
                    preset=e.get("preset"), name=e.get("name") or "", source=e.get("source") or "bertcore train",
-                   probe=probe, model=model, callbacks=callbacks, skills=bool(e.get("skills", True)),
+                   probe=probe, model=model, skills=bool(e.get("skills", True)),
                    skill_csv=skill_csv, defaults=e.get("defaults"),
-                   runtime=Runtime.from_dict(e["runtime"]) if e.get("runtime") else None, records=records,
+                   runtime=Runtime.from_dict(e["runtime"]) if e.get("runtime") else None,
                    run_dir=e.get("run_dir"), evaluate=bool(e.get("evaluate")))
+
+    def check(self, est: dict | None = None) -> dict:
+        """Check this spec as a whole: the two configs agree, a shards run keeps BERT's own objective, and it fits
+        the memory budget at the vocabulary known now (a tokenizer object's, else the config's). Called where a
+        spec is built (the Train page, the CLI) and by ``train``; ConfigError says what to change. The estimate,
+        or {} for a resume (``resume`` checks it from the run's own files)."""
+        if self.resume_from is not None:
+            return {}
+        bert, tc = self.model_config, self.train_config
+        check_compatible(bert, tc)
+        if self.data is not None and (tc.sentence_task != "nsp" or tc.masking_unit != "token" or bert.causal):
+            raise ConfigError(Message("training from prepared shards (--data) supports BERT's own objective only "
+                                      "(sentence_task=nsp, masking_unit=token, bidirectional attention); train the "
+                                      "other objectives from a corpus (--corpus FILE)"))
+        if self.init_from is not None or self.data is not None:
+            return est or {}  # the vocabulary and model come from the checkpoint or the shards: checked there
+        vocab = getattr(self.tokenizer, "vocab_size", None)
+        if vocab is not None and vocab != bert.vocab_size:
+            bert, est = bert.replace(vocab_size=int(vocab)), None
+        return check_budget(bert, tc, est)
 
 
 def _tokenizer(spec: RunSpec, corpus):
@@ -195,20 +212,16 @@ def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=N
     return Trainer(bert, tc, data=data, runtime=rt, model=model, callbacks=callbacks)
 
 
-def prepare(spec: RunSpec):
-    """Validate ``spec`` and build (trainer, corpus spec to record, corpus, records); the records (live probe,
-    skills, attention snapshots: bertcore.analysis.records) listen on the main process only. Raises BertcoreError on
-    bad input: the configs must agree before anything is loaded, and fit the budget once the vocabulary size is
-    known."""
+def prepare(spec: RunSpec, callbacks: Callbacks | None = None, records: TrainingRecords | None = None):
+    """Check ``spec`` (``RunSpec.check``) and build (trainer, corpus spec to record, corpus, records); the records
+    (live probe, skills, attention snapshots: bertcore.analysis.records; ``records`` when the caller keeps them)
+    listen on the main process only, ``callbacks`` to the trainer. Raises BertcoreError on bad input before
+    anything is loaded; the budget is checked again only when the vocabulary turns out other than checked."""
+    spec.check()
     bert, tc = spec.model_config, spec.train_config
-    check_compatible(bert, tc)
-    if spec.data is not None and (tc.sentence_task != "nsp" or tc.masking_unit != "token" or bert.causal):
-        raise ConfigError(Message("training from prepared shards (--data) supports BERT's own objective only "
-                                  "(sentence_task=nsp, masking_unit=token, bidirectional attention); train the other "
-                                  "objectives from a corpus (--corpus FILE)"))
     if spec.data is not None:
-        trainer = _shard_trainer(spec.data, bert, tc, spec.runtime, callbacks=spec.callbacks)
-        return trainer, SHARDS_PREFIX + str(Path(spec.data).resolve()), None, _attach(trainer, spec, None, None)
+        trainer = _shard_trainer(spec.data, bert, tc, spec.runtime, callbacks=callbacks)
+        return trainer, SHARDS_PREFIX + str(Path(spec.data).resolve()), None, _attach(trainer, records, None, None)
     corpus = load_run_corpus(spec.corpus) if isinstance(spec.corpus, str) else spec.corpus
     corpus_spec = spec.corpus if isinstance(spec.corpus, str) else spec.corpus_spec
     model = None
@@ -219,31 +232,34 @@ def prepare(spec: RunSpec):
     else:
         tokenizer = _tokenizer(spec, corpus)
         bert = bert.replace(vocab_size=tokenizer.vocab_size)
-    check_budget(bert, tc)
+    if spec.init_from is not None or bert.vocab_size != getattr(spec.tokenizer, "vocab_size",
+                                                                spec.model_config.vocab_size):
+        check_budget(bert, tc)  # a checkpoint's model, or a vocabulary built from the corpus: not what check() saw
     if model is None and spec.model is not None:
         model = spec.model
     own = parse_skill_csv(spec.skill_csv[1], spec.skill_csv[0], tokenizer) if spec.skill_csv else None
     suite = SkillSuite.for_run(corpus, tokenizer, tc.max_seq_len, own, builtin=spec.skills)
-    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, callbacks=spec.callbacks,
+    trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, callbacks=callbacks,
                       runtime=spec.runtime)
-    return trainer, corpus_spec, corpus, _attach(trainer, spec, spec.probe, suite)
+    return trainer, corpus_spec, corpus, _attach(trainer, records, spec.probe, suite)
 
 
-def _attach(trainer, spec: RunSpec, probe, skills, first: bool = True) -> TrainingRecords:
-    """The run's records listening to ``trainer`` (``spec.records`` when the caller keeps them); a distributed
-    run's other processes record nothing."""
+def _attach(trainer, records: TrainingRecords | None, probe, skills, first: bool = True) -> TrainingRecords:
+    """The run's records listening to ``trainer`` (``records`` when the caller keeps them); a distributed run's
+    other processes record nothing."""
     if not trainer.runtime.is_main:
         return TrainingRecords()
-    return TrainingRecords.attach(trainer, probe, skills, first=first, records=spec.records)
+    return TrainingRecords.attach(trainer, probe, skills, first=first, records=records)
 
 
 def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Path | None = None,
-          stop: StopSignal | None = None) -> RunResult:
+          stop: StopSignal | None = None, callbacks: Callbacks | None = None,
+          records: TrainingRecords | None = None) -> RunResult:
     """Train ``spec`` into ``run_dir`` (or a new folder below ``parent``, default ``runs.cli_runs_dir()``).
 
     Bad input raises BertcoreError before any folder is created. NaN/divergence ends with status "failed"
     and the last good weights saved; ``stop`` ends with "stopped" and a resumable checkpoint."""
-    trainer, corpus_spec, corpus, records = prepare(spec)
+    trainer, corpus_spec, corpus, records = prepare(spec, callbacks, records)
     tc = spec.train_config
     if not trainer.runtime.is_main:  # a distributed run's other processes train, rank 0 writes
         return drive_quietly(trainer, stop)

@@ -1,6 +1,6 @@
 """The sidebar drawn by app.py on every page: active model, live training status, model switcher, and the
 workspace's runs (switch, resume, rename, download, share a read-only link, delete) in a compact expander. A study
-(run.json kind "study", bertcore.jobs.study) is one entry there: open it in the Lab, rename, share, delete; its runs
+(run.json kind "study", bertcore.launch.study) is one entry there: open it in the Lab, rename, share, delete; its runs
 live inside its folder and are listed by the Lab only.
 
 A session that shows a run by a read-only link (``?share=``, explorer.session.share_links) gets instead one block with
@@ -16,9 +16,11 @@ import streamlit as st
 from bertcore.errors import BertcoreError
 from bertcore.model.bert import count_parameters
 from bertcore.training import runs
-from explorer.jobs import finetunes, training_run
+from explorer.launch import finetunes, training_run
 from explorer import i18n
-from explorer.session import share_links, state, studies, workspace
+from explorer.session import share_links, state, workspace
+from explorer.launch import launcher
+from explorer.launch import studies
 from explorer.i18n import mark, tr
 from explorer.page_errors import error_text, user_action
 
@@ -36,7 +38,7 @@ def param_count(model) -> int:
         return int(sum(p.numel() for p in model.parameters()))
 
 
-# The background studies a page may have started (explorer.session.studies): slot -> what the sidebar calls it
+# The background studies a page may have started (explorer.launch.studies): slot -> what the sidebar calls it
 STUDY_SLOTS = ((studies.LAB_SLOT, mark("study")), ("bx_compare_run", mark("compare designs")),
                (finetunes.SLOT, mark("fine-tune (both models)")), (finetunes.SWEEP_SLOT, mark("label sweep")))
 
@@ -47,7 +49,7 @@ def _live_studies() -> list:
 
 @user_action("Show the training status")
 def _status_block() -> None:
-    main_run = state.get_run()
+    main_run = launcher.get_run()
     running = (main_run is not None and main_run.running) or any(r.running for _, r in _live_studies())
 
     # Every 2 s: the Train and Fine-tune pages draw their own progress every second, and each tick of this
@@ -56,7 +58,7 @@ def _status_block() -> None:
     def _status():
         # Polling snapshot() is also the heartbeat that keeps a training (or a study) alive on every page.
         live = []
-        main = state.get_run()
+        main = launcher.get_run()
         if main is not None and main.running:
             live.append(main)
             s = main.snapshot()
@@ -71,7 +73,7 @@ def _status_block() -> None:
             st.progress(d.progress, text=tr("{what}: {done} of {total} runs done, ETA {eta}", what=tr(label),
                                             done=d.done, total=d.total, eta=training_run.fmt_seconds(d.eta)))
         if running and not live:  # a run ended since this fragment started ticking: rerun the app
-            state.adopt_finished_runs()
+            launcher.adopt_finished_runs()
             st.rerun()
         if not live:
             if main is not None and main.status in ("finished", "stopped", "abandoned", "error"):
@@ -157,7 +159,7 @@ def _run_actions(info) -> None:
         st.rerun()
     if info.resumable and c2.button(tr("Resume"), key="sb_run_resume",
                                                     help=tr("Continue from step {step}", step=info.steps_done)):
-        err = state.resume_run(info.id)
+        err = launcher.resume_run(info.id)
         _say(*(("error", err) if err else ("success", tr("Resuming “{name}” from step {step}.", name=info.name,
                                                                  step=info.steps_done))))
         st.rerun()

@@ -1,8 +1,8 @@
-"""This browser's studies (``bertcore.jobs.study``): where they live in the workspace and the one way to start one.
+"""This browser's studies (``bertcore.launch.study``): where they live in the workspace and the one way to start one.
 
 A study folder is a direct child of the workspace (``<workspace>/<id>/``, run.json kind "study"), so it is one entry
 of the workspace's run list while its runs stay inside it (``runs/``); a fine-tune page keeps its own below
-``<workspace>/finetunes/``. ``start`` launches a ``explorer.jobs.study_run.StudyRun`` under a session-state key and
+``<workspace>/finetunes/``. ``start`` launches a ``explorer.launch.study_run.StudyRun`` under a session-state key and
 registers it with the workspace's live runs (``training_run.register_live``), so a reload or a deep link finds it
 still running and the sidebar's heartbeat keeps it alive while the user looks at another page.
 
@@ -20,13 +20,13 @@ import streamlit as st
 
 from bertcore.errors import BertcoreError, InputError
 from bertcore.io.checkpoint import atomic_write
-from bertcore.jobs import study as S
+from bertcore.launch import study as S
 from bertcore.lab.studies import Study
 from bertcore.training import runs
 from explorer.i18n import tr
-from explorer.jobs import training_run
-from explorer.jobs.study_run import StudyRun, StudySnapshot, lanes_for
-from explorer.jobs.training_slots import ServerBusy, busy_message
+from explorer.launch import training_run
+from explorer.launch.study_run import StudyRun, StudySnapshot, lanes_for
+from explorer.launch.training_slots import ServerBusy, busy_message
 from explorer.page_errors import error_text
 from explorer.session import share_links, workspace
 

@@ -14,7 +14,7 @@ from bertcore.training import runs
 from explorer.session import workspace
 from explorer.i18n import LANG_PARAM, mark, tr
 
-PAGES_DIR = Path(__file__).resolve().parent.parent / "app_pages"
+PAGES_DIR = Path(__file__).resolve().parents[2] / "app_pages"
 TICK, UNTICKED = ":material/check_box:", ":material/check_box_outline_blank:"
 TOUR_KEY = "tour"  # workspace.json: the steps whose page has shown its result
 _SEEN = "bx_tour_seen"  # session cache of steps already written (one write per step and session)

@@ -10,7 +10,7 @@ import streamlit as st
 from bertcore.analysis.skills import LEVELS, first_passes, skill_label
 from bertcore.data.skill_items import MAX_USER_BYTES, NSP_SKILLS, USER_PREFIX, parse_skill_csv
 from bertcore.training.history import History
-from bertcore.jobs.service import read_skills_csv
+from bertcore.launch.service import read_skills_csv
 from explorer.i18n import mark, tr
 from explorer.page_errors import user_action
 
@@ -55,7 +55,7 @@ def skill_upload(tokenizer, disabled: bool) -> tuple[str, bytes] | None:
 
 
 def first_pass_lines(skills: History | None, names: list[str]) -> list[str]:
-    """"verb agreement passed 0.9 at step 300 (18 s of training)" per skill and level reached, in order."""
+    """"verb agreement passed 0.9 at step 300 (N s of training)" per skill and level reached, in order."""
     if skills is None or not len(skills):
         return []
     rows = skills.frame().to_dict("records")

@@ -4,8 +4,8 @@ An ``SAEJob`` runs ``bertcore.analysis.sae_runs.train_run_sae`` (one SAE) or ``s
 saved step) as a background job (``bertcore.training.job.BackgroundJob``) with one torch thread, at a lower priority than the pages. Its state is
 plain values behind a lock; the page polls ``snapshot()`` from a fragment. The SAEs land in the run directory, so
 a reload (a new session) finds them on disk; a job still running is found again through ``job_for(workspace)``
-(one job per workspace at a time, and at most ``training_slots.max_trainings()`` in the server). An SAE trains in
-about half a minute and its result is kept on disk, so a job whose tab was closed simply finishes.
+(one job per workspace at a time, and at most ``training_slots.max_trainings()`` in the server). An SAE is a short
+job and its result is kept on disk, so a job whose tab was closed simply finishes.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from bertcore.errors import BertcoreError
 from bertcore.io.sae_io import SAES_DIR
 from bertcore.training.job import LIVE, BackgroundJob
 from bertcore.message import Message
-from explorer.jobs import training_slots
+from explorer.launch import training_slots
 
 STAGES = ("data", "train", "measure", "label", "done")
 

@@ -1,19 +1,19 @@
 """Background training runner of the explorer (no streamlit here: the thread never calls ``st.*``).
 
 ``TrainingRun`` (a ``bertcore.training.job.BackgroundJob``) drives the one training route,
-``bertcore.jobs.service`` (``train`` / ``resume``), for one or more jobs, each a ``bertcore.jobs.service.RunSpec``
+``bertcore.launch.service`` (``train`` / ``resume``), for one or more jobs, each a ``bertcore.launch.service.RunSpec``
 (``resume_from`` set: a resume), one after the other: each becomes a run directory below ``runs_dir`` (the
-browser's workspace), written while it trains. By default ``start()`` writes the jobs to a job folder and starts
-a child process that trains them (``bertcore.jobs.worker``: its own interpreter lock, so a class's page scripts do
+browser's workspace), written while it trains. By default ``start()`` writes the jobs to a launch folder and starts
+a child process that trains them (``bertcore.launch.worker``: its own interpreter lock, so a class's page scripts do
 not slow it down); the job's thread only relays the child's events into the run's records
 (``BERTCORE_TRAINING_PROCESS=0``: the thread trains them itself, and its events go through the same relay).
 Runs are also registered per workspace (``find_live``), so a reloaded tab of the same workspace finds the run still
 training and keeps polling it. The UI polls ``snapshot()``, which doubles as a heartbeat: a run nobody polled for
 ``BERTCORE_ABANDON_SECONDS`` (default 10 s) stops itself, because its tab was closed. At most
 ``BERTCORE_MAX_TRAININGS`` (default 2) runs train at once per server process; the next ``start()`` raises
-``ServerBusy`` with a "try again" message (the limits: ``explorer.jobs.training_slots``). Trainers build their own model,
+``ServerBusy`` with a "try again" message (the limits: ``explorer.launch.training_slots``). Trainers build their own model,
 so the shared untrained model is never touched. Every run trains where ``training_slots.training_runtime`` says
-(the GPU when torch sees one); the Runtime goes to the child in the job folder, and ``snapshot().runtime`` names it.
+(the GPU when torch sees one); the Runtime goes to the child in the launch folder, and ``snapshot().runtime`` names it.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -32,12 +32,12 @@ from bertcore.analysis.live_probe import Probe
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import load_checkpoint
 from bertcore.training import runs
-from bertcore.jobs import service, worker
+from bertcore.launch import worker
 from bertcore.training.job import BackgroundJob
 from bertcore.training.history import History
 from explorer.session import client_limits
 from explorer.i18n import mark
-from explorer.jobs.training_slots import (
+from explorer.launch.training_slots import (
     ServerBusy,
     abandon_seconds,
     acquire_slot,
@@ -105,27 +105,24 @@ def find_live(workspace: str, slot: str) -> "TrainingRun | None":
 class TrainingRun(BackgroundJob):
     """One background training of one or more jobs (run one after the other), each into its own run directory.
 
-    ``runs_dir``: the folder new run directories go to (default: ``bertcore.training.runs.cli_runs_dir()``).
-    ``corpus_spec``: how to rebuild ``corpus`` for a resume ("builtin", "tutorial"; None stores its pairs).
+    ``jobs``: complete ``RunSpec``s, trained as they are (the app builds them with ``explorer.launch.launcher.
+    app_spec``: the corpus, its tokenizer, the device). ``runs_dir``: the folder new run directories go to
+    (default: ``bertcore.training.runs.cli_runs_dir()``).
     ``on_end(run_dir)``: called in the thread after the last job with a usable checkpoint (e.g. remember it
     as the workspace's active model). Start, stop, the heartbeat and the end's order: ``BackgroundJob``."""
 
     kind = "training"
 
-    def __init__(self, jobs, corpus, tokenizer=None, abandon_after: float | None = None, runs_dir=None,
-                 corpus_spec: str | None = None, on_end=None):
+    def __init__(self, jobs, abandon_after: float | None = None, runs_dir=None, on_end=None):
         super().__init__(abandon_seconds() if abandon_after is None else abandon_after)
         self.jobs = list(jobs)
-        self.corpus = corpus
-        self.tokenizer = tokenizer
-        self.corpus_spec = corpus_spec
         self.runs_dir = runs_dir
         self.on_end = on_end
         self.nice = training_nice()  # read here, so a bad value is an error on Start, never in the thread
-        self.runtime = training_runtime()  # the same: a bad BERTCORE_TRAINING_DEVICE says so on Start
+        self.runtime = training_runtime()  # where a resume goes on: a bad BERTCORE_TRAINING_DEVICE says so on Start
         self.in_process = own_process()
-        self._proc = None  # the child process (bertcore.jobs.worker.spawn), when the run trains in its own
-        self._folder: Path | None = None  # its job folder
+        self._proc = None  # the child process (bertcore.launch.worker.spawn), when the run trains in its own
+        self._folder: Path | None = None  # its launch folder
         self._not_started: Exception | None = None  # why the child could not be started (shown as the run's error)
         self._current: dict = {}  # in a thread: the trainer a stop request finds (worker.note_stop)
         self.stop_steps: list = [None for _ in self.jobs]  # the step a stop request found, per job
@@ -153,8 +150,7 @@ class TrainingRun(BackgroundJob):
             if self.in_process:  # the child trains from now on; the job's thread listens to it
                 try:
                     self._folder = Path(tempfile.mkdtemp(prefix="bertx-job-"))
-                    worker.write_job(self._folder, [self._spec(job) for job in self.jobs], self._parent(),
-                                     nice=self.nice, runtime=self.runtime)
+                    worker.write_job(self._folder, self.jobs, self._parent(), nice=self.nice, runtime=self.runtime)
                     self._proc = worker.spawn(self._folder)
                 except Exception as e:  # noqa: BLE001 - the run ends with it as its message (in the thread)
                     self._not_started = e
@@ -194,15 +190,6 @@ class TrainingRun(BackgroundJob):
                            self.runtime.label)
 
     # -- the thread: never calls st.* --
-    def _spec(self, job: service.RunSpec) -> service.RunSpec:
-        """``job`` as ``service`` trains it here: this run's corpus and tokenizer, the server's device and the
-        app's source label."""
-        if job.resume_from is not None:
-            return replace(job, runtime=self.runtime)
-        return replace(job, corpus=self.corpus, corpus_spec=self.corpus_spec,
-                       tokenizer=self.tokenizer if self.tokenizer is not None else "word", source=TRAINED_LABEL,
-                       runtime=self.runtime)
-
     def work(self) -> None:
         if self._not_started is not None:
             if self._folder is not None:
@@ -213,7 +200,7 @@ class TrainingRun(BackgroundJob):
         else:  # BERTCORE_TRAINING_PROCESS=0: the same jobs in this thread, their events applied as they come
             torch.set_num_threads(1)
             lower_this_threads_priority(self.nice)
-            worker.run_jobs([self._spec(job) for job in self.jobs], self._parent(), self._on_event,
+            worker.run_jobs(self.jobs, self._parent(), self._on_event,
                             self.stop_signal, self._current)
         last = next((d for d, b in zip(reversed(self.run_dirs), reversed(self.results)) if b is not None), None)
         if last is not None and self.on_end is not None and self._status != "error":
@@ -234,7 +221,7 @@ class TrainingRun(BackgroundJob):
             shutil.rmtree(folder, ignore_errors=True)
 
     def _on_event(self, ev: dict) -> bool:
-        """Apply one event of the jobs (bertcore.jobs.worker) to this run's records; True once they said how they
+        """Apply one event of the jobs (bertcore.launch.worker) to this run's records; True once they said how they
         ended. The one relay: the child's JSON lines and a thread's events alike."""
         kind, i = ev.get("ev"), int(ev.get("job", 0) or 0)
         if kind == "job":

@@ -1,4 +1,4 @@
-"""A study (``bertcore.jobs.study``) run by the explorer in the background: the one mechanism behind the Lab page,
+"""A study (``bertcore.launch.study``) run by the explorer in the background: the one mechanism behind the Lab page,
 Compare designs and the Fine-tune page's comparison and label sweep (no streamlit here: the thread never calls
 ``st.*``).
 
@@ -15,11 +15,11 @@ import json
 from dataclasses import dataclass, field
 
 import bertcore  # noqa: F401 - sets OMP_WAIT_POLICY before torch is imported
-from bertcore.jobs import study as S
-from bertcore.jobs import worker
+from bertcore.launch import study as S
+from bertcore.launch import worker
 from bertcore.training.history import History
 from bertcore.training.job import BackgroundJob
-from explorer.jobs.training_slots import (
+from explorer.launch.training_slots import (
     ServerBusy,
     abandon_seconds,
     acquire_slot,
@@ -38,8 +38,8 @@ class StudySnapshot:
     status: str  # idle | preparing | running | finished | stopped | abandoned | error
     running: bool
     elapsed: float
-    data: dict  # the study as study.json holds it (bertcore.jobs.study.study_data)
-    states: dict  # (variant, seed) -> cell state (bertcore.jobs.study.CELL_STATES)
+    data: dict  # the study as study.json holds it (bertcore.launch.study.study_data)
+    states: dict  # (variant, seed) -> cell state (bertcore.launch.study.CELL_STATES)
     histories: dict  # (variant, seed) -> History of the run's rows, for the runs this process trained
     run_dirs: dict  # (variant, seed) -> its run directory
     message: str | None

@@ -23,7 +23,7 @@ from bertcore.presets import preset_tokenizer
 from explorer.session import corpus_state, state, uploads, workspace
 from explorer.i18n import frozen, mark, tr
 from explorer.page_errors import error_text, user_action
-from explorer.jobs.training_slots import training_runtime
+from explorer.launch.training_slots import training_runtime
 
 BUILTIN_LABEL = mark("built-in grammar")
 TUTORIAL_LABEL = mark("tutorial two-liner")
@@ -234,7 +234,7 @@ def probe_inputs(corpus, tok, ckey: str, disabled: bool, max_len: int | None = N
 
 def runtime_caption(run=None) -> None:
     """A quiet line saying where the training runs: the running one's device and precision, else where the next
-    Start trains (``explorer.jobs.training_slots.training_runtime``: the GPU when torch sees one), e.g. "cuda:0, bf16"."""
+    Start trains (``explorer.launch.training_slots.training_runtime``: the GPU when torch sees one), e.g. "cuda:0, bf16"."""
     if run is not None:
         label = run.runtime.label
     else:

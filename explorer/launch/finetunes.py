@@ -1,8 +1,8 @@
 """The Fine-tune page's comparisons in this browser's workspace (``<workspace>/finetunes/<id>/``).
 
 A comparison is a fine-tune study (``bertcore.lab.studies.finetune_study``: the same fine-tune from the pretrained
-weights and from random initial weights, one seed) run by the one study runner (``bertcore.jobs.study`` through
-``explorer.session.studies``), so its folder is a study folder::
+weights and from random initial weights, one seed) run by the one study runner (``bertcore.launch.study`` through
+``explorer.launch.studies``), so its folder is a study folder::
 
     study.json, run.json (kind "study"), table.csv, curves.svg
     runs/from-pretrained-weights-seed<k>/    a fine-tune run directory (bertcore.finetune.route): classify it
@@ -31,7 +31,7 @@ from bertcore.errors import BertcoreError, InputError
 from bertcore.finetune.models import LABEL_OF_INIT, PRETRAINED, SCRATCH, load_classifier
 from bertcore.finetune.sweep import DEFAULT_POINTS, planned_points, sweep_config
 from bertcore.io.checkpoint import atomic_write, save_checkpoint
-from bertcore.jobs import study as S
+from bertcore.launch import study as S
 from bertcore.lab.studies import finetune_study, slug
 from bertcore.message import Message
 from bertcore.training import runs
@@ -39,7 +39,8 @@ from bertcore.training.history import FINETUNE_COLUMNS, FINETUNE_EVAL_KEYS, Hist
 from bertcore.training.runs import FINETUNES_DIR
 from explorer.i18n import tr
 from explorer.page_errors import error_text
-from explorer.session import studies, workspace
+from explorer.session import workspace
+from explorer.launch import studies
 
 SLOT = "bx_finetune_run"  # session-state key and live-registry slot of this workspace's comparison (a StudyRun)
 SWEEP_SLOT = "bx_finetune_sweep"  # ... and of its label sweep
@@ -55,7 +56,7 @@ class SavedComparison:
     path: Path
     id: str
     meta: dict = field(default_factory=dict)  # run.json of the study folder
-    data: dict | None = None  # study.json (bertcore.jobs.study.read_study)
+    data: dict | None = None  # study.json (bertcore.launch.study.read_study)
     status: str = "damaged"
     reason: str | None = None
     damaged: str | None = None

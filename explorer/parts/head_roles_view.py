@@ -1,7 +1,7 @@
 """Attention page, *Head roles* tab: what each head looks at (Clark et al. 2019), when it took that role during
 the run, and how much the model needs it (the pruning curve of Michel et al. 2019).
 
-* the role map of the model at the replay slider's step (``explorer.replay``): layers x heads coloured by role
+* the role map of the model at the replay slider's step (``explorer.parts.replay``): layers x heads coloured by role
   (``bertcore.analysis.heads``), the seven measures in the hover and in a table / CSV;
 * the timeline over the run's saved steps (``bertcore.io.steps``): each head's role per step, under the run's MLM
   loss, so a role that appears together with a drop in the loss lines up (Chen et al. 2023);
@@ -25,7 +25,7 @@ from bertcore.data.corpora import get_corpus
 from bertcore.errors import BertcoreError
 from bertcore.training import runs
 from bertcore.training.run_corpus import run_corpus
-from explorer import replay
+from explorer.parts import replay
 from explorer.export import head_measures_csv, plotly_config
 from explorer.figures.heads import pruning_curve_figure, role_map_figure, role_timeline_figure
 from explorer.i18n import frozen, mark, tr

@@ -2,7 +2,7 @@
 
 ``plan`` reads the study folder: which runs (cells) are scored, trained but not scored, stopped part-way
 (resumable) or missing; ``run`` finishes what is missing. The cells are dealt round-robin to ``lanes`` training
-processes (``bertcore.jobs.worker``, one torch thread each, so two lanes keep a 2-core machine busy), every lane
+processes (``bertcore.launch.worker``, one torch thread each, so two lanes keep a 2-core machine busy), every lane
 trains its runs one after the other through the one training route and scores each once finished
 (``bertcore.lab.evaluate``). One corpus and one tokenizer serve every run; the runs of one seed start from the
 same initial weights and see the same pairs in the same order (the same seed, the same shapes).
@@ -33,8 +33,8 @@ from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import InputError
 from bertcore.finetune.spec import FinetuneSpec
 from bertcore.io.checkpoint import atomic_write
-from bertcore.jobs import worker
-from bertcore.jobs.service import RunSpec
+from bertcore.launch import worker
+from bertcore.launch.service import RunSpec
 from bertcore.lab import table as T
 from bertcore.lab.evaluate import read_evaluation
 from bertcore.lab.studies import MAX_SEEDS, STUDY_STEPS, Study, slug, study_from_dict

@@ -1,9 +1,9 @@
-"""A training in its own process: a job folder goes in, one event per JSON line comes out.
+"""A training in its own process: a launch folder goes in, one event per JSON line comes out.
 
-The explorer's server runs each training this way (``explorer.jobs.training_run``), so a training has its own
-interpreter lock and its own core: in a server process a training thread and a hundred page scripts share one
-lock, and the training got about a third of its solo speed (docs/BENCH.md, "Trainings in their own processes").
-Everything still goes through the one training route, ``bertcore.jobs.service`` (``train`` / ``resume``).
+The explorer's server runs each training this way (``explorer.launch.training_run``), so a training has its own
+interpreter lock and its own core: in a server process a training thread shares one lock with every page script
+(docs/BENCH-HISTORY.md, "Trainings in their own processes").
+Everything still goes through the one training route, ``bertcore.launch.service`` (``train`` / ``resume``).
 
 ``run_jobs`` trains a list of ``service.RunSpec`` one after the other and reports each event as a dict to a
 ``send`` function. The child calls it with ``send`` writing JSON lines on its stdout; a server that trains in a
@@ -25,10 +25,10 @@ run's records through the one relay (``TrainingRun._on_event``). The events::
 A row batch ``{"from": k, "rows": [...]}`` holds the rows from index ``k`` on; it always repeats the last row
 sent before, because an evaluation may be merged into it (``History.update_last``); ``sync_rows`` applies it.
 
-The parent writes the job folder with ``write_job`` (no pickles: JSON, the tokenizer's own files and, for a
+The parent writes the launch folder with ``write_job`` (no pickles: JSON, the tokenizer's own files and, for a
 prepared initial model, a safetensors checkpoint; the ``Runtime`` the parent resolved, e.g. cuda:0 and bf16, as
 its ``to_dict``, so every child of one server trains on the one GPU) and starts the child with ``spawn``
-(``python -m bertcore.jobs.worker FOLDER``). The child reads its stdin: a line ``stop REASON`` (``tell_stop``)
+(``python -m bertcore.launch.worker FOLDER``). The child reads its stdin: a line ``stop REASON`` (``tell_stop``)
 stops the current job (a resumable checkpoint is written, as for the Stop button); end of input (the server
 went away) does the same.
 """
@@ -43,7 +43,6 @@ import sys
 import threading
 import time
 import traceback
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -54,29 +53,29 @@ from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import atomic_write
 from bertcore.finetune import route
 from bertcore.finetune.spec import FinetuneSpec
-from bertcore.jobs import service
+from bertcore.launch import service
 from bertcore.lab.evaluate import evaluate_run, record_finetune
 from bertcore.training import runs
 from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
 from bertcore.training.drive import STOPPED_BY_USER, StopSignal
 
-JOB_FILE = "job.json"
+LAUNCH_FILE = "launch.json"  # what the parent wrote for the child (not a BackgroundJob's job.json)
 LOG_FILE = "worker.log"  # the child's stderr (a crash's last lines are shown to the user)
 FLUSH_SECONDS = 0.25  # the Train page polls every 0.5 s: rows are sent at least twice as often
 GONE = "stopped because the server went away"
 
 
-# ----------------------------------------------------------------------------- parent: the job folder
+# ----------------------------------------------------------------------------- parent: the launch folder
 def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0, threads: int = 1,
               runtime: Runtime | None = None) -> Path:
-    """Write the job folder for ``jobs``, each a ``service.RunSpec`` (its ``resume_from`` set: a resume) written
+    """Write the launch folder for ``jobs``, each a ``service.RunSpec`` (its ``resume_from`` set: a resume) written
     by its own ``to_json``, so the child builds exactly what the parent holds. ``runtime``: where a resume goes
     on (a new run's RunSpec carries its own; None: the CPU at fp32)."""
     d = Path(folder)
     d.mkdir(parents=True, exist_ok=True)
     entries = [job.to_json(d, i) for i, job in enumerate(jobs)]
-    atomic_write(d / JOB_FILE, json.dumps({"jobs": entries, "parent": str(parent), "nice": int(nice),
+    atomic_write(d / LAUNCH_FILE, json.dumps({"jobs": entries, "parent": str(parent), "nice": int(nice),
                                            "threads": int(threads),
                                            "runtime": runtime.to_dict() if runtime is not None else None},
                                           ensure_ascii=False, indent=1))
@@ -84,14 +83,14 @@ def write_job(folder: str | Path, jobs: list, parent: str | Path, nice: int = 0,
 
 
 def spawn(folder: str | Path) -> subprocess.Popen:
-    """Start ``python -m bertcore.jobs.worker FOLDER``: its stdout is the event stream (``events``), its stdin
+    """Start ``python -m bertcore.launch.worker FOLDER``: its stdout is the event stream (``events``), its stdin
     takes ``tell_stop``, its stderr goes to the folder's log (``crash_text``)."""
     folder = Path(folder)
     root = str(Path(bertcore.__file__).resolve().parent.parent)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     with open(folder / LOG_FILE, "wb") as log:  # the child holds its own copy of the descriptor
-        return subprocess.Popen([sys.executable, "-m", "bertcore.jobs.worker", str(folder)], stdin=subprocess.PIPE,
+        return subprocess.Popen([sys.executable, "-m", "bertcore.launch.worker", str(folder)], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=log, env=env, text=True, encoding="utf-8", bufsize=1)
 
 
@@ -229,7 +228,7 @@ def run_jobs(specs: list, parent, send, stop: StopSignal, current: dict | None =
             result = service.resume(spec.resume_from, stop=stop, callbacks=callbacks, runtime=spec.runtime,
                                     records=records)
         else:
-            result = service.train(replace(spec, callbacks=callbacks, records=records), spec.run_dir, parent=parent,
+            result = service.train(spec, spec.run_dir, parent=parent, callbacks=callbacks, records=records,
                                    stop=stop)
         current["trainer"] = result.trainer
         flush(force=True)
@@ -321,7 +320,7 @@ def _line_writer(stream, gone):
 
 
 def child(folder: str | Path) -> int:
-    """``python -m bertcore.jobs.worker FOLDER``: train the folder's jobs, reporting on stdout."""
+    """``python -m bertcore.launch.worker FOLDER``: train the folder's jobs, reporting on stdout."""
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # anything else printed goes to the log, never into the event stream
     folder = Path(folder)
@@ -335,7 +334,7 @@ def child(folder: str | Path) -> int:
         note_stop(current, stop, GONE)
 
     try:
-        job = json.loads((folder / JOB_FILE).read_text(encoding="utf-8"))
+        job = json.loads((folder / LAUNCH_FILE).read_text(encoding="utf-8"))
         if int(job.get("nice", 0)) > 0:
             os.nice(int(job["nice"]))
         torch.set_num_threads(max(1, int(job.get("threads", 1))))
@@ -343,7 +342,7 @@ def child(folder: str | Path) -> int:
         runtime = Runtime.from_dict(job["runtime"]) if job.get("runtime") else None  # a resume's; None: CPU, fp32
         specs = [spec_from_json(e, folder, runtime) for e in job["jobs"]]
         run_jobs(specs, job["parent"], send, stop, current)
-        if send.dead:  # the server that wrote the job folder is gone: nobody else will remove it
+        if send.dead:  # the server that wrote the launch folder is gone: nobody else will remove it
             shutil.rmtree(folder, ignore_errors=True)
         return 0
     except Exception as e:  # noqa: BLE001 - the parent shows it as a message, never a traceback
@@ -355,6 +354,6 @@ def child(folder: str | Path) -> int:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.stderr.write("error: usage: python -m bertcore.jobs.worker JOB_FOLDER\n")
+        sys.stderr.write("error: usage: python -m bertcore.launch.worker LAUNCH_FOLDER\n")
         sys.exit(2)
     sys.exit(child(sys.argv[1]))
