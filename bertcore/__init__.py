@@ -47,8 +47,8 @@ The names load on first use (PEP 562), so ``import bertcore`` and ``python -m be
 import importlib as _importlib
 import os as _os
 
-# OpenMP's active spin-wait collapses training when another process (the UI) holds a core (docs/BENCH.md,
-# "Machine"). It must be set before torch is imported to take effect.
+# OpenMP's active spin-wait keeps a core busy while it waits, which starves the UI's process beside a training.
+# It must be set before torch is imported to take effect.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"

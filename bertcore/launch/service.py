@@ -45,7 +45,6 @@ from bertcore.training.run_corpus import CORPUS_FILE, DOCUMENTS_FILE, SHARDS_PRE
 from bertcore.training.trainer import Trainer
 
 
-
 def max_model_mb() -> float:
     """Training-memory budget per run in MB: env BERTCORE_MAX_MODEL_MB (default 1024, at least 1)."""
     return settings.number("BERTCORE_MAX_MODEL_MB")
@@ -175,10 +174,13 @@ class RunSpec:
                                       "other objectives from a corpus (--corpus FILE)"))
         if self.init_from is not None or self.data is not None:
             return est or {}  # the vocabulary and model come from the checkpoint or the shards: checked there
-        vocab = getattr(self.tokenizer, "vocab_size", None)
-        if vocab is not None and vocab != bert.vocab_size:
-            bert, est = bert.replace(vocab_size=int(vocab)), None
+        if self.known_vocab() != bert.vocab_size:
+            bert, est = bert.replace(vocab_size=self.known_vocab()), None
         return check_budget(bert, tc, est)
+
+    def known_vocab(self) -> int:
+        """The vocabulary size known before training builds a tokenizer: a tokenizer object's, else the config's."""
+        return int(getattr(self.tokenizer, "vocab_size", None) or self.model_config.vocab_size)
 
 
 def _tokenizer(spec: RunSpec, corpus):
@@ -232,8 +234,7 @@ def prepare(spec: RunSpec, callbacks: Callbacks | None = None, records: Training
     else:
         tokenizer = _tokenizer(spec, corpus)
         bert = bert.replace(vocab_size=tokenizer.vocab_size)
-    if spec.init_from is not None or bert.vocab_size != getattr(spec.tokenizer, "vocab_size",
-                                                                spec.model_config.vocab_size):
+    if spec.init_from is not None or bert.vocab_size != spec.known_vocab():
         check_budget(bert, tc)  # a checkpoint's model, or a vocabulary built from the corpus: not what check() saw
     if model is None and spec.model is not None:
         model = spec.model

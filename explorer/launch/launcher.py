@@ -82,11 +82,12 @@ def start_run(specs: list[RunSpec], key: str = _K_RUN) -> str | None:
         run = TrainingRun(specs, runs_dir=workspace_path(create=True), on_end=on_end)
     except BertcoreError as e:
         return error_text(e)
-    return _launch(ws, key, run)
+    return launch(key, run)
 
 
-def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
-    """Start ``run``'s thread and keep it under ``key`` (session and workspace); the server-busy message or None."""
+def launch(key: str, run) -> str | None:
+    """Start ``run`` (a TrainingRun or a study's StudyRun) and keep it under ``key`` (session and workspace, so a
+    reloaded tab finds it: ``get_run``); the server-busy message, another error's text, or None."""
     try:
         run.start()
     except ServerBusy as e:
@@ -94,7 +95,7 @@ def _launch(ws: str, key: str, run: TrainingRun) -> str | None:
     except BertcoreError as e:
         return error_text(e)
     st.session_state[key] = run
-    register_live(ws, key, run)
+    register_live(workspace_id(), key, run)
     return None
 
 
@@ -127,7 +128,7 @@ def resume_run(run_id: str) -> str | None:
                           on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
     except BertcoreError as e:  # a server setting (BERTCORE_*) that is not a number
         return error_text(e)
-    return _launch(ws, _K_RUN, run)
+    return launch(_K_RUN, run)
 
 
 def forget_run(key: str = _K_RUN) -> None:

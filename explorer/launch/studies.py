@@ -2,9 +2,9 @@
 
 A study folder is a direct child of the workspace (``<workspace>/<id>/``, run.json kind "study"), so it is one entry
 of the workspace's run list while its runs stay inside it (``runs/``); a fine-tune page keeps its own below
-``<workspace>/finetunes/``. ``start`` launches a ``explorer.launch.study_run.StudyRun`` under a session-state key and
-registers it with the workspace's live runs (``training_run.register_live``), so a reload or a deep link finds it
-still running and the sidebar's heartbeat keeps it alive while the user looks at another page.
+``<workspace>/finetunes/``. ``start`` launches a ``explorer.launch.study_run.StudyRun`` under a session-state key
+as a training is launched (``explorer.launch.launcher.launch``: kept with the workspace's live runs), so a reload
+or a deep link finds it still running and the sidebar's heartbeat keeps it alive while the user looks at another page.
 
 The Lab page's own steps: ``begin`` (a new folder, its plan, started), ``resume`` (Start again: only what is
 missing), ``delete``, ``view`` (the live snapshot or study.json) and ``shared_study`` (the study a read-only link
@@ -24,9 +24,8 @@ from bertcore.launch import study as S
 from bertcore.lab.studies import Study
 from bertcore.training import runs
 from explorer.i18n import tr
-from explorer.launch import training_run
+from explorer.launch import launcher
 from explorer.launch.study_run import StudyRun, StudySnapshot, lanes_for
-from explorer.launch.training_slots import ServerBusy, busy_message
 from explorer.page_errors import error_text
 from explorer.session import share_links, workspace
 
@@ -46,12 +45,7 @@ def workspace_studies() -> list:
 
 def live(slot: str = LAB_SLOT) -> StudyRun | None:
     """The study this workspace started in ``slot`` in this server process (running or ended), or None."""
-    run = st.session_state.get(slot)
-    if run is None:
-        run = training_run.find_live(workspace.workspace_id(), slot)
-        if run is not None:
-            st.session_state[slot] = run
-    return run
+    return launcher.get_run(slot)
 
 
 def running(slot: str = LAB_SLOT) -> bool:
@@ -68,20 +62,14 @@ def start(plan: S.Plan, slot: str = LAB_SLOT, lanes: int | None = None) -> str |
         return None
     try:
         run = StudyRun(plan, lanes_for(plan, lanes))
-        run.start()
-    except ServerBusy as e:
-        return busy_message(e)
     except BertcoreError as e:
         return error_text(e)
-    st.session_state[slot] = run
-    training_run.register_live(workspace.workspace_id(), slot, run)
-    return None
+    return launcher.launch(slot, run)
 
 
 def forget(slot: str = LAB_SLOT) -> None:
     """Drop the study in ``slot`` from this session and the workspace's live list (its folder stays)."""
-    st.session_state.pop(slot, None)
-    training_run.register_live(workspace.workspace_id(), slot, None)
+    launcher.forget_run(slot)
 
 
 def _same(a, b) -> bool:

@@ -135,6 +135,12 @@ def _study_actions(info) -> None:
                  query_params={"study": info.id})
     if info.damaged:
         return
+    _rename(info)
+    _share_controls(info)
+
+
+def _rename(info) -> None:
+    """The run's name field and its Rename button."""
     new = st.text_input(tr("Name"), value=info.name, key=f"sb_run_name_{info.id}", max_chars=runs.MAX_NAME_LEN)
     if new != info.name and st.button(tr("Rename"), key="sb_run_rename"):
         try:
@@ -142,7 +148,6 @@ def _study_actions(info) -> None:
         except BertcoreError as e:
             _say("error", error_text(e))
         st.rerun()
-    _share_controls(info)
 
 
 def _run_actions(info) -> None:
@@ -164,13 +169,7 @@ def _run_actions(info) -> None:
                                                                  step=info.steps_done))))
         st.rerun()
     if not info.damaged:
-        new = st.text_input(tr("Name"), value=info.name, key=f"sb_run_name_{info.id}", max_chars=runs.MAX_NAME_LEN)
-        if new != info.name and st.button(tr("Rename"), key="sb_run_rename"):
-            try:
-                runs.rename_run(info.path, new)
-            except BertcoreError as e:
-                _say("error", error_text(e))
-            st.rerun()
+        _rename(info)
         _share_controls(info)
         if st.button(tr("Prepare zip"), key="sb_run_zip", help=tr("A zip of the run folder (a checkpoint)")):
             st.session_state["sb_zip"] = (info.id, runs.zip_run(info.path))
