@@ -39,6 +39,9 @@ def test_skills_chart_fills_in_live_and_everything_stays_in_view(page: Page, app
     # the eight names sit below the plot, inside the chart's box, and leave the plot about the loss chart's height
     legend = panel.locator("#skills_box .legend")
     assert legend.locator("span").count() == 8 and "verb agreement" in legend.inner_text()
+    # each name takes one or two 12 px lines whatever the font, so the plot's height does not depend on it
+    heights = legend.evaluate("el => Array.from(el.querySelectorAll('span b')).map(b => b.offsetHeight)")
+    assert all(11 <= h <= 25 for h in heights), heights
     chart_box, legend_box = panel.locator("#skills_box").bounding_box(), legend.bounding_box()
     assert legend_box["y"] + legend_box["height"] <= chart_box["y"] + chart_box["height"] + 1, (legend_box, chart_box)
     plot_h = skills.evaluate("el => el._fullLayout._size.h")
