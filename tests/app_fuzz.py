@@ -178,11 +178,16 @@ class AppFuzz:
     ``good``: extension -> a file its uploaders expect; ``limit_bytes``: the upload size limit in force (the "huge"
     file is over it); ``ws``: the workspace every session opens (``?ws=``), so its runs and fine-tunes show;
     ``texts``: the fixed hostile strings (default ``HOSTILE_TEXTS``); ``generated_per_page``: hypothesis strings
-    added on each page."""
+    added on each page; ``click_sidebar``: whether the sidebar's buttons are clicked too (its inputs are always
+    filled); ``part=(k, n)``: the k-th of n shares of the strings (string i when i % n == k; each keeps its place
+    in the list, so the n shares together fill and click exactly what one run would)."""
 
     def __init__(self, app: Path, good: dict[str, bytes], limit_bytes: int, *, ws: str | None = None,
-                 texts: list[str] | None = None, generated_per_page: int = 10, timeout: float = 60):
+                 texts: list[str] | None = None, generated_per_page: int = 10, timeout: float = 60,
+                 click_sidebar: bool = True, part: tuple[int, int] = (0, 1)):
         self.app, self.good, self.limit, self.timeout, self.ws = Path(app), good, limit_bytes, timeout, ws
+        self.click_sidebar = click_sidebar  # the sidebar is the same on every page: one page's fuzz may click it
+        self.part = part  # (k, n): only every n-th string from the k-th, so n runs share a page's fuzz
         self.texts = list(HOSTILE_TEXTS if texts is None else texts)
         self.per_page = generated_per_page
         self.report = Report()
@@ -295,7 +300,8 @@ class AppFuzz:
     def _click_all(self, at: AppTest, page: str, text: str) -> None:
         """Click every enabled button, each label with each value once in the whole fuzz (the sidebar's buttons
         and a page's "Train the default model" are the same action on every page)."""
-        labels = [(b.key, b.label) for block in (at.main, at.sidebar) for b in block.button
+        blocks = (at.main, at.sidebar) if self.click_sidebar else (at.main,)
+        labels = [(b.key, b.label) for block in blocks for b in block.button
                   if not getattr(b.proto, "disabled", False)]
         for key, label in labels:
             btn = next((b for b in at.button if (b.key, b.label) == (key, label)), None)
@@ -317,6 +323,8 @@ class AppFuzz:
             if not _fuzzable(at):
                 continue
             for i, text in enumerate(self.texts + generated):
+                if i % self.part[1] != self.part[0]:
+                    continue
                 self._fill(at, page, text, i)
                 clean = self._run(at, page, "fill", text)
                 if i < len(self.texts) and clean:
@@ -329,13 +337,18 @@ class AppFuzz:
         return w is not None and w.value == view[2]
 
     def run(self, pages: list[str] | None = None) -> Report:
+        """Fuzz ``pages`` (default: every page the router registers). A page gets the same generated strings
+        whether it is fuzzed alone or with the others (its place in the router's list picks them)."""
         logger = logging.getLogger("explorer.page_errors")
         logger.addHandler(self._errors)
         t0 = time.time()
         try:
-            pages = pages if pages is not None else self.pages()
-            generated = generated_texts(self.per_page * len(pages)) if self.per_page else []
-            for n, page in enumerate(pages):
+            every = self.pages()
+            pages = pages if pages is not None else every
+            order = every + [p for p in pages if p not in every]
+            generated = generated_texts(self.per_page * len(order)) if self.per_page else []
+            for page in pages:
+                n = order.index(page)
                 t = time.time()
                 self.fuzz_page(page, generated[n * self.per_page:(n + 1) * self.per_page])
                 self.report.page_seconds[Path(page).name] = round(time.time() - t, 1)

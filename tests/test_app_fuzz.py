@@ -2,7 +2,8 @@
 
 * the app-wide fuzz (engine in tests/app_fuzz.py) through app.py's router: every text input, text area, number
   input and file uploader of every registered page, >= 1,000 inputs, 0 exceptions, in a workspace that holds a run
-  and a saved fine-tune so the inputs that only appear then are fuzzed too;
+  and a saved fine-tune so the inputs that only appear then are fuzzed too; one test per page (a long page's in
+  shares of the strings), each with its floor of inputs, so pytest-xdist spreads them;
 * a deliberately broken page makes the fuzz fail (an unexpected exception, a library error that escaped the
   page's user actions, and an exception with no guard at all);
 * the issue's own case: on Predict, a sentence A of invisible format characters shows the library's message in an
@@ -90,23 +91,77 @@ def _seed_workspace(good: dict[str, bytes]) -> str:
     return ws
 
 
-def test_every_input_of_every_page_takes_hostile_input(good_files, monkeypatch, capsys):
+# What each page's fuzz must reach (a floor: the fuzz is deterministic, so today's counts; more is fine): distinct
+# inputs of the page's own area, the widget kinds among them and inputs that only show behind a radio, a selectbox
+# or a saved fine-tune. The sidebar is the same on every page: SIDEBAR, checked on each.
+SIDEBAR = (74, {"text_input:Name"})
+COVERAGE: dict[str, tuple[tuple[int, ...], set[str], set[str]]] = {  # (a floor per share, kinds, names)
+    "overview.py": ((0,), set(), set()),
+    "data_tokens.py": ((158,), {"text_input", "text_area", "file_uploader"},
+                       {"file_uploader:Upload a UTF-8 .txt corpus"}),
+    "masking_nsp.py": ((77, 77), {"text_input", "number_input"}, {"text_input:sentence A"}),
+    "positional_encoding.py": ((148,), {"text_input"}, {"text_input:sentence A"}),
+    "embeddings.py": ((74,), {"text_area"}, set()),
+    "attention.py": ((148,), {"text_area"}, {"text_area:Sentence A"}),
+    "forward.py": ((148,), {"text_input"}, {"text_input:Sentence A"}),
+    "train.py": ((117, 117, 114), {"text_input", "number_input", "file_uploader"},
+                 {"file_uploader:Upload a checkpoint (.zip)", "text_input:sentence with one [MASK]"}),
+    "predict.py": ((148, 148), {"text_input", "text_area"}, {"text_input:Sentence", "text_area:Sentence A"}),
+    "probes.py": ((1,), {"file_uploader"}, {"file_uploader:Labels CSV"}),
+    "lens_patching.py": ((159,), {"text_input", "number_input"}, {"text_input:Text with [MASK]"}),
+    "features.py": ((8,), {"number_input"}, set()),
+    "compare.py": ((6,), {"number_input"}, set()),
+    "lab.py": ((10, 10), {"text_input", "number_input"}, set()),
+    "finetune.py": ((45, 45), {"text_input", "number_input", "file_uploader"},
+                    {"text_input:sentence", "file_uploader:CSV: text,label or text_a,text_b,label"}),
+}
+
+
+@pytest.fixture(scope="module")
+def fuzz_workspace(good_files, tmp_path_factory) -> tuple[str, str]:
+    """(workspace id, its runs folder): made once per module (per pytest-xdist worker), opened by each page's test."""
+    runs_dir = str(tmp_path_factory.mktemp("fuzz-runs"))
+    with pytest.MonkeyPatch.context() as mp:  # a module fixture runs before the per-test runs folder is set
+        mp.setenv("BERTCORE_RUNS_DIR", runs_dir)
+        mp.setenv("BERTCORE_MAX_CORPUS_BYTES", str(LIMIT))
+        yield _seed_workspace(good_files), runs_dir
+
+
+def test_the_fuzz_covers_every_page_the_router_lists_and_over_1000_inputs():
+    assert sorted(COVERAGE) == sorted(_app_pages())
+    assert sum(sum(floors) for floors, _, _ in COVERAGE.values()) + SIDEBAR[0] >= 1000
+    assert set().union(*(kinds for _, kinds, _ in COVERAGE.values())) == set(FUZZ_KINDS)
+
+
+# A long page's fuzz is cut in shares of the strings (AppFuzz ``part``), each a test of its own: COVERAGE's floors.
+NEW_PAGE = ((0,), set(), set())  # a page not in COVERAGE yet: fuzzed whole (the coverage test asks for its row)
+CASES = [(page, k) for page in _app_pages() for k in range(len(COVERAGE.get(page, NEW_PAGE)[0]))]
+
+
+@pytest.mark.parametrize(("page", "share"), CASES, ids=[f"{p}-{k}" for p, k in CASES])
+def test_every_input_of_the_page_takes_hostile_input(page, share, good_files, fuzz_workspace, monkeypatch, capsys):
+    """One page, or one share of a long page's strings, per test (independent, so pytest-xdist spreads them): its
+    inputs and the sidebar's filled with every hostile and generated string of the share; buttons clicked after
+    each hostile one (the sidebar's on the first page only, as one whole-app fuzz would)."""
+    floors, kinds, must = COVERAGE.get(page, NEW_PAGE)
+    ws, runs_dir = fuzz_workspace
+    monkeypatch.setenv("BERTCORE_RUNS_DIR", runs_dir)
     monkeypatch.setenv("BERTCORE_MAX_CORPUS_BYTES", str(LIMIT))
-    ws = _seed_workspace(good_files)
     monkeypatch.setattr(training_slots, "max_trainings", lambda: 0)  # every Start button: "Server busy", no training
-    fuzz = AppFuzz(APP, good_files, LIMIT, ws=ws)
-    report = fuzz.run()
+    fuzz = AppFuzz(APP, good_files, LIMIT, ws=ws, click_sidebar=page == _app_pages()[0],
+                   part=(share, len(floors)))
+    path = next(p for p in fuzz.pages() if Path(p).name == page)  # the router's own entry for the file
+    report = fuzz.run([path])
     with capsys.disabled():
-        print(f"\napp-wide fuzz: {report.summary()}")
+        print(f"\napp-wide fuzz, {page}: {report.summary()}")
     assert not report.findings, f"{len(report.findings)} findings:\n" + "\n".join(report.findings[:40])
-    assert sorted(Path(p).name for p in report.pages) == sorted(_app_pages())  # every page the router lists
-    assert len(report.inputs) >= 1000, report.summary()
-    assert set(report.by_kind) == set(FUZZ_KINDS), report.by_kind
-    names = {name for _, name, _ in report.inputs}
-    for must in ("text_input:Name", "text_input:sentence", "file_uploader:Upload a UTF-8 .txt corpus",
-                 "file_uploader:Upload a checkpoint (.zip)", "file_uploader:CSV: text,label or text_a,text_b,label",
-                 "text_input:Sentence", "text_input:sentence A"):
-        assert must in names, (must, sorted(names))  # inputs behind a radio, a selectbox or a saved fine-tune
+    own = [(kind_name, v) for scope, kind_name, v in report.inputs if scope == page]
+    side = {name for scope, name, _ in report.inputs if scope == "sidebar"}
+    assert len(own) >= floors[share], (page, len(own), report.summary())
+    assert {name.split(":", 1)[0] for name, _ in own} >= kinds, report.by_kind
+    assert must <= {name for name, _ in own}, (must, sorted({name for name, _ in own}))
+    assert sum(1 for scope, _, _ in report.inputs if scope == "sidebar") >= SIDEBAR[0] // len(floors)
+    assert SIDEBAR[1] <= side
 
 
 BROKEN = {

@@ -16,6 +16,8 @@ import pytest
 from bench.harness import LOAD, REPO, SLOWDOWN, UPDATE, AppServer, free_port
 from loadgen.student import step_labels
 
+pytestmark = pytest.mark.load  # long by nature: a class of sessions for a minute (docs/TESTING.md)
+
 SCRIPT = REPO / "scripts" / "loadtest.py"
 
 
