@@ -45,7 +45,8 @@ def _model_dims(model):
 
 def _inputs(tok):
     """Sentence A / B; bound to the URL (``?attn_a=...&attn_b=...``) so a copied link reopens the same input.
-    The defaults are words the model's vocabulary knows (explorer.parts.examples; a seed vocabulary gets its corpus's)."""
+    The defaults are words the model's vocabulary knows (explorer.parts.examples; a BERT-pytorch vocabulary gets
+    its corpus's)."""
     ex = session_examples(tok, Examples("", "", DEFAULT_A, DEFAULT_B))
     url = dict(bind="query-params", persist_state="session")
     c1, c2 = st.columns(2)

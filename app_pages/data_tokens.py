@@ -12,7 +12,7 @@ from bertcore.data.tokenization import basic_tokenize, has_cjk
 from bertcore.errors import BertcoreError
 from explorer.session import corpus_state as cs, page_caches
 from explorer.figures import learn as F
-from explorer.parts.seed_example import render_seed003
+from explorer.parts.tutorial_example import render_bert_pytorch_example
 from bertcore.data.tokenizer_base import SPECIAL_TOKENS
 from bertcore.data.user_text import MAX_TEXT_CHARS, clean_text, is_blank
 from explorer.i18n import frozen, mark, ntr, tr
@@ -24,14 +24,15 @@ BERT is pre-trained on **sentence pairs**: sentence A and the sentence B that fo
 sees them, a tokenizer cuts text into tokens from a fixed vocabulary and maps each to an id; anything not
 in the vocabulary becomes `[UNK]`. A **word-level** tokenizer (`bertcore.data.tokenization.WordTokenizer.build`)
 keeps whole words; **WordPiece** (`WordPieceTokenizer.train`, as in BERT) splits rare words into
-`##`-prefixed pieces so that almost nothing is unknown. The **seed vocabulary** is BERT-pytorch's
-(`bertcore.data.bert_pytorch_vocab.SeedWordTokenizer`, seeds 000/003): `<pad> <unk> <eos> <sos> <mask>` at ids 0–4,
-then the whitespace words, case kept, by frequency. Corpora come from `bertcore.data.corpus`
+`##`-prefixed pieces so that almost nothing is unknown. The **BERT-pytorch vocabulary** is the tutorial's
+(`bertcore.data.bert_pytorch_vocab.BertPytorchTokenizer`, tutorials 000/003): `<pad> <unk> <eos> <sos> <mask>`
+at ids 0–4, then the whitespace words, case kept, by frequency. Corpora come from `bertcore.data.corpus`
 (`builtin_corpus`, `tutorial_corpus`, `load_corpus_file`).
 """)
 
 SOURCES = [mark("built-in"), mark("tutorial two-liner"), mark("upload a .txt file"), mark("built-in Chinese (中文)")]
-KINDS = {"word": mark("word-level"), "wordpiece": "WordPiece", "seed_word": mark("seed vocabulary")}  # corpus_state.KINDS
+# the keys are corpus_state.KINDS
+KINDS = {"word": mark("word-level"), "wordpiece": "WordPiece", "bert_pytorch": mark("BERT-pytorch")}
 MAX_SHOW_TOKENS = 200  # tokens drawn in the figure; the rest are counted, not drawn
 MAX_SHOW_PIECES = 100
 _HEADERS = (mark("id"), mark("token"), mark("count in corpus"), mark("auto"), mark("pairs"), mark("prose"))
@@ -226,7 +227,8 @@ def render() -> None:
         kinds, labels = list(KINDS), list(KINDS.values())
         label = c1.radio(tr("Tokenizer"), labels, horizontal=True, key="dt_kind", format_func=frozen(),
                          index=kinds.index(current.kind) if current.key == choice.key else 0,
-                         help=tr("seed vocabulary: BERT-pytorch's WordVocab; pairs read <sos> A <eos> B <eos>."))
+                         help=tr("BERT-pytorch vocabulary: the tutorial's WordVocab; pairs read <sos> A <eos> B "
+                                 "<eos>."))
         kind = kinds[labels.index(label)]
         vocab_size = c2.slider(tr("WordPiece vocabulary size"), 50, 4000, int(current.vocab_size or 400), step=50,
                                key="dt_vocab_size", disabled=kind != "wordpiece",
@@ -250,7 +252,7 @@ def render() -> None:
         g2.plotly_chart(figs[1], key="dt_top_chart")
 
         if choice.key == cs.TUTORIAL:
-            render_seed003("dt_seed003")
+            render_bert_pytorch_example("dt_bert_pytorch")
     if act.failed:
         return
     _vocab_table(tokenizer, stats["token_counts"])

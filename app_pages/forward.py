@@ -18,7 +18,7 @@ from explorer.parts.examples import Examples, session_examples
 from explorer.export import matrix_csv, plotly_config
 from explorer.figures.inspect import token_labels
 from explorer.figures.plotly_dict import freeze_figure
-from explorer.figures.forward_text import explanation, seed_line
+from explorer.figures.forward_text import explanation, tutorial_line
 from explorer.i18n import frozen, language, tr
 from explorer.session.memo import memo
 from explorer.page_errors import user_action
@@ -101,8 +101,8 @@ def _controls(model, tokens):
 def _where(stage, model, layer):
     names = ", ".join(f"`{n}`" for n in FS.names(stage, layer))
     st.markdown(tr("**Computed by** `{where}` · traced as {names}", where=stage.where, names=names))
-    own = FS.design_seeds(model.config)
-    lines = [seed_line(r, r.seed in own) for r in stage.seeds]
+    own = FS.design_tutorials(model.config)
+    lines = [tutorial_line(r, r.tutorial in own) for r in stage.tutorials]
     st.markdown(tr("**In the seed tutorials:**") + "\n" + "\n".join(f"- {s}" for s in lines))
 
 
@@ -309,11 +309,11 @@ def render():
         "Every number is the model's own (`bertcore.analysis.trace.trace`, the same as `python -m bertcore trace`); "
         "the stage, layer, head, token and texts are in the address bar."))
     design = FS.matching_preset(model.config)
-    seeds = FS.design_seeds(model.config)
+    seeds = FS.design_tutorials(model.config)
     st.caption(tr("Active model: **{model}** · {L} layers × {H} heads, hidden size {D} · design: {design}",
                   model=active.label, L=model.config.num_hidden_layers, H=model.config.num_attention_heads,
                   D=model.config.hidden_size, design=design or tr("custom"))
-               + (" · " + tr("seeds {seeds}", seeds=", ".join(seeds)) if seeds else "")
+               + (" · " + tr("tutorials {seeds}", seeds=", ".join(seeds)) if seeds else "")
                + (" · :orange[" + tr("untrained: random weights, so the numbers show the starting point, not "
                                      "learned behaviour") + "]" if active.kind == "untrained" else ""))
     a, b = _inputs(tok)

@@ -15,7 +15,7 @@ from bertcore.data.pretraining import (
 from explorer.session import corpus_state as cs, page_caches
 from explorer.figures import learn as F
 from explorer.parts import masking_view as MV
-from explorer.parts.seed_example import render_seed003
+from explorer.parts.tutorial_example import render_bert_pytorch_example
 
 from bertcore.config import TrainConfig
 from explorer.parts.examples import Examples, session_examples
@@ -143,8 +143,9 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
     n_in = len(a_ids) + len(b_ids or []) + (3 if b_ids is not None else 2)
     ids, types = P.build_pair(tokenizer, a_ids, b_ids, max_len)
     ids, types = _as_list(ids), _as_list(types)
-    seed_format = tokenizer.kind == "seed_word"  # BERT-pytorch labels segment A with 1 and B with 2 (0 = padding)
-    shown_types = [t + 1 for t in types] if seed_format else types
+    # BERT-pytorch labels segment A with 1 and B with 2 (0 = padding)
+    bert_pytorch_format = tokenizer.kind == "bert_pytorch"
+    shown_types = [t + 1 for t in types] if bert_pytorch_format else types
     if n_in > max_len:
         st.warning(tr("The pair has {n} tokens with {cls}/{sep}; it was truncated to max_seq_len = {max_len} "
                       "(longest sentence first), as in training.", n=n_in, cls=tokenizer.cls_token,
@@ -160,7 +161,7 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
     fig = memo_shown(tokenizer, ("mn_mask_fig", a, b, rates, max_len, int(seed), obj), lambda: F.masking_figure(
         tokens, ids, shown_types, decisions, tokenizer.convert_ids_to_tokens(masked), masked, labels, special,
         rates=unit_rates, title=tr("{layout} with the masking of seed {seed}", layout=layout, seed=seed),
-        first_segment=1 if seed_format else 0, mask_token=tokenizer.mask_token,
+        first_segment=1 if bert_pytorch_format else 0, mask_token=tokenizer.mask_token,
         units=None if obj.unit == "token" else MV.unit_labels(decisions, units, obj.unit)))
     st.plotly_chart(fig, key="mn_mask_chart")
     MV.unit_caption(obj, tokenizer, decisions, units)
@@ -172,9 +173,10 @@ def _masking_section(tokenizer, a: str, b: str | None, rates, max_len: int, seed
                   "{n_keep} kept. The loss is computed only where the label is not −100. Special tokens (incl. a "
                   "typed {mask_tok}) are never selected.", sel=len(sel), maskable=maskable, n_mask=counts["mask"],
                   mask_tok=mask_tok, n_random=counts["random"], n_keep=counts["keep"]))
-    if seed_format:
+    if bert_pytorch_format:
         st.caption(tr("Segment ids as BERT-pytorch labels them: 1 for `<sos> A <eos>`, 2 for `B <eos>`, 0 for "
-                      "padding (a model with segment_ids=1/2 embeds these rows); the ids are the seed vocabulary's."))
+                      "padding (a model with segment_ids=1/2 embeds these rows); the ids are the BERT-pytorch "
+                      "vocabulary's."))
     if maskable == 0:
         st.info(tr("Nothing to mask: the pair holds only special tokens."))
 
@@ -322,7 +324,7 @@ def render() -> None:
         with user_action("Draw the sentence-task examples"):
             MV.sentence_task_section(corpus, tokenizer, a, b, idx, obj.task, seed, rates[4])
     if ckey.startswith("tutorial|"):
-        render_seed003("mn_seed003")
+        render_bert_pytorch_example("mn_bert_pytorch")
     _stats_section(corpus, tokenizer, ckey, rates, seed, obj)
 
 

@@ -24,7 +24,7 @@ from explorer.session.memo import memo as shared_memo
 from explorer.page_errors import user_action
 from bertcore.data.user_text import clean_text
 
-# the pre-filled texts for a word-level or WordPiece model (a seed vocabulary gets its own: _examples)
+# the pre-filled texts for a word-level or WordPiece model (a BERT-pytorch vocabulary gets its own: _examples)
 DEFAULT_MASKED = "the cows [MASK] the hay near the barn ."
 DEFAULT_SENTENCE = "The cow eats the hay near the barn."
 DEFAULT_A = "Ben reads a book in the library."
@@ -36,7 +36,7 @@ _WORD = re.compile(r"\[(?:MASK|CLS|SEP|PAD|UNK)\]|<(?:mask|sos|eos|pad|unk)>|\w+
 
 
 def _words(text: str, tok=None) -> list[str]:
-    """The clickable words: the tokenizer's own words where it splits text itself (a seed vocabulary keeps
+    """The clickable words: the tokenizer's own words where it splits text itself (a BERT-pytorch vocabulary keeps
     "barn." whole), else words and punctuation marks."""
     split = getattr(tok, "words", None)
     return split(text or "") if split is not None else _WORD.findall(text or "")

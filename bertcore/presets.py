@@ -5,7 +5,7 @@ size the seed's own code or paper uses (original BERT: BERT-base), ``size="tiny"
 trains on the built-in corpus in about a minute. ``resolve_preset`` also reads the names used before presets and
 sizes were renamed ("original BERT (tiny)", size "seed") and says what they are now.
 ``PRESETS[name]`` is the tiny pair (what the Train page offers). Each preset sets every design switch of
-``BertConfig`` explicitly, so two presets differ exactly where their seeds do; tests/test_seed_presets.py
+``BertConfig`` explicitly, so two presets differ exactly where their seeds do; tests/test_tutorial_presets.py
 rebuilds each seed's model from the seed's own equations and checks bertcore's forward against it.
 
 Where a seed leaves something out, the preset fills it with BERT's choice and says so in ``PRESET_NOTES``.
@@ -98,7 +98,7 @@ SIZES: dict[str, dict[str, tuple[dict[str, Any], dict[str, Any]]]] = {
     },
 }
 
-SEED_FILES = {"original BERT": None, "BERT-pytorch (codertimo)": ("000", "003"), "blog BertModel": ("001",),
+TUTORIAL_FILES = {"original BERT": None, "BERT-pytorch (codertimo)": ("000", "003"), "blog BertModel": ("001",),
               "Annotated Transformer": ("002",), "d2l": ("004",)}
 
 PRESET_NOTES: dict[str, list[Message]] = {
@@ -116,9 +116,10 @@ PRESET_NOTES: dict[str, list[Message]] = {
                 "attention, sublayer and FFN dropouts (the package has it; seed 000's walkthrough does not show the block)"),
         Message("BERT-pytorch passes its dropout rate only to the sublayers, the FFN and the block; its embedding and "
                 "attention dropouts are fixed at 0.1, the preset's rate for all of them"),
-        Message("vocabulary: at paper size the seed's own (tokenizer seed_word: <pad> <unk> <eos> <sos> <mask> at ids 0-4, "
-                "then whitespace words, case kept, by frequency; inputs <sos> A <eos> B <eos>); at tiny size the project's "
-                "word-level one ([PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off); either can be chosen"),
+        Message("vocabulary: at paper size BERT-pytorch's own (tokenizer bert_pytorch: <pad> <unk> <eos> <sos> <mask> "
+                "at ids 0-4, then whitespace words, case kept, by frequency; inputs <sos> A <eos> B <eos>); at tiny "
+                "size the project's word-level one ([PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off); "
+                "either can be chosen"),
     ],
     "blog BertModel": [
         Message("Multi_Head_Att, Feed_Forward and BertPooler are not shown in the seed: BERT's (Q/K/V/O projections, "
@@ -151,12 +152,12 @@ OLD_PRESET_NAMES = {"original BERT (tiny)": "original BERT"}
 OLD_PRESET_SIZES = {"seed": "paper"}
 
 # The vocabulary each preset trains with by default, where it is not the project's word-level one ("word").
-_TOKENIZERS: dict[tuple[str, str], str] = {("BERT-pytorch (codertimo)", "paper"): "seed_word"}
+_TOKENIZERS: dict[tuple[str, str], str] = {("BERT-pytorch (codertimo)", "paper"): "bert_pytorch"}
 
 
 def preset_tokenizer(name: str | None, size: str = "tiny") -> str:
     """The tokenizer kind (bertcore.data.tokenization.TOKENIZER_KINDS) preset ``name`` at ``size`` trains with by
-    default: the seed's own vocabulary where the preset reproduces it, else "word" (also for no preset)."""
+    default: the tutorial's own vocabulary where the preset reproduces it, else "word" (also for no preset)."""
     return _TOKENIZERS.get((name or "", size), "word")
 
 

@@ -186,14 +186,14 @@ def test_tutorial_corpus_histogram():
 
 
 def test_masking_figure_speaks_the_tokenizers_mask_and_segment_ids():
-    """A seed vocabulary's figure says <mask> (escaped, so plotly shows it rather than reading a tag) and
+    """A BERT-pytorch vocabulary's figure says <mask> (escaped, so plotly shows it rather than reading a tag) and
     segments 1/2 in the decision row and the legend; the project's says [MASK] and 0/1."""
-    from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
+    from bertcore.data.bert_pytorch_vocab import BertPytorchTokenizer
     from bertcore.data.corpus import tutorial_corpus
     from bertcore.data.pretraining import masking_rule
 
     corpus = tutorial_corpus()
-    tok = SeedWordTokenizer.build(corpus.texts())
+    tok = BertPytorchTokenizer.build(corpus.texts())
     a, b = corpus.pairs[0]
     ids, types = build_pair(tok, tok.encode(a), tok.encode(b), 20)
     rates = MaskingRates(0.9, 1.0, 0.0)

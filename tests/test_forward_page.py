@@ -200,7 +200,7 @@ def test_page_in_chinese():
     at = open_page(PAGE, lang="zh", fw_a="the cat sat on the mat", fw_stage="attn_add_norm", fw_layer="1")
     assert at.title[0].value == "模型内部"
     text = " ".join(m.value for m in at.markdown)
-    assert "第 16 / 24 阶段：残差连接与层归一化（注意力） · 第 2 层" in text and "种子教程 000" in text
+    assert "第 16 / 24 阶段：残差连接与层归一化（注意力） · 第 2 层" in text and "教程 000" in text
     assert [b.label for b in at.button if b.key in ("fw_prev", "fw_next")] == ["◀ 上一步", "下一步 ▶"]
     assert stage_table(at) is not None
 
@@ -260,8 +260,8 @@ def test_seed_names_are_in_the_seed_texts():
         pytest.skip("the seed texts (shared/seeds) are not in this checkout")
     text = {p.name[:3]: p.read_text(encoding="utf-8") for p in seeds.glob("0*.txt")}
     for stage in FS.STAGES:
-        for ref in stage.seeds:
-            src = text[ref.seed]
+        for ref in stage.tutorials:
+            src = text[ref.tutorial]
             head = ref.code.split(".")[0].rstrip("()")
             assert re.search(rf"(class|def) {re.escape(head)}\b", src) or ref.code in src, (stage.id, ref)
             if "." in ref.code and "/" not in ref.code:

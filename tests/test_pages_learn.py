@@ -337,7 +337,7 @@ def test_masking_bad_inputs(mn, case):
 
 
 # ----------------------------------------------------------------------------- the seeds on screen (issue 12)
-def test_tutorial_corpus_shows_seed003_example_and_its_selection_rate():
+def test_tutorial_corpus_shows_the_bert_pytorch_example_and_its_selection_rate():
     """Data & tokens' choice travels to Masking & NSP (explorer.session.corpus_state). With the seed's two-line corpus the
     page shows seed 003's own ids, labels 1/2 with 0 for padding, padding to 20, and the rate the at-least-one
     rule really gives on such short pairs (above the slider's 15%)."""

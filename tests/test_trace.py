@@ -189,7 +189,7 @@ def _softmax(z):
     return e / e.sum(-1, keepdims=True)
 
 
-def _seed_ln(x, W, name, eps):
+def _tutorial_ln(x, W, name, eps):
     """BERT-pytorch's LayerNorm (seed 000): a * (x - mean) / (std + eps) + b, std with n - 1."""
     return W[name + ".weight"] * (x - x.mean(-1, keepdims=True)) / (x.std(-1, ddof=1, keepdims=True) + eps) \
         + W[name + ".bias"]
@@ -214,7 +214,7 @@ def _attention(x, W, p, H):
                 output=_lin(ctx.transpose(1, 0, 2).reshape(T, D), W, f"{p}.attention.output.dense"))
 
 
-def _seed_pe(T, D):
+def _tutorial_pe(T, D):
     """The sinusoidal table as seeds 000/003 derive it: PE(pos, 2i) = sin(pos / 10000^(2i/D)), cos for 2i+1."""
     pos = np.arange(T)[:, None]
     div = np.exp(np.arange(0, D, 2) * -(math.log(10000.0) / D))
@@ -227,15 +227,15 @@ def _codertimo(W, ids, seg_labels, H, eps):
     """seed 000: BERTEmbedding (token + sinusoidal position + segment 1/2), then TransformerBlock with two pre-norm
     SublayerConnections x + sublayer(LN(x)), GELU (tanh form) in PositionwiseFeedForward."""
     tok = W["bert.embeddings.word_embeddings.weight"][ids]
-    pos = _seed_pe(len(ids), tok.shape[1])
+    pos = _tutorial_pe(len(ids), tok.shape[1])
     seg = W["bert.embeddings.token_type_embeddings.weight"][seg_labels]
     out = {"embeddings.token": tok, "embeddings.position": pos, "embeddings.segment": seg,
            "embeddings.sum": tok + pos + seg, "embeddings.output": tok + pos + seg}
     x, p = out["embeddings.output"], "bert.encoder.layer.0"
-    ln1 = _seed_ln(x, W, f"{p}.attention.output.LayerNorm", eps)
+    ln1 = _tutorial_ln(x, W, f"{p}.attention.output.LayerNorm", eps)
     a = _attention(ln1, W, p, H)
     res = x + a["output"]
-    ln2 = _seed_ln(res, W, f"{p}.output.LayerNorm", eps)
+    ln2 = _tutorial_ln(res, W, f"{p}.output.LayerNorm", eps)
     pre = _lin(ln2, W, f"{p}.intermediate.dense")
     gelu = 0.5 * pre * (1 + np.tanh(math.sqrt(2 / math.pi) * (pre + 0.044715 * pre ** 3)))
     ffn = _lin(gelu, W, f"{p}.output.dense")

@@ -1,8 +1,8 @@
 """Issue 12, truth to the seeds: each seed preset equals its seed's model, rebuilt from the seed's equations.
 
-Every reference (tests/seed_references.py) is plain torch written from the seed text (shared/seeds/000-004), not
+Every reference (tests/tutorial_references.py) is plain torch written from the seed text (shared/seeds/000-004), not
 from bertcore's modules. It reads the same weights and must give the same MLM and NSP outputs and attention
-probabilities to 1e-5 (eval mode here; train mode, dropouts and gradients in tests/test_seed_training.py).
+probabilities to 1e-5 (eval mode here; train mode, dropouts and gradients in tests/test_tutorial_training.py).
 Inputs are in each seed's own convention (e.g. codertimo's segment labels 1/2 with 0 for padding and its padding
 mask (x > 0); d2l's valid_lens).
 """
@@ -10,7 +10,7 @@ import math
 import re
 
 import pytest
-import seed_references as R
+import tutorial_references as R
 import torch
 import torch.nn.functional as F
 
@@ -242,11 +242,12 @@ def test_formulas_differ_exactly_where_the_preset_models_differ():
     assert r"W_2\,\mathrm{LN}\big(\mathrm{ReLU}" in rendered["d2l"]["mlm"] and "tied" in bert["mlm"]
 
 
-def test_seed003_worked_example_ids():
-    """The ids printed in seed 003: vocabulary, masked input, target, segment labels, padding to 20, mask (x > 0)."""
-    from bertcore.data.bert_pytorch_vocab import seed003_example
+def test_tutorial003_worked_example_ids():
+    """The ids printed in tutorial 003: vocabulary, masked input, target, segment labels, padding to 20, mask
+    (x > 0)."""
+    from bertcore.data.bert_pytorch_vocab import bert_pytorch_example
 
-    e = seed003_example()
+    e = bert_pytorch_example()
     assert e["vocab"] == {"<pad>": 0, "<unk>": 1, "<eos>": 2, "<sos>": 3, "<mask>": 4, "the": 5, "I": 6, "Welcome": 7,
                           "all": 8, "can": 9, "here": 10, "jungle": 11, "night": 12, "stay": 13, "to": 14}
     assert e["a_ids"] == [7, 14, 5] and e["b_ids"] == [5, 11]
@@ -258,10 +259,10 @@ def test_seed003_worked_example_ids():
 
 def test_codertimo_model_looks_up_the_seed_segment_labels():
     """0/1 token types + padding mask in, the seed's 1/2/0 segment labels looked up (data helper and model agree)."""
-    from bertcore.data.bert_pytorch_vocab import seed003_example
+    from bertcore.data.bert_pytorch_vocab import bert_pytorch_example
     from bertcore.data.pretraining import segment_labels
 
-    e = seed003_example()
+    e = bert_pytorch_example()
     seg = torch.tensor([e["segment_label"]])
     am = torch.tensor([e["mask"]])
     tt = (seg == 2).long()

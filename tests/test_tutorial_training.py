@@ -1,8 +1,8 @@
 """Issue 26, truth to the seeds in training: every dropout and every trainable tensor where the seed's code puts it.
 
-In eval mode each preset already equals its seed (tests/test_seed_presets.py). Here the model trains: with an
+In eval mode each preset already equals its seed (tests/test_tutorial_presets.py). Here the model trains: with an
 all-keep dropout mask (each dropout computes x / (1 - p)) bertcore's train-mode outputs and gradients must equal
-the seed's, written from its code in tests/seed_references.py (original BERT: transformers' BertForPreTraining),
+the seed's, written from its code in tests/tutorial_references.py (original BERT: transformers' BertForPreTraining),
 with ``drop(x, place)`` scaling the same way. A dropout missing, added or moved changes the numbers (it scales
 something else), so these tests see what eval mode cannot. With the real dropout rate each forward applies
 as many dropouts, at the same places, as the seed's code.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
-import seed_references as R
+import tutorial_references as R
 import torch
 import torch.nn.functional as F
 import transformers
@@ -342,8 +342,8 @@ def bert_pytorch_seed_size():
     return m, Wp
 
 
-def _seed003_batch():
-    """Seed 003's format at its seq_len 20: <sos>=3 first, segment labels 1/2 with 0 for padding."""
+def _tutorial003_batch():
+    """Tutorial 003's format at its seq_len 20: <sos>=3 first, segment labels 1/2 with 0 for padding."""
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(5, V, (B, 20), generator=g)
     lens = torch.tensor([20, 13, 8])
@@ -357,7 +357,7 @@ def _seed003_batch():
 
 def _train_forward_all_keep(m, Wp, monkeypatch, dtype):
     """(bertcore's output, BERT-pytorch's, bertcore's dropout places, BERT-pytorch's) in train mode, all-keep mask."""
-    ids, tt, am, seg = _seed003_batch()
+    ids, tt, am, seg = _tutorial003_batch()
     keep = KeepAll(0.1, 0.1)
     monkeypatch.setattr(bertcore_functional, "_keep_mask", KeepAll.keep_mask)
     places = _hook_places(m)
@@ -391,7 +391,7 @@ def test_codertimo_at_seed_size_trains_as_bert_pytorch(bert_pytorch_seed_size, m
     ours, ref, places, ref_places = _train_forward_all_keep(m, Wp, monkeypatch, torch.float32)
     _assert_equal_outputs(ours, ref, atol=1e-5, rtol=1e-5)
     assert places == ref_places == _expected(CODERTIMO, 12) and len(places) == 61
-    ids, tt, am, seg = _seed003_batch()
+    ids, tt, am, seg = _tutorial003_batch()
     m.eval()
     with torch.no_grad():  # eval mode: the same model without any dropout
         ev, ev_ref = m(ids, tt, am), R.bert_pytorch_lm(Wp, ids, seg, heads=12)

@@ -1,5 +1,5 @@
 """The seeds' models in plain torch, written from each seed's own code (shared/seeds/000-004 and the packages they
-walk through), for tests/test_seed_presets.py (eval mode) and tests/test_seed_training.py (train mode).
+walk through), for tests/test_tutorial_presets.py (eval mode) and tests/test_tutorial_training.py (train mode).
 
 Nothing here uses bertcore's modules. Every forward reads its weights from a dict ``W`` by bertcore's parameter
 names, except ``bert_pytorch_lm``, which reads BERT-pytorch's own names (``to_bert_pytorch`` / ``to_bertcore``
@@ -29,7 +29,7 @@ def linear(x, W, name):
     return F.linear(x, W[name + ".weight"], W[name + ".bias"])
 
 
-def seed_ln(x, a, b, eps=1e-6):
+def tutorial_ln(x, a, b, eps=1e-6):
     """BERT-pytorch / Annotated Transformer LayerNorm: a_2 * (x - mean) / (std + eps) + b_2, torch's std (unbiased)."""
     mean = x.mean(-1, keepdim=True)
     std = x.std(-1, keepdim=True)
@@ -40,7 +40,7 @@ def nn_ln(x, W, name, eps):
     return F.layer_norm(x, x.shape[-1:], W[name + ".weight"], W[name + ".bias"], eps)
 
 
-def seed_pe(max_len, d):
+def tutorial_pe(max_len, d):
     """PositionalEmbedding as seeds 000/002/003 write it (log-space div_term)."""
     pe = torch.zeros(max_len, d).float()
     position = torch.arange(0, max_len).float().unsqueeze(1)
@@ -158,17 +158,17 @@ def bert_pytorch_lm(Wp, ids, segment_label, heads, drop=no_drop):
     T, D = ids.shape[1], Wp["bert.embedding.token.weight"].shape[1]
     layers = 1 + max(int(k.split(".")[2]) for k in Wp if k.startswith("bert.transformer_blocks."))
     mask = (ids > 0).unsqueeze(1).repeat(1, T, 1).unsqueeze(1)
-    x = (Wp["bert.embedding.token.weight"][ids] + seed_pe(512, D)[:T]
+    x = (Wp["bert.embedding.token.weight"][ids] + tutorial_pe(512, D)[:T]
          + Wp["bert.embedding.segment.weight"][segment_label])
     x = drop(x, "embeddings")
     hidden, attns = [x], []
     for i in range(layers):
         p = f"bert.transformer_blocks.{i}."
-        h = seed_ln(x, Wp[p + "input_sublayer.norm.a_2"], Wp[p + "input_sublayer.norm.b_2"])
+        h = tutorial_ln(x, Wp[p + "input_sublayer.norm.a_2"], Wp[p + "input_sublayer.norm.b_2"])
         names = [p + f"attention.linear_layers.{j}" for j in range(3)] + [p + "attention.output_linear"]
         a, probs = mha(h, Wp, names, heads, drop, mask)
         x = x + drop(a, "attention output")
-        h = seed_ln(x, Wp[p + "output_sublayer.norm.a_2"], Wp[p + "output_sublayer.norm.b_2"])
+        h = tutorial_ln(x, Wp[p + "output_sublayer.norm.a_2"], Wp[p + "output_sublayer.norm.b_2"])
         f = linear(drop(gelu_tanh(linear(h, Wp, p + "feed_forward.w_1")), "FFN inner"), Wp, p + "feed_forward.w_2")
         x = x + drop(f, "FFN output")
         x = drop(x, "block output")  # TransformerBlock.forward: return self.dropout(x)
@@ -216,19 +216,19 @@ def annotated_encoder(W, ids, heads, drop=no_drop):
     T = ids.shape[1]
     layers = 1 + max(int(k.split(".")[3]) for k in W if k.startswith("bert.encoder.layer."))
     src_mask = (ids != 0).unsqueeze(-2).unsqueeze(1)  # (B, 1, 1, T): make_std_mask's src part, then unsqueeze(1)
-    x = drop(W["bert.embeddings.word_embeddings.weight"][ids] * math.sqrt(D) + seed_pe(5000, D)[:T], "embeddings")
+    x = drop(W["bert.embeddings.word_embeddings.weight"][ids] * math.sqrt(D) + tutorial_pe(5000, D)[:T], "embeddings")
     hidden, attns = [x], []
     for i in range(layers):
         pre = f"bert.encoder.layer.{i}"
-        h = seed_ln(x, W[f"{pre}.attention.output.LayerNorm.weight"], W[f"{pre}.attention.output.LayerNorm.bias"])
+        h = tutorial_ln(x, W[f"{pre}.attention.output.LayerNorm.weight"], W[f"{pre}.attention.output.LayerNorm.bias"])
         a, p = mha(h, W, _bertcore_attention(pre), heads, drop, src_mask)
         x = x + drop(a, "attention output")
-        h = seed_ln(x, W[f"{pre}.output.LayerNorm.weight"], W[f"{pre}.output.LayerNorm.bias"])
+        h = tutorial_ln(x, W[f"{pre}.output.LayerNorm.weight"], W[f"{pre}.output.LayerNorm.bias"])
         f = linear(drop(F.relu(linear(h, W, f"{pre}.intermediate.dense")), "FFN inner"), W, f"{pre}.output.dense")
         x = x + drop(f, "FFN output")
         hidden.append(x)
         attns.append(p)
-    x = seed_ln(x, W["bert.encoder.LayerNorm.weight"], W["bert.encoder.LayerNorm.bias"])  # Encoder: self.norm(x)
+    x = tutorial_ln(x, W["bert.encoder.LayerNorm.weight"], W["bert.encoder.LayerNorm.bias"])  # Encoder: self.norm(x)
     hidden[-1] = x
     return dict(mlm=F.log_softmax(linear(x, W, "cls.predictions.decoder"), dim=-1),
                 nsp=F.log_softmax(linear(x[:, 0], W, "cls.seq_relationship"), dim=-1), attentions=attns, hidden=hidden)

@@ -6,7 +6,7 @@ For every layer x head, over a held-out batch of texts, seven measures averaged 
 * ``to_prev`` / ``to_next``: the weight a query puts on the token just before / after it (§3.1 "relative
   position"); the first / last token of a text has no previous / next token and is left out of that mean;
 * ``to_self``: the weight on its own position;
-* ``to_cls`` / ``to_sep``: the weight on [CLS] / on all [SEP]s (§3.2; spelled ``<sos>``/``<eos>`` by a seed
+* ``to_cls`` / ``to_sep``: the weight on [CLS] / on all [SEP]s (§3.2; spelled ``<sos>``/``<eos>`` by a BERT-pytorch
   vocabulary, recognised through ``canonical_special``);
 * ``to_punct``: the weight on punctuation tokens ("." and "," in §3.2): every character Unicode punctuation, or
   ASCII non-alphanumeric as in BERT's BasicTokenizer; a WordPiece ``##`` prefix ignored;

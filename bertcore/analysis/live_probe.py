@@ -46,9 +46,10 @@ class Probe:
 def check_probe(probe: Probe, tokenizer=None, max_len: int | None = None) -> list[str]:
     """Raise InputError (saying what to fix) for an unusable probe; return the words the tokenizer does not know.
 
-    With a tokenizer, the tokenizer decides what is a [MASK] (as fill-mask will: a seed vocabulary reads <mask>, a
-    word vocabulary does not read "[mask]"); with ``max_len`` (the model's max_position_embeddings) the [MASK] must
-    also lie within it. So a probe that passes here never fails later in the training thread (``run_probe``).
+    With a tokenizer, the tokenizer decides what is a [MASK] (as fill-mask will: a BERT-pytorch vocabulary reads
+    <mask>, a word vocabulary does not read "[mask]"); with ``max_len`` (the model's max_position_embeddings) the
+    [MASK] must also lie within it. So a probe that passes here never fails later in the training thread
+    (``run_probe``).
 
     Unknown words are allowed (they become ``[UNK]``) but the page shows them, because a probe in words the
     corpus never uses cannot improve.
@@ -89,7 +90,7 @@ def default_probe(corpus, tokenizer=None) -> Probe:
     if not pairs:
         raise InputError(Message("the corpus has no sentence pairs; load a corpus first"))
     sentences = [s for p in pairs[:300] for s in p]  # the start of the corpus is enough, and fast
-    split = getattr(tokenizer, "words", None) or basic_tokenize  # a seed vocabulary splits words its own way
+    split = getattr(tokenizer, "words", None) or basic_tokenize  # a BERT-pytorch vocabulary splits words its own way
     toks = [split(s) for s in sentences]
     counts = Counter(w for t in toks for w in t)
 

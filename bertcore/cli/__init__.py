@@ -41,6 +41,7 @@ from bertcore.cli.common import (
     add_runtime_args,
     int_in,
     key_value,
+    tokenizer_kind,
 )
 from bertcore.cli.data import add_data_args, add_prepare_parser, cmd_prepare
 from bertcore.cli.explain import add_explain_parsers, cmd_ablate, cmd_explain
@@ -79,9 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int_in(0, 2**63 - 1, "--seed"), help="seed for init, data, masking and dropout")
     t.add_argument("--set", dest="overrides", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                    help="any BertConfig/TrainConfig field, e.g. --set hidden_size=64 --set lr=1e-3 (repeatable)")
-    t.add_argument("--tokenizer", choices=("word", "wordpiece", "seed_word"),
-                   help="vocabulary kind: word (default), wordpiece, or seed_word (BERT-pytorch's: <pad> <unk> <eos> "
-                   "<sos> <mask>, whitespace words, case kept; the default of --preset 'BERT-pytorch (codertimo)' "
+    t.add_argument("--tokenizer", type=tokenizer_kind, choices=("word", "wordpiece", "bert_pytorch"),
+                   help="vocabulary kind: word (default), wordpiece, or bert_pytorch (BERT-pytorch's: <pad> <unk> "
+                   "<eos> <sos> <mask>, whitespace words, case kept; the default of --preset 'BERT-pytorch (codertimo)' "
                    "--size paper)")
     t.add_argument("--vocab-size", type=int_in(50, 250_000, "--vocab-size"),
                    help="WordPiece vocabulary size (default: picked from the corpus, as the app does)")

@@ -37,6 +37,14 @@ def int_in(lo: int, hi: int, what: str):
     return parse
 
 
+def tokenizer_kind(s: str) -> str:
+    """``--tokenizer``: an older kind name (bertcore.data.tokenization.LEGACY_KINDS) means today's, so scripts
+    written before a rename keep working; the choices (and the help) list today's names only."""
+    from bertcore.data.tokenization import canonical_kind
+
+    return canonical_kind(s)
+
+
 def key_value(s: str) -> tuple[str, str]:
     if "=" not in s:
         raise argparse.ArgumentTypeError(f"--set expects KEY=VALUE (e.g. hidden_size=64), got {s!r}")

@@ -117,14 +117,14 @@ def cmd_train(args) -> int:
 def cmd_presets(args) -> int:
     """Each preset's full BertConfig (vocab_size comes from the tokenizer at training time) and TrainConfig."""
     from bertcore.config import BertConfig, TrainConfig, estimate
-    from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS, SEED_FILES, preset, preset_tokenizer
+    from bertcore.presets import PRESET_NOTES, PRESET_SIZES, PRESETS, TUTORIAL_FILES, preset, preset_tokenizer
 
     out = []
     for name in PRESETS:
         for size in [args.size] if args.size else PRESET_SIZES:
             b, t = preset(name, size)
             bert, train = BertConfig(**b), TrainConfig(**t)
-            out.append({"name": name, "size": size, "seeds": SEED_FILES[name], "tokenizer": preset_tokenizer(name, size),
+            out.append({"name": name, "size": size, "seeds": TUTORIAL_FILES[name], "tokenizer": preset_tokenizer(name, size),
                         "bert": bert.to_dict(),
                         "train": train.to_dict(), "params_at_vocab_size": estimate(bert)["params"],
                         "notes": PRESET_NOTES[name]})

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from bertcore.config import BertConfig, TrainConfig
-from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
+from bertcore.data.bert_pytorch_vocab import BertPytorchTokenizer
 from bertcore.data.corpus import SHORT_MAX_SEQ_LEN, suggested_max_seq_len, suggested_vocab_size
-from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer, canonical_kind, unknown_kind
 
 BUILTIN_VOCAB_SIZE = 476  # the built-in corpus's word vocabulary (tests/test_corpus_defaults.py checks it)
 MIN_MAX_SEQ_LEN = 20  # room for two short sentences or a couplet, as a learner types them on Predict
@@ -49,7 +49,7 @@ def short_max_seq_len(vocab_size: int, config: BertConfig | None = None, train: 
 
 @dataclass(frozen=True)
 class CorpusDefaults:
-    tokenizer: str  # "word" | "wordpiece" | "seed_word"
+    tokenizer: str  # "word" | "wordpiece" | "bert_pytorch"
     vocab_size: int | None  # WordPiece only
     max_seq_len: int | None  # None: keep the preset's
     reason: str
@@ -58,13 +58,19 @@ class CorpusDefaults:
         return asdict(self)
 
 
-def default_tokenizer(corpus, kind: str, vocab_size: int | None):
-    """The tokenizer these defaults name, built as the Train page builds it."""
+def default_tokenizer(corpus, kind: str | None, vocab_size: int | None, min_frequency: int = 2):
+    """A new tokenizer of ``kind`` (bertcore.data.tokenization.TOKENIZER_KINDS, or an older name of one; None: word)
+    built on ``corpus``: the one builder of the CLI, the launcher and the pages, so a kind means one vocabulary
+    everywhere. WordPiece: ``vocab_size`` tokens (1000 if None), ``min_frequency`` as WordPieceTokenizer.train
+    reads it."""
+    kind = canonical_kind(kind or "word")
     if kind == "wordpiece":
-        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(vocab_size or 1000))
-    if kind == "seed_word":
-        return SeedWordTokenizer.build(corpus.texts())
-    return WordTokenizer.build(corpus.texts())
+        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(vocab_size or 1000), min_frequency=min_frequency)
+    if kind == "bert_pytorch":
+        return BertPytorchTokenizer.build(corpus.texts())
+    if kind == "word":
+        return WordTokenizer.build(corpus.texts())
+    raise unknown_kind(kind)
 
 
 def corpus_defaults(corpus, *, user_file: bool, preset_tokenizer: str = "word", size: str = "tiny",

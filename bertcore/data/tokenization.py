@@ -1,5 +1,6 @@
-"""Tokenizers: a word-level vocabulary, a WordPiece option, and (in bertcore.data.bert_pytorch_vocab) the seed
-vocabulary of BERT-pytorch; ``TOKENIZER_KINDS`` names them, ``load_tokenizer`` reopens any of them.
+"""Tokenizers: a word-level vocabulary, a WordPiece option, and (in bertcore.data.bert_pytorch_vocab) the vocabulary
+of the BERT-pytorch tutorial; ``TOKENIZER_KINDS`` names them (``canonical_kind`` reads an older name as today's),
+``load_tokenizer`` reopens any of them.
 
 The first two split text exactly like BERT's ``BasicTokenizer`` (Devlin et al. 2019, §3 "Input/Output
 Representations"; the reference code's ``tokenization.py``): clean control characters, put spaces
@@ -11,7 +12,7 @@ whole or becomes ``[UNK]``.
 
 Typed special tokens (``[MASK]``, ``[CLS]``, ``[SEP]``, ``[PAD]``, ``[UNK]``, upper case exactly as
 written) are cut out of the text first and survive as single tokens, as transformers does with
-its added special tokens. ``canonical_special`` reads a seed vocabulary's ``<sos>``/``<eos>``/``<mask>``...
+its added special tokens. ``canonical_special`` reads a BERT-pytorch vocabulary's ``<sos>``/``<eos>``/``<mask>``...
 as the role it plays (``[CLS]``/``[SEP]``/``[MASK]``...), for code that recognises special tokens by name.
 """
 from __future__ import annotations
@@ -27,9 +28,9 @@ from typing import Callable, Iterable
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import WordPiece
 
-from bertcore.data.bert_pytorch_vocab import ROLE_TOKENS as _SEED_ROLE_TOKENS
-from bertcore.data.bert_pytorch_vocab import SPECIALS as SEED_SPECIALS
-from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
+from bertcore.data.bert_pytorch_vocab import ROLE_TOKENS as BERT_PYTORCH_ROLE_TOKENS
+from bertcore.data.bert_pytorch_vocab import SPECIALS as BERT_PYTORCH_SPECIALS
+from bertcore.data.bert_pytorch_vocab import BertPytorchTokenizer
 from bertcore.data.wordpiece_training import train_vocab
 from bertcore.data.tokenizer_base import CACHE_MAX_CHARS, SPECIAL_TOKENS, TokenizerBase, read_vocab_file
 from bertcore.errors import TokenizerError
@@ -37,8 +38,11 @@ from bertcore.message import Message
 
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
 _SPECIAL_RE = re.compile("(" + "|".join(re.escape(t) for t in SPECIAL_TOKENS) + ")")
-TOKENIZER_KINDS = ("word", "wordpiece", "seed_word")
-_CANONICAL = dict(zip(_SEED_ROLE_TOKENS, SPECIAL_TOKENS))
+TOKENIZER_KINDS = ("word", "wordpiece", "bert_pytorch")
+# Older names of a kind, as runs, checkpoints, fine-tunes and RunSpec JSON saved before a rename record them
+# (config.json "tokenizer_kind", run.json "tokenizer"): read as today's name wherever a kind is read.
+LEGACY_KINDS = {"seed_word": "bert_pytorch"}
+_CANONICAL = dict(zip(BERT_PYTORCH_ROLE_TOKENS, SPECIAL_TOKENS))
 MAX_WORD_CHARS = 100  # longer words become [UNK], as in BERT's WordPiece (max_input_chars_per_word)
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ASCII_WORD = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")
@@ -346,7 +350,14 @@ class WordPieceTokenizer(TokenizerBase):
         self._tk.save(str(d / "tokenizer.json"))
 
 
-def _unknown_kind(kind) -> TokenizerError:
+def canonical_kind(kind):
+    """Today's name of tokenizer kind ``kind`` (``LEGACY_KINDS``: "seed_word" -> "bert_pytorch"); any other value,
+    a tokenizer object or None included, unchanged, so an unknown name is still refused where it is checked."""
+    return LEGACY_KINDS.get(kind, kind) if isinstance(kind, str) else kind
+
+
+def unknown_kind(kind) -> TokenizerError:
+    """The error for a tokenizer kind this version does not know, naming the ones it does."""
     return TokenizerError(Message("tokenizer kind {kind} is unknown; use one of {kinds}", kind=repr(kind),
                                   kinds=", ".join(map(repr, TOKENIZER_KINDS))))
 
@@ -354,17 +365,19 @@ def _unknown_kind(kind) -> TokenizerError:
 def load_tokenizer(directory: str | Path, kind: str | None = None):
     """Load a tokenizer saved by ``save``. The kind is ``kind``, else the ``tokenizer_kind`` key of config.json /
     tokenizer_config.json, else guessed: tokenizer.json -> WordPiece; a vocab.txt with ``##`` pieces ->
-    WordPiece, one starting with the seed's ``<pad> <unk> <eos> <sos> <mask>`` -> seed_word; else word-level."""
+    WordPiece, one starting with BERT-pytorch's ``<pad> <unk> <eos> <sos> <mask>`` -> bert_pytorch; else
+    word-level. An older kind name (``LEGACY_KINDS``) is read as today's, given or recorded."""
     d = Path(directory)
     if not d.is_dir():
         raise TokenizerError(Message("tokenizer directory {path} does not exist; pass the folder holding vocab.txt",
                                      path=d))
+    kind = canonical_kind(kind)
     if kind is not None and kind not in TOKENIZER_KINDS:
-        raise _unknown_kind(kind)
+        raise unknown_kind(kind)
     if kind is None:
         for name in ("config.json", "tokenizer_config.json"):
             try:
-                k = json.loads((d / name).read_text(encoding="utf-8")).get("tokenizer_kind")
+                k = canonical_kind(json.loads((d / name).read_text(encoding="utf-8")).get("tokenizer_kind"))
             except (OSError, ValueError, AttributeError):
                 continue
             if k is not None and k not in TOKENIZER_KINDS:
@@ -380,8 +393,8 @@ def load_tokenizer(directory: str | Path, kind: str | None = None):
         raise TokenizerError(Message("{path} holds neither tokenizer.json nor vocab.txt; save a tokenizer there "
                                      "first", path=d))
     vocab = read_vocab_file(d / "vocab.txt")
-    if kind == "seed_word" or (kind is None and vocab[:len(SEED_SPECIALS)] == list(SEED_SPECIALS)):
-        return SeedWordTokenizer(vocab)
+    if kind == "bert_pytorch" or (kind is None and vocab[:len(BERT_PYTORCH_SPECIALS)] == list(BERT_PYTORCH_SPECIALS)):
+        return BertPytorchTokenizer(vocab)
     if kind == "wordpiece" or (kind is None and any(t.startswith("##") for t in vocab)):
         return WordPieceTokenizer.from_vocab_file(d / "vocab.txt")
     return WordTokenizer(vocab)

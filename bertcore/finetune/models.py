@@ -13,7 +13,7 @@ import torch
 
 from bertcore.analysis.inference import encode_pair
 from bertcore.config import BertConfig
-from bertcore.data.tokenization import TOKENIZER_KINDS, load_tokenizer
+from bertcore.data.tokenization import TOKENIZER_KINDS, canonical_kind, load_tokenizer
 from bertcore.errors import CheckpointError, InputError
 from bertcore.io.checkpoint import builtin_tokenizer, load_checkpoint, load_safetensors, nonfinite_problem
 from bertcore.io.hf_interop import import_hf, packaged_minilm_dir
@@ -86,14 +86,14 @@ def load_classifier(directory):
     try:
         meta = json.loads((d / "classifier.json").read_text(encoding="utf-8"))
         raw = json.loads((d / "config.json").read_text(encoding="utf-8"))
-        kind = raw.pop("tokenizer_kind", None)
+        kind = canonical_kind(raw.pop("tokenizer_kind", None))  # a fine-tune saved before a rename too
         raw.pop("bertcore_version", None)
         config = BertConfig.from_dict(raw)
         labels = [str(x) for x in meta["labels"]]
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise CheckpointError(Message("{path}: classifier.json or config.json is damaged ({err}); fine-tune again",
                                       path=str(d), err=str(e))) from None
-    # the kind the run recorded (word, wordpiece or BERT-pytorch's seed_word); guessed from the files otherwise
+    # the kind the run recorded (word, wordpiece or bert_pytorch); guessed from the files otherwise
     tok = load_tokenizer(d, kind=kind if kind in TOKENIZER_KINDS else None)
     weights = load_safetensors(d / "model.safetensors", "the weights")
     problem = nonfinite_problem(weights)

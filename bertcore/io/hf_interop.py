@@ -144,9 +144,9 @@ def export_notes(cfg: BertConfig, sentence_task: str = "nsp") -> list[str]:
 
 def _check_tokenizer_exportable(tok) -> None:
     """Refuse a vocabulary that transformers' BertTokenizer would not tokenize the way bertcore does."""
-    if getattr(tok, "kind", "word") == "seed_word":
+    if getattr(tok, "kind", "word") == "bert_pytorch":
         raise ConfigError(Message(
-            "cannot export a model trained on the seed vocabulary (tokenizer seed_word, BERT-pytorch's WordVocab): "
+            "cannot export a model trained on the BERT-pytorch vocabulary (tokenizer bert_pytorch, its WordVocab): "
             "it splits text on whitespace only and keeps case, while transformers' BertTokenizer splits off "
             "punctuation and expects [CLS]/[SEP]/[MASK] instead of <sos>/<eos>/<mask>, so the exported model would "
             "see different token ids. Train with --tokenizer word or wordpiece to export."))

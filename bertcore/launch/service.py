@@ -22,14 +22,14 @@ from bertcore.analysis.live_probe import Probe, read_probe_csv
 from bertcore.analysis.records import PROBE_FILE, SKILL_ITEMS_FILE, SKILLS_FILE, TrainingRecords  # noqa: F401
 from bertcore.analysis.skills import SkillSuite
 from bertcore.config import BertConfig, TrainConfig, check_compatible, estimate
-from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
 from bertcore.data.corpora import is_builtin_spec
 from bertcore.data.corpus import Corpus, suggested_vocab_size
+from bertcore.data.corpus_defaults import default_tokenizer
 from bertcore.data.pretraining import MaskingRates
 from bertcore.data.shard_batches import ShardData
 from bertcore.data.shards import ShardReader
 from bertcore.data.skill_items import parse_skill_csv, read_items_jsonl
-from bertcore.data.tokenization import TOKENIZER_KINDS, WordPieceTokenizer, WordTokenizer, load_tokenizer
+from bertcore.data.tokenization import TOKENIZER_KINDS, canonical_kind, load_tokenizer
 from bertcore.errors import ConfigError, InputError
 from bertcore.io.checkpoint import ModelBundle, atomic_write, load_checkpoint, save_checkpoint
 from bertcore.io.steps import truncate_after
@@ -68,8 +68,8 @@ def check_budget(model_config: BertConfig, train_config: TrainConfig, est: dict 
 class RunSpec:
     """What to train. ``corpus`` is a ``get_corpus`` spec ("builtin", "builtin:7", "tutorial", a file) or a
     ``Corpus``; give ``corpus_spec`` with a Corpus object that a spec rebuilds (else its pairs are stored in
-    the run as corpus.tsv so it can be resumed). ``tokenizer``: "word", "wordpiece", "seed_word" (BERT-pytorch's
-    vocabulary, bertcore.data.bert_pytorch_vocab) or a tokenizer object.
+    the run as corpus.tsv so it can be resumed). ``tokenizer``: "word", "wordpiece", "bert_pytorch" (BERT-pytorch's
+    vocabulary, bertcore.data.bert_pytorch_vocab; its older name is read too) or a tokenizer object.
     ``init_from``: a checkpoint directory whose weights and tokenizer start the run (fine-tuning)."""
 
     model_config: BertConfig
@@ -184,13 +184,12 @@ class RunSpec:
 
 
 def _tokenizer(spec: RunSpec, corpus):
-    if spec.tokenizer == "word" or spec.tokenizer is None:
-        return WordTokenizer.build(corpus.texts())
-    if spec.tokenizer == "wordpiece":
+    kind = canonical_kind("word" if spec.tokenizer is None else spec.tokenizer)  # a spec saved before a rename too
+    if kind == "wordpiece":
         size = spec.tokenizer_vocab_size or suggested_vocab_size(corpus)  # None: picked as the app picks it
-        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(size))
-    if spec.tokenizer == "seed_word":
-        return SeedWordTokenizer.build(corpus.texts())
+        return default_tokenizer(corpus, kind, int(size))
+    if isinstance(kind, str) and kind in TOKENIZER_KINDS:
+        return default_tokenizer(corpus, kind, None)
     if isinstance(spec.tokenizer, str):
         raise ConfigError(Message("tokenizer {tokenizer} is unknown; use one of {kinds}",
                                   tokenizer=repr(spec.tokenizer), kinds=", ".join(map(repr, TOKENIZER_KINDS))))

@@ -1,7 +1,7 @@
 """The model's equations as LaTeX, rendered from a BertConfig, so a page shows the formulas of the model it trains.
 
 ``formulas(config)`` is pure: the same config gives the same strings, and two configs that compute differently
-give different strings for the part where they differ (tests/test_seed_presets.py checks it for every preset).
+give different strings for the part where they differ (tests/test_tutorial_presets.py checks it for every preset).
 References: embeddings BERT §3 Fig. 2, Vaswani §3.4-3.5; attention Vaswani §3.2.1; sublayer connections Vaswani
 §3.1 (post-norm) and Xiong et al. 2020 (pre-norm); LayerNorm Ba et al. 2016; MLM BERT §3.1; NSP BERT §3.2.
 """
@@ -145,7 +145,7 @@ def nsp_formula(c: BertConfig, cls_token: str = "[CLS]") -> str:
 def formulas(c: BertConfig, tokenizer=None) -> dict[str, str]:
     """LaTeX for each part of the model ``c`` describes: embeddings, attention, sublayer (with the FFN),
     layer_norm, mlm and nsp. Keys are stable; pages render each with st.latex. With ``tokenizer``, special
-    tokens are written as its vocabulary spells them (``[CLS]``, or ``<sos>`` for a seed vocabulary)."""
+    tokens are written as its vocabulary spells them (``[CLS]``, or ``<sos>`` for a BERT-pytorch vocabulary)."""
     cls = getattr(tokenizer, "cls_token", None) or "[CLS]"
     return {"embeddings": embedding_formula(c), "attention": attention_formula(c), "sublayer": sublayer_formula(c),
             "layer_norm": layer_norm_formula(c), "mlm": mlm_formula(c), "nsp": nsp_formula(c, cls)}

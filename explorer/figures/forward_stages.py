@@ -15,13 +15,13 @@ import numpy as np
 
 from bertcore.model.formulas import (activation_formula, activation_name, layer_norm_formula, mask_cases,
                                      mlm_formula, nsp_formula)
-from bertcore.presets import PRESETS, SEED_FILES
+from bertcore.presets import PRESETS, TUTORIAL_FILES
 from explorer.i18n import mark, tr
 
 
 @dataclass(frozen=True)
-class SeedRef:
-    seed: str  # the seed file's number, "000" ... "004"
+class TutorialRef:
+    tutorial: str  # the tutorial file's number in ../shared/seeds, "000" ... "004"
     code: str  # its class, function or file, e.g. "Attention.forward", "attention()"
     part: str = ""  # a name inside it, e.g. "self.position"
 
@@ -33,10 +33,10 @@ class Stage:
     group: str  # embeddings | attention | ffn | layer | heads
     tensors: tuple[str, ...]  # trace names; {L} = the chosen layer
     where: str  # the bertcore function that computes it
-    seeds: tuple[SeedRef, ...]
+    tutorials: tuple[TutorialRef, ...]
 
 
-_S = SeedRef
+_S = TutorialRef
 _EMB = "bertcore.model.layers.BertEmbeddings.forward"
 _ATT = "bertcore.model.attention.BertSelfAttention.readable"
 _A = "layer.{L}.attention."
@@ -142,10 +142,10 @@ def matching_preset(config) -> str | None:
     return None
 
 
-def design_seeds(config) -> tuple[str, ...]:
+def design_tutorials(config) -> tuple[str, ...]:
     """The seed files whose design the active model follows (empty for BERT's own design or a custom one)."""
     name = matching_preset(config)
-    return tuple(SEED_FILES.get(name) or ()) if name else ()
+    return tuple(TUTORIAL_FILES.get(name) or ()) if name else ()
 
 
 def absent_reason(stage_id: str, config, model=None) -> str | None:

@@ -6,13 +6,13 @@ import math
 
 import numpy as np
 
-from explorer.figures.forward_stages import SeedRef
+from explorer.figures.forward_stages import TutorialRef
 from explorer.i18n import tr
 
 
-def seed_line(ref: SeedRef, own: bool) -> str:
-    """"seed 000 · `Attention.forward` (`scores`)", marked when the active model follows that seed's design."""
-    text = tr("seed {n}", n=ref.seed) + f" · `{ref.code}`" + (f" (`{ref.part}`)" if ref.part else "")
+def tutorial_line(ref: TutorialRef, own: bool) -> str:
+    """"tutorial 000 · `Attention.forward` (`scores`)", marked when the active model follows that tutorial's design."""
+    text = tr("tutorial {n}", n=ref.tutorial) + f" · `{ref.code}`" + (f" (`{ref.part}`)" if ref.part else "")
     return text + (" ← " + tr("this model's design") if own else "")
 
 

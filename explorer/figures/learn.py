@@ -65,7 +65,7 @@ def discrete_colorscale(colors: Sequence[str]) -> list[list]:
 def category_grid(row_labels: Sequence[str], cells: Sequence[Sequence[str]], codes: np.ndarray,
                    categories: list[tuple[str, str, str]], title: str, legend: Iterable[str]) -> go.Figure:
     """Rows of labelled cells (one column per position), each cell coloured by its category code. Cell text and
-    title are HTML-escaped: plotly reads tags, and would drop a seed vocabulary's ``<sos>`` as one."""
+    title are HTML-escaped: plotly reads tags, and would drop a BERT-pytorch vocabulary's ``<sos>`` as one."""
     cells = [[html.escape(str(c), quote=False) for c in r] for r in cells]
     title = html.escape(title, quote=False)
     codes = np.asarray(codes, dtype=np.float32)
@@ -137,7 +137,7 @@ def top_words_bar(counts: Mapping[str, int] | Counter, k: int = 20, title: str |
 
 def token_kinds(tokens: Sequence[str], unk_token: str = "[UNK]",
                 specials: Iterable[str] = ("[PAD]", "[CLS]", "[SEP]", "[MASK]")) -> list[str]:
-    """Category per token: unk / special / piece (## continuation) / known (a seed vocabulary's <unk>, <sos> ...
+    """Category per token: unk / special / piece (## continuation) / known (a BERT-pytorch vocabulary's <unk>, <sos> ...
     count as [UNK], [CLS] ...)."""
     specials = set(specials)
     out = []
@@ -187,7 +187,7 @@ def masking_figure(tokens: Sequence[str], input_ids: Sequence[int], segment_ids:
     Token/decision/input/label rows are coloured by the masking action at that position; the segment
     row by segment (``first_segment`` is sentence A's id: 0, or 1 in BERT-pytorch's 1/2 labels). Labels are
     -100 where the token was not selected (ignored by the loss). ``mask_token`` is the tokenizer's spelling of
-    the mask ([MASK], or <mask> in a seed vocabulary), in the decision row and the legend. ``rates`` (a
+    the mask ([MASK], or <mask> in a BERT-pytorch vocabulary), in the decision row and the legend. ``rates`` (a
     ``bertcore.data.pretraining.MaskingRates``) are the rates the decisions were drawn with: the legend gives each
     action's share of the selected tokens from them. ``units`` (one label per position, "" where nothing is
     selected) adds a row naming the selection unit each token belongs to (a whole word or a span shares one action).
@@ -242,7 +242,7 @@ STAT_LINES = [
 def masking_convergence_figure(stats: Sequence[Mapping[str, float]], configured: Mapping[str, float],
                                mask_token: str = "[MASK]") -> go.Figure:
     """Empirical rates (from masking_stats over N draws) against N, with the configured rates dashed; the mask is
-    named as the tokenizer spells it (``<mask>`` in a seed vocabulary)."""
+    named as the tokenizer spells it (``<mask>`` in a BERT-pytorch vocabulary)."""
     xs = _f32([s["draws"] for s in stats])
     fig = go.Figure()
     for key, label, color in STAT_LINES:

@@ -1,9 +1,10 @@
 """Example texts a page pre-fills, in words the active model's vocabulary knows.
 
 A page's defaults are lowercase prose with punctuation split off (Predict: "the cows [MASK] the hay near the
-barn ."). A word-level or WordPiece vocabulary reads them; BERT-pytorch's seed vocabulary (tokenizer ``seed_word``) splits
-on whitespace and keeps case, so most of them would be ``<unk>``. For such a vocabulary the examples are taken
-from a corpus it knows instead (``bertcore.analysis.live_probe.default_probe``: one word masked, a true pair).
+barn ."). A word-level or WordPiece vocabulary reads them; the BERT-pytorch tutorial's vocabulary (tokenizer
+``bert_pytorch``) splits on whitespace and keeps case, so most of them would be ``<unk>``. For such a vocabulary the
+examples are taken from a corpus it knows instead (``bertcore.analysis.live_probe.default_probe``: one word masked,
+a true pair).
 A model whose vocabulary knows fewer than half of the default words gets a Chinese corpus's example when it knows
 one (a model trained on Chinese); otherwise the defaults stay, [UNK]s and all, as the user's own starting point.
 
@@ -66,8 +67,8 @@ def corpus_examples(corpus, tokenizer) -> Examples | None:
 
 def known_examples(tokenizer, defaults: Examples, corpora=(), prefer=()) -> Examples:
     """The first of ``prefer`` (corpora of the session's language) whose example the tokenizer fully knows; else
-    ``defaults`` unless ``tokenizer`` is a seed vocabulary that lacks some of their words, or any vocabulary that
-    lacks half of them (then only a Chinese corpus is a candidate); then examples from the candidate corpus
+    ``defaults`` unless ``tokenizer`` is a BERT-pytorch vocabulary that lacks some of their words, or any vocabulary
+    that lacks half of them (then only a Chinese corpus is a candidate); then examples from the candidate corpus
     whose first pairs it knows best (ties: the first given), or ``defaults`` when no corpus gives examples it
     fully knows."""
     for corpus in prefer:
@@ -76,7 +77,7 @@ def known_examples(tokenizer, defaults: Examples, corpora=(), prefer=()) -> Exam
             return ex
     if _unknown(tokenizer, defaults) == 0:
         return defaults
-    if getattr(tokenizer, "kind", None) != "seed_word":  # only a Chinese corpus replaces them (see the module doc)
+    if getattr(tokenizer, "kind", None) != "bert_pytorch":  # only a Chinese corpus replaces them (see the module doc)
         if mostly_known(tokenizer, (defaults.masked, defaults.sentence, defaults.a, defaults.b)):
             return defaults
         corpora = [c for c in corpora if c is not None and getattr(c, "pairs", None) and has_cjk(c.pairs[0][0])]
@@ -96,7 +97,7 @@ def session_examples(tokenizer, defaults: Examples) -> Examples:
     """``known_examples`` over the corpora this session can name: the Data & tokens choice, the tutorial two-liner
     and the built-in corpus (shared, already built); in 简体中文 the Chinese ones first."""
     zh = language() == "zh"
-    if getattr(tokenizer, "kind", None) != "seed_word" and not zh and _unknown(tokenizer, defaults) == 0:
+    if getattr(tokenizer, "kind", None) != "bert_pytorch" and not zh and _unknown(tokenizer, defaults) == 0:
         return defaults  # the common case costs one look at four short texts
     active = cs.active().corpus
     chinese = [active] if active is not None and active.pairs and has_cjk(active.pairs[0][0]) else []

@@ -2,7 +2,7 @@
 
 ``corpus_choice`` offers the built-in corpus, the tutorial two-liner or this session's upload; ``tokenizer_choice``
 builds the vocabulary the preset trains with by default (``bertcore.presets.preset_tokenizer``: BERT-pytorch's
-own at seed size, bertcore.data.bert_pytorch_vocab) or the one the user picks; ``probe_inputs`` the three texts the
+own at paper size, bertcore.data.bert_pytorch_vocab) or the one the user picks; ``probe_inputs`` the three texts the
 live probe asks at every evaluation (``bertcore.analysis.live_probe``); ``objective_widgets`` the objective
 switches (the sentence task, the attention direction, the masking unit with BERT's mask rate and mix), each with the
 paper it comes from; ``runtime_caption`` where it trains; ``checkpoints`` the downloads and the upload. Widget keys start with ``train_``.
@@ -13,11 +13,9 @@ import streamlit as st
 
 from bertcore.analysis.live_probe import Probe, check_probe, default_probe
 from bertcore.config import TrainConfig
-from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
 from bertcore.data.corpus import tutorial_corpus
-from bertcore.data.corpus_defaults import CorpusDefaults, corpus_defaults
+from bertcore.data.corpus_defaults import CorpusDefaults, corpus_defaults, default_tokenizer
 from bertcore.data.masking_units import geometric_pmf
-from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
 from bertcore.errors import BertcoreError
 from bertcore.presets import preset_tokenizer
 from explorer.session import corpus_state, state, uploads, workspace
@@ -29,10 +27,11 @@ BUILTIN_LABEL = mark("built-in grammar")
 TUTORIAL_LABEL = mark("tutorial two-liner")
 BUILTIN_ZH_LABEL = mark("built-in Chinese (中文)")
 UPLOADED_PREFIX = "uploaded: "  # the option of this session's upload: "uploaded: <name>"
-TOKENIZER_LABELS = {"word": mark("word-level"), "wordpiece": mark("WordPiece"), "seed_word": mark("seed vocabulary")}
+TOKENIZER_LABELS = {"word": mark("word-level"), "wordpiece": mark("WordPiece"),
+                    "bert_pytorch": mark("BERT-pytorch")}
 TOKENIZER_HELP = mark("word-level: [PAD] [UNK] [CLS] [SEP] [MASK], lowercased, punctuation split off (BERT's basic "
                   "tokenizer). WordPiece splits rare words into ##pieces, so real prose has almost no [UNK]. "
-                  "Seed vocabulary: BERT-pytorch's (seeds 000/003) <pad> <unk> <eos> <sos> <mask> at ids 0-4, then "
+                  "BERT-pytorch vocabulary (the tutorials 000/003): <pad> <unk> <eos> <sos> <mask> at ids 0-4, then "
                   "whitespace words, case kept, by frequency; inputs read <sos> A <eos> B <eos>. Type [MASK] or "
                   "<mask> on the other pages either way.")
 # The objective switches (TrainConfig.sentence_task, masking_unit; BertConfig.attention_direction): the value as
@@ -92,8 +91,8 @@ def corpus_label(option: str) -> str:
 
 
 def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool):
-    """(tokenizer, key) for the corpus. The default is the preset's vocabulary (``preset_tokenizer``: the seed's
-    own for BERT-pytorch at seed size), else word-level, or WordPiece for an upload (size from
+    """(tokenizer, key) for the corpus. The default is the preset's vocabulary (``preset_tokenizer``: the
+    tutorial's own for BERT-pytorch at paper size), else word-level, or WordPiece for an upload (size from
     ``suggested_vocab_size``). The built-in corpus shares its word-level tokenizer."""
     uploaded = choice.startswith("uploaded")
     defaults = corpus_defaults(corpus, user_file=uploaded, preset_tokenizer=preset_tokenizer(preset, size), size=size,
@@ -123,12 +122,7 @@ def tokenizer_choice(corpus, choice: str, preset: str, size: str, disabled: bool
     key = (choice, id(corpus), kind, vocab)
     if key not in cache:
         with st.spinner(tr("Building the vocabulary…")):
-            if kind == "wordpiece":
-                tok = WordPieceTokenizer.train(corpus.texts(), vocab_size=vocab)
-            elif kind == "seed_word":
-                tok = SeedWordTokenizer.build(corpus.texts())
-            else:
-                tok = WordTokenizer.build(corpus.texts())
+            tok = default_tokenizer(corpus, kind, vocab)
         cache.clear()
         cache[key] = tok
     if kind == "wordpiece" and cache[key].vocab_size > vocab:  # say the size the model really gets

@@ -1,8 +1,8 @@
 """The session's corpus and tokenizer: one small API, one cache, used by every page.
 
 Data & tokens chooses the corpus (built-in, the tutorial two-liner or an upload) and the tokenizer (word-level,
-WordPiece with a vocabulary size, or BERT-pytorch's seed vocabulary, ``bertcore.data.bert_pytorch_vocab``); Masking & NSP and Train read the same choice. Pages never touch these
-session keys directly.
+WordPiece with a vocabulary size, or the BERT-pytorch tutorial's vocabulary, ``bertcore.data.bert_pytorch_vocab``);
+Masking & NSP and Train read the same choice. Pages never touch these session keys directly.
 
 * Built-in and tutorial corpora and their tokenizers are shared read-only by all sessions (``st.cache_resource``).
 * An uploaded corpus and the tokenizers built from it belong to this session (``st.session_state``). The last
@@ -18,10 +18,10 @@ from typing import Any
 
 import streamlit as st
 
-from bertcore.data.bert_pytorch_vocab import SeedWordTokenizer
 from bertcore.data.corpora import get_corpus
 from bertcore.data.corpus import load_corpus_file, tutorial_corpus
-from bertcore.data.tokenization import WordPieceTokenizer, WordTokenizer
+from bertcore.data.corpus_defaults import default_tokenizer
+from bertcore.data.tokenization import TOKENIZER_KINDS
 from bertcore.errors import BertcoreError
 from bertcore.io.checkpoint import atomic_write
 from bertcore.training import locks
@@ -29,7 +29,7 @@ from explorer.session import workspace
 
 BUILTIN, TUTORIAL = "builtin", "tutorial"
 BUILTIN_ZH = "builtin-zh"  # the built-in Chinese grammar (bertcore.data.corpus_zh), a get_corpus spec
-KINDS = ("word", "wordpiece", "seed_word")
+KINDS = TOKENIZER_KINDS  # "word" | "wordpiece" | "bert_pytorch"
 _K_CHOICE = "bx_corpus_choice"  # the active CorpusChoice
 _K_TOKENIZERS = "bx_upload_tokenizers"  # (corpus key, kind, vocab size) -> tokenizer, uploads only
 _UPLOAD_CACHE_SIZE = 8
@@ -41,7 +41,7 @@ class CorpusChoice:
 
     corpus: Any
     key: str  # "builtin" | "tutorial" | "upload:<sha1>:<mode>"
-    kind: str = "word"  # "word" | "wordpiece" | "seed_word"
+    kind: str = "word"  # one of KINDS
     vocab_size: int | None = None  # WordPiece only
 
     @property
@@ -62,13 +62,10 @@ def _shared_tokenizer(key: str, kind: str, vocab_size: int | None):
 
 
 def build_tokenizer(corpus, kind: str, vocab_size: int | None = None):
-    """Word-level vocabulary of the corpus, a WordPiece vocabulary of ``vocab_size`` trained on it, or the seed
-    vocabulary (BERT-pytorch's WordVocab: specials, then whitespace words by frequency)."""
-    if kind == "seed_word":
-        return SeedWordTokenizer.build(corpus.texts())
-    if kind == "wordpiece":
-        return WordPieceTokenizer.train(corpus.texts(), vocab_size=int(vocab_size or 1000), min_frequency=1)
-    return WordTokenizer.build(corpus.texts())
+    """Word-level vocabulary of the corpus, a WordPiece vocabulary of ``vocab_size`` trained on it, or the
+    BERT-pytorch tutorial's (its WordVocab: specials, then whitespace words by frequency); the one builder
+    (``default_tokenizer``), with WordPiece's min_frequency=1 as these pages have always built it."""
+    return default_tokenizer(corpus, kind, vocab_size, min_frequency=1)
 
 
 def builtin_choice() -> CorpusChoice:
