@@ -114,8 +114,11 @@ def test_export_loads_in_transformers_with_identical_logits(tmp_path, pe):
     assert torch.allclose(h.seq_relationship_logits, o.nsp_logits, atol=1e-5)
     # and back again
     again = import_hf(out)
-    with torch.no_grad():
-        o2 = again.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"])
+    mine, back = dict(model.named_parameters()), dict(again.model.named_parameters())
+    assert all(torch.equal(mine[k], back[k]) for k in mine.keys() & back.keys())  # every weight exact (a sinusoidal
+    # table comes back as learned position weights: transformers' BERT has no other kind)
+    with torch.no_grad():  # the same attention path as ``o`` (with attentions: the eager one, not SDPA's kernel)
+        o2 = again.model(enc["input_ids"], enc["token_type_ids"], enc["attention_mask"], output_attentions=True)
     assert torch.allclose(o2.mlm_logits, o.mlm_logits, atol=1e-6)
 
 
