@@ -17,6 +17,7 @@ from bertcore.io.steps import list_steps
 from bertcore.training.job import INTERRUPTED, read_state
 from explorer.parts import replay, tour
 from explorer.launch import sae_jobs
+from explorer.launch.training_slots import ServerBusy, busy_message
 from explorer.parts import skills_view
 from explorer.session import page_caches, state
 from explorer.export import plotly_config
@@ -128,7 +129,11 @@ def _jobs(run_dir: Path, spec: SAESpec, steps: list[int], model) -> None:
 def _start(ws: str, run_dir: Path, spec: SAESpec, model, over: bool) -> None:
     with user_action(tr("Train the SAE")) as act:
         check_spec(spec, model)
-        sae_jobs.start_job(ws, run_dir, spec, over)
+        try:
+            sae_jobs.start_job(ws, run_dir, spec, over)
+        except ServerBusy as e:  # the server's training slots are all taken: the one Server busy message
+            st.error(busy_message(e))
+            return
     if not act.failed:
         st.rerun()
 

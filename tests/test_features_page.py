@@ -127,6 +127,15 @@ def test_train_button_trains_in_the_background_then_shows_it(features_page, trai
     sae_jobs.forget(WS)
 
 
+def test_a_full_server_shows_the_one_server_busy_message(features_page, monkeypatch):
+    monkeypatch.setattr(training_slots, "max_trainings", lambda: 0)  # every training slot taken
+    at = features_page(ft_k="3")
+    at.button(key="ft_train").click().run()
+    assert not at.exception and sae_jobs.job_for(WS) is None
+    assert [e.value for e in at.error] == [
+        "Server busy: 0 trainings running (the limit is 0, set by BERTCORE_MAX_TRAININGS). Try again in a minute."]
+
+
 def test_chinese_page(features_page, trained):
     at = features_page(lang="zh", feature="0", ft_step="final")
     assert at.title[0].value == "特征"
@@ -157,10 +166,13 @@ def test_one_sae_job_per_workspace_and_a_cap_per_server(monkeypatch, tmp_path):
     with pytest.raises(sae_jobs.JobBusy, match="already training an SAE"):
         sae_jobs.start_job("wsA-0123456789abcdef", tmp_path, spec)
     b = sae_jobs.start_job("wsB-0123456789abcdef", tmp_path, spec)
-    with pytest.raises(sae_jobs.JobBusy, match="Server busy: 2 SAEs"):
+    assert training_slots.running_trainings() == 2  # the server's training slots, shared with trainings
+    with pytest.raises(training_slots.ServerBusy) as busy:
         sae_jobs.start_job("wsC-0123456789abcdef", tmp_path, spec)
+    assert training_slots.busy_message(busy.value).startswith("Server busy: 2 trainings running (the limit is 2")
     gate.set()
     assert a.join(10) and b.join(10)
+    assert training_slots.running_trainings() == 0  # each job gave its slot back at its end
     sae_jobs.start_job("wsC-0123456789abcdef", tmp_path, spec).join(10)
     for ws in ("wsA-0123456789abcdef", "wsB-0123456789abcdef", "wsC-0123456789abcdef"):
         sae_jobs.forget(ws)

@@ -107,23 +107,26 @@ _JOBS: dict[str, SAEJob] = {}
 
 
 class JobBusy(BertcoreError):
-    """This workspace already trains an SAE, or the server trains as many as it allows (the message says which)."""
+    """This workspace already trains an SAE."""
 
 
 def start_job(workspace: str, run_dir: str | Path, spec: SAESpec, over_training: bool = False) -> SAEJob:
-    """Start an SAE job for ``workspace``; JobBusy when it has one running or when ``max_trainings()`` SAE jobs
-    (BERTCORE_MAX_TRAININGS, as for trainings) run in this server already."""
+    """Start an SAE job for ``workspace``; JobBusy when it has one running. The job takes one of the server's
+    training slots (BERTCORE_MAX_TRAININGS, shared with trainings and studies): ``training_slots.ServerBusy``, the
+    one *Server busy* message (``busy_message``), when they are all taken."""
     with _JOBS_LOCK:
         old = _JOBS.get(workspace)
         if old is not None and old.snapshot().running:
             raise JobBusy(Message("this workspace is already training an SAE; wait for it (or press Stop)"))
-        running, cap = sum(j.snapshot().running for j in _JOBS.values()), training_slots.max_trainings()
-        if running >= cap:
-            raise JobBusy(Message("Server busy: {n} SAEs are training (the limit is {cap}, set by "
-                                  "BERTCORE_MAX_TRAININGS). Try again in a minute.", n=running, cap=cap))
         job = SAEJob(run_dir, spec, over_training)
+        training_slots.acquire_slot(id(job))
+        try:
+            job.start(on_exit=lambda: training_slots.release_slot(id(job)))
+        except BaseException:
+            training_slots.release_slot(id(job))
+            raise
         _JOBS[workspace] = job
-        return job.start()  # under the lock: a second Start sees it running
+        return job  # started under the lock: a second Start sees it running
 
 
 def job_for(workspace: str) -> SAEJob | None:
