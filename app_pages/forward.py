@@ -103,7 +103,7 @@ def _where(stage, model, layer):
     st.markdown(tr("**Computed by** `{where}` · traced as {names}", where=stage.where, names=names))
     own = FS.design_tutorials(model.config)
     lines = [tutorial_line(r, r.tutorial in own) for r in stage.tutorials]
-    st.markdown(tr("**In the seed tutorials:**") + "\n" + "\n".join(f"- {s}" for s in lines))
+    st.markdown(tr("**In the tutorials:**") + "\n" + "\n".join(f"- {s}" for s in lines))
 
 
 class _View:
@@ -309,11 +309,11 @@ def render():
         "Every number is the model's own (`bertcore.analysis.trace.trace`, the same as `python -m bertcore trace`); "
         "the stage, layer, head, token and texts are in the address bar."))
     design = FS.matching_preset(model.config)
-    seeds = FS.design_tutorials(model.config)
+    tutorials = FS.design_tutorials(model.config)
     st.caption(tr("Active model: **{model}** · {L} layers × {H} heads, hidden size {D} · design: {design}",
                   model=active.label, L=model.config.num_hidden_layers, H=model.config.num_attention_heads,
                   D=model.config.hidden_size, design=design or tr("custom"))
-               + (" · " + tr("tutorials {seeds}", seeds=", ".join(seeds)) if seeds else "")
+               + (" · " + tr("tutorials {files}", files=", ".join(tutorials)) if tutorials else "")
                + (" · :orange[" + tr("untrained: random weights, so the numbers show the starting point, not "
                                      "learned behaviour") + "]" if active.kind == "untrained" else ""))
     a, b = _inputs(tok)

@@ -73,8 +73,8 @@ TABLE = (
        "workspace keeps", minimum=1),
     Setting("BERTCORE_MAX_WORKSPACE_MB", NUMBER, 500, "the disk one browser workspace may use, in MB", minimum=0.001),
     # trainings started from the app
-    Setting("BERTCORE_MAX_TRAININGS", WHOLE, 2, "the trainings, studies and SAE jobs running at once in one server process (one slot each)",
-       minimum=1),
+    Setting("BERTCORE_MAX_TRAININGS", WHOLE, 2,
+            "the trainings, studies and SAE jobs running at once in one server process (one slot each)", minimum=1),
     Setting("BERTCORE_ABANDON_SECONDS", NUMBER, 10, "the seconds a training nobody polls (a closed tab) lives on",
        minimum=0.1),
     Setting("BERTCORE_TRAINING_NICE", WHOLE, 5, "the niceness of a training (0: as the server; pages first)",

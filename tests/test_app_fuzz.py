@@ -128,14 +128,15 @@ def fuzz_workspace(good_files, tmp_path_factory) -> tuple[str, str]:
 
 
 def test_the_fuzz_covers_every_page_the_router_lists_and_over_1000_inputs():
-    assert sorted(COVERAGE) == sorted(_app_pages())
+    assert sorted(COVERAGE) == sorted(PAGES)
     assert sum(sum(floors) for floors, _, _ in COVERAGE.values()) + SIDEBAR[0] >= 1000
     assert set().union(*(kinds for _, kinds, _ in COVERAGE.values())) == set(FUZZ_KINDS)
 
 
 # A long page's fuzz is cut in shares of the strings (AppFuzz ``part``), each a test of its own: COVERAGE's floors.
 NEW_PAGE = ((0,), set(), set())  # a page not in COVERAGE yet: fuzzed whole (the coverage test asks for its row)
-CASES = [(page, k) for page in _app_pages() for k in range(len(COVERAGE.get(page, NEW_PAGE)[0]))]
+PAGES = _app_pages()
+CASES = [(page, k) for page in PAGES for k in range(len(COVERAGE.get(page, NEW_PAGE)[0]))]
 
 
 @pytest.mark.parametrize(("page", "share"), CASES, ids=[f"{p}-{k}" for p, k in CASES])
@@ -148,7 +149,7 @@ def test_every_input_of_the_page_takes_hostile_input(page, share, good_files, fu
     monkeypatch.setenv("BERTCORE_RUNS_DIR", runs_dir)
     monkeypatch.setenv("BERTCORE_MAX_CORPUS_BYTES", str(LIMIT))
     monkeypatch.setattr(training_slots, "max_trainings", lambda: 0)  # every Start button: "Server busy", no training
-    fuzz = AppFuzz(APP, good_files, LIMIT, ws=ws, click_sidebar=page == _app_pages()[0],
+    fuzz = AppFuzz(APP, good_files, LIMIT, ws=ws, click_sidebar=page == PAGES[0],
                    part=(share, len(floors)))
     path = next(p for p in fuzz.pages() if Path(p).name == page)  # the router's own entry for the file
     report = fuzz.run([path])

@@ -184,16 +184,15 @@ class RunSpec:
 
 
 def _tokenizer(spec: RunSpec, corpus):
+    """The spec's tokenizer object, or a new one of its kind built on ``corpus`` (``default_tokenizer``)."""
     kind = canonical_kind("word" if spec.tokenizer is None else spec.tokenizer)  # a spec saved before a rename too
-    if kind == "wordpiece":
-        size = spec.tokenizer_vocab_size or suggested_vocab_size(corpus)  # None: picked as the app picks it
-        return default_tokenizer(corpus, kind, int(size))
-    if isinstance(kind, str) and kind in TOKENIZER_KINDS:
-        return default_tokenizer(corpus, kind, None)
-    if isinstance(spec.tokenizer, str):
+    if not isinstance(kind, str):
+        return spec.tokenizer
+    if kind not in TOKENIZER_KINDS:
         raise ConfigError(Message("tokenizer {tokenizer} is unknown; use one of {kinds}",
                                   tokenizer=repr(spec.tokenizer), kinds=", ".join(map(repr, TOKENIZER_KINDS))))
-    return spec.tokenizer
+    size = (spec.tokenizer_vocab_size or suggested_vocab_size(corpus)) if kind == "wordpiece" else None  # the app's
+    return default_tokenizer(corpus, kind, size)
 
 
 def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=None, callbacks=None) -> Trainer:

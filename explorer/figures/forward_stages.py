@@ -143,7 +143,7 @@ def matching_preset(config) -> str | None:
 
 
 def design_tutorials(config) -> tuple[str, ...]:
-    """The seed files whose design the active model follows (empty for BERT's own design or a custom one)."""
+    """The tutorial files whose design the active model follows (empty for BERT's own design or a custom one)."""
     name = matching_preset(config)
     return tuple(TUTORIAL_FILES.get(name) or ()) if name else ()
 
