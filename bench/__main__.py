@@ -23,6 +23,9 @@ from bench.training import (
 )
 
 
+PARTS = ("training", "skill", "inference", "app")  # --only: the sections of one run
+
+
 def log(*a) -> None:
     print(*a, file=sys.stderr, flush=True)  # progress on stderr: stdout carries only the table / JSON
 
@@ -34,7 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=2, help="torch threads for the training comparison (default 2)")
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of tiny,small,base4")
     p.add_argument("--no-app", action="store_true", help="skip the app measurements")
+    p.add_argument("--only", default=",".join(PARTS), help="comma-separated subset of " + ",".join(PARTS))
     args = p.parse_args(argv)
+    parts = {x.strip() for x in args.only.split(",") if x.strip()}
+    if not parts or parts - set(PARTS):
+        p.error(f"--only {args.only!r}: choose from {', '.join(PARTS)}")
     from bertcore.data.corpus import builtin_corpus
 
     torch.set_num_threads(args.threads)
@@ -46,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     corpus = builtin_corpus(n_pairs=3000) if args.quick else builtin_corpus()
     r["corpus_pairs"] = len(corpus)
     r["training"] = []
-    for name in [c.strip() for c in args.configs.split(",") if c.strip()]:
+    for name in [c.strip() for c in args.configs.split(",") if c.strip()] if "training" in parts else []:
         if name not in CONFIGS:
             p.error(f"unknown config {name!r}; choose from {', '.join(CONFIGS)}")
         log(f"bench: training {name} ...")
@@ -61,11 +68,15 @@ def main(argv: list[str] | None = None) -> int:
             c[f"{k}_peak_frac"] = c[f"{k}_gflops"] / r["peak"]["gflops"]
             c[f"{k}_useful_peak_frac"] = c[f"{k}_useful_gflops"] / r["peak"]["gflops"]
 
-    log("bench: time to skill ...")
-    r["time_to_skill"] = user.bench_skill(builtin_corpus(), args.quick)
-    log("bench: inference ...")
-    r["inference"] = user.bench_inference(corpus, args.quick)
-    if args.quick or args.no_app:
+    if "skill" in parts:
+        log("bench: time to skill ...")
+        r["time_to_skill"] = user.bench_skill(builtin_corpus(), args.quick)
+    if "inference" in parts:
+        log("bench: inference ...")
+        r["inference"] = user.bench_inference(corpus, args.quick)
+    if "app" not in parts:
+        r["app"] = {"skipped": "app part not run (--only)"}
+    elif args.quick or args.no_app:
         r["app"] = {"skipped": "app part not run (" + ("--quick" if args.quick else "--no-app") + ")"}
     else:
         log("bench: app ...")

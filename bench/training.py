@@ -337,21 +337,21 @@ def render(r: dict) -> str:
                      f"{c['bertcore_gflops']:.1f} ({100 * c['bertcore_peak_frac']:.0f}%) | {c['hf_gflops']:.1f} "
                      f"({100 * c['hf_peak_frac']:.0f}%) | {c['bertcore_useful_gflops']:.1f} ({100 * c['bertcore_useful_peak_frac']:.0f}%)"
                      f" / {c['hf_useful_gflops']:.1f} ({100 * c['hf_useful_peak_frac']:.0f}%) |")
-    sk = r["time_to_skill"]
+    sk = r.get("time_to_skill") or {"marks_s": (0, 0), "skipped": True}
     a, b = sk["marks_s"]
-    lines += ["", f"time to skill (held-out masked-token acc >= {sk['target_acc']:.3f} = 2x unigram "
+    lines += [] if "skipped" in sk else ["", f"time to skill (held-out masked-token acc >= {sk['target_acc']:.3f} = 2x unigram "
               f"{sk['unigram_baseline']:.3f}; defaults, {sk['num_threads']} thread):",
               f"| model | time to skill (s) | step | acc @ {a:.0f}s | acc @ {b:.0f}s | steps done |", "|---|---|---|---|---|---|"]
-    for k in ("bertcore", "transformers"):
+    for k in ("bertcore", "transformers") if "skipped" not in sk else ():
         d = sk[k]
         lines.append(f"| {k} | {_f(d['time_to_skill_s'])} | {_f(d['step_at_skill'])} | {_f(d[f'acc_at_{int(a)}s'], 3)} | "
                      f"{_f(d[f'acc_at_{int(b)}s'], 3)} | {d['steps_done']} |")
-    inf = r["inference"]
-    lines += ["", "| inference (32-token pair) | p50 ms | p95 ms |", "|---|---|---|"]
-    for name in ("tiny", "base4"):
+    inf = r.get("inference") or {}
+    lines += ["", "| inference (32-token pair) | p50 ms | p95 ms |", "|---|---|---|"] if inf else []
+    for name in ("tiny", "base4") if inf else ():
         for op in ("fill_mask", "inspect_pair"):
             lines.append(f"| {name} {op} | {inf[name][op]['p50_ms']:.2f} | {inf[name][op]['p95_ms']:.2f} |")
-    mini = inf["minilm"]
+    mini = inf.get("minilm", {"skipped": "inference not run (--only)"})
     if "load_s" in mini:
         lines.append(f"| MiniLM inspect_pair ({mini['heads']} heads) | {mini['inspect_pair']['p50_ms']:.1f} | "
                      f"{mini['inspect_pair']['p95_ms']:.1f} |")

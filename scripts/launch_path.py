@@ -117,6 +117,9 @@ def main() -> int:
         if "-v" in sys.argv:
             print("calls:", ", ".join(f"{n}×{v}" if v > 1 else n for n, v in sorted(c.items())))
     print("the child's way to the first step:", way)
+    both = collections.Counter(page["calls"]) + calls
+    print("checks, both sides:", ", ".join(f"{n.rsplit('.', 1)[-1]}×{both[n]}" for n in (
+        "bertcore.config.check_compatible", "bertcore.launch.service.check_budget")))
     return 0
 
 

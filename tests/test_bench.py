@@ -1,5 +1,5 @@
-"""Smoke test of `python -m bench --quick --json`: one JSON object with the expected structure and
-positive, finite numbers. No timing assertions (CI machines vary); the numbers live in docs/BENCH.md."""
+"""Smoke test of `python -m bench --quick --json`, in two parts (`--only`): one JSON object each with the expected
+structure and positive, finite numbers. No timing assertions (CI machines vary); the numbers live in docs/BENCH.md."""
 import json
 import math
 import os
@@ -25,48 +25,70 @@ def _numbers(x):
             yield from _numbers(v)
 
 
-@pytest.fixture(scope="module")
-def quick():
+def _bench(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    p = subprocess.run([sys.executable, "-m", "bench", "--quick", "--json"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "bench", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _quick(only: str) -> dict:
+    p = _bench("--quick", "--json", "--only", only)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout)  # exactly one JSON object on stdout (progress goes to stderr)
 
 
-def test_structure(quick):
-    assert quick["quick"] is True
-    for key in ("machine", "peak", "flops_formula", "training", "time_to_skill", "inference", "app", "targets"):
-        assert key in quick
-    assert [c["config"] for c in quick["training"]] == ["tiny", "small", "base4"]
-    assert "skipped" in quick["app"]  # --quick skips the app part, with a note
-    for name in ("tiny", "base4"):
-        for op in ("fill_mask", "inspect_pair"):
-            assert set(quick["inference"][name][op]) >= {"p50_ms", "p95_ms"}
-    for k in ("bertcore", "transformers"):
-        assert "time_to_skill_s" in quick["time_to_skill"][k]
-    assert all({"target", "value", "met"} <= set(t) for t in quick["targets"])
+@pytest.fixture(scope="module")
+def quick_training():
+    """The training comparison of a quick run (tiny, small, base4 against transformers, the matmul peak)."""
+    return _quick("training")
 
 
-def test_numbers_positive_and_finite(quick):
-    assert quick["peak"]["gflops"] > 0
-    for c in quick["training"]:
+@pytest.fixture(scope="module")
+def quick_user():
+    """The rest of a quick run: time to skill (up to the first evaluation) and inference."""
+    return _quick("skill,inference")
+
+
+def test_training_part(quick_training):
+    q = quick_training
+    assert q["quick"] is True
+    for key in ("machine", "peak", "flops_formula", "training", "targets"):
+        assert key in q
+    assert "time_to_skill" not in q and "inference" not in q and "skipped" in q["app"]  # --only training
+    assert [c["config"] for c in q["training"]] == ["tiny", "small", "base4"]
+    assert q["peak"]["gflops"] > 0
+    for c in q["training"]:
         for k in ("bertcore_steps_s", "hf_steps_s", "ratio", "bertcore_gflops", "hf_gflops",
                   "bertcore_peak_frac", "useful_gflop_per_step"):
             assert c[k] > 0 and math.isfinite(c[k]), (c["config"], k, c[k])
+    assert all(math.isfinite(x) and x >= 0 for x in _numbers(q["training"]))
+    assert [t["target"].split(":")[0] for t in q["targets"]][:3] == ["tiny", "small", "base4"]
+    assert all({"target", "value", "met"} <= set(t) for t in q["targets"])
+
+
+def test_skill_and_inference_parts(quick_user):
+    q = quick_user
+    assert q["training"] == [] and "skipped" in q["app"]
     for name in ("tiny", "base4"):
         for op in ("fill_mask", "inspect_pair"):
-            v = quick["inference"][name][op]
+            v = q["inference"][name][op]
+            assert set(v) >= {"p50_ms", "p95_ms"}
             assert 0 < v["p50_ms"] <= v["p95_ms"] and math.isfinite(v["p95_ms"])
-    sk = quick["time_to_skill"]
+    sk = q["time_to_skill"]
     assert 0 < sk["unigram_baseline"] < sk["target_acc"] < 1
     for k in ("bertcore", "transformers"):
-        assert sk[k]["steps_done"] > 0
+        assert "time_to_skill_s" in sk[k]
+        assert sk[k]["steps_done"] == sk["eval_every"]  # --quick: up to the first evaluation, for both
         assert 0 <= sk[k]["final_acc"] <= 1
-    assert all(math.isfinite(x) and x >= 0 for x in _numbers(quick["training"]))
-    mini = quick["inference"]["minilm"]
+    mini = q["inference"]["minilm"]
     if "skipped" not in mini:
         assert mini["load_s"] > 0 and mini["heads"] == 72 and mini["inspect_pair"]["p50_ms"] > 0
+    assert any(t["target"].startswith("bertcore reaches 2x unigram") for t in q["targets"])
+
+
+def test_only_takes_known_parts():
+    p = _bench("--only", "training,nope")
+    assert p.returncode == 2 and "--only 'training,nope': choose from training, skill, inference, app" in p.stderr
 
 
 def test_flops_formula_counts_mlm_work():

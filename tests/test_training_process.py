@@ -230,3 +230,44 @@ def test_the_server_settings_are_checked(monkeypatch):
         server_process.server_threads()
     monkeypatch.setenv("BERTCORE_SWITCH_INTERVAL", "0")
     assert server_process.switch_interval() == 0.0001  # clamped to its floor
+
+
+def test_each_check_runs_once_per_training_across_the_process_boundary(data, tmp_path, monkeypatch):
+    """A spec checked where it is built (the Train page's ``app_spec``) travels as JSON: the training route in the
+    child checks neither the configs nor the budget again; a spec changed after its check is checked again."""
+    from bertcore.errors import ConfigError
+    from bertcore.training import trainer as trainer_mod
+
+    corpus, tok, cfg = data
+    calls = {"compatible": 0, "budget": 0}
+    real_compatible, real_budget = service.check_compatible, service.check_budget
+
+    def compatible(*a):
+        calls["compatible"] += 1
+        return real_compatible(*a)
+
+    def budget(*a, **kw):
+        calls["budget"] += 1
+        return real_budget(*a, **kw)
+
+    monkeypatch.setattr(service, "check_compatible", compatible)
+    monkeypatch.setattr(trainer_mod, "check_compatible", compatible)
+    monkeypatch.setattr(service, "check_budget", budget)
+    spec = RunSpec(cfg, _tc(steps=3), corpus=corpus, tokenizer=tok, name="once")
+    spec.check()  # where the page builds it
+    assert calls == {"compatible": 1, "budget": 1}
+    folder = tmp_path / "launch"
+    folder.mkdir()
+    child_spec = RunSpec.from_json(spec.to_json(folder, 0), folder)  # what the training process reads
+    result = service.train(child_spec, tmp_path / "run")
+    assert result.status == "finished" and result.trainer.step_count == 3
+    assert calls == {"compatible": 1, "budget": 1}
+    # a spec changed after its check (its max_seq_len past the position table) is checked, and refused, again
+    changed = RunSpec.from_json(spec.to_json(folder, 1), folder)
+    changed.train_config.max_seq_len = 128
+    with pytest.raises(ConfigError, match="max_position_embeddings"):
+        service.train(changed, tmp_path / "run2")
+    # a spec nobody checked (the CLI, a notebook) is checked by the route, once
+    calls.update(compatible=0, budget=0)
+    service.train(RunSpec(cfg, _tc(steps=2), corpus=corpus, tokenizer=tok), tmp_path / "run3")
+    assert calls == {"compatible": 1, "budget": 1}

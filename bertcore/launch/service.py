@@ -92,6 +92,7 @@ class RunSpec:
     resume_from: str | Path | None = None  # a stopped run directory to continue instead (the configs: for display)
     run_dir: str | Path | None = None  # where the run is written (None: a new folder below the caller's parent)
     evaluate: bool = False  # once finished, score it as the lab does (bertcore.lab.evaluate: evaluation.json)
+    checked: str | None = None  # what check() passed for (``check_key``); to_json carries it: not checked again
 
     def to_json(self, folder: Path, i: int) -> dict:
         """This spec as a JSON object for a training in another process (bertcore.launch.worker); the corpus, a
@@ -102,7 +103,7 @@ class RunSpec:
         e = {"run_dir": None if self.run_dir is None else str(self.run_dir), "evaluate": bool(self.evaluate),
              "model_config": self.model_config.to_dict(), "train_config": self.train_config.to_dict(),
              "corpus_spec": self.corpus_spec, "preset": self.preset, "name": self.name, "source": self.source,
-             "defaults": self.defaults, "skills": bool(self.skills),
+             "defaults": self.defaults, "skills": bool(self.skills), "checked": self.checked,
              "runtime": self.runtime.to_dict() if self.runtime is not None else None}
         if isinstance(self.corpus, str):
             e["corpus"] = self.corpus
@@ -157,13 +158,14 @@ class RunSpec:
                    probe=probe, model=model, skills=bool(e.get("skills", True)),
                    skill_csv=skill_csv, defaults=e.get("defaults"),
                    runtime=Runtime.from_dict(e["runtime"]) if e.get("runtime") else None,
-                   run_dir=e.get("run_dir"), evaluate=bool(e.get("evaluate")))
+                   run_dir=e.get("run_dir"), evaluate=bool(e.get("evaluate")), checked=e.get("checked"))
 
     def check(self, est: dict | None = None) -> dict:
         """Check this spec as a whole: the two configs agree, a shards run keeps BERT's own objective, and it fits
         the memory budget at the vocabulary known now (a tokenizer object's, else the config's). Called where a
         spec is built (the Train page, the CLI) and by ``train``; ConfigError says what to change. The estimate,
-        or {} for a resume (``resume`` checks it from the run's own files)."""
+        or {} for a resume (``resume`` checks it from the run's own files). Sets ``checked``, so ``train`` (in
+        this process or in a training process, through the JSON) does not check it again while its configs stay."""
         if self.resume_from is not None:
             return {}
         bert, tc = self.model_config, self.train_config
@@ -173,10 +175,18 @@ class RunSpec:
                                       "(sentence_task=nsp, masking_unit=token, bidirectional attention); train the "
                                       "other objectives from a corpus (--corpus FILE)"))
         if self.init_from is not None or self.data is not None:
+            self.checked = self.check_key()
             return est or {}  # the vocabulary and model come from the checkpoint or the shards: checked there
         if self.known_vocab() != bert.vocab_size:
             bert, est = bert.replace(vocab_size=self.known_vocab()), None
-        return check_budget(bert, tc, est)
+        est = check_budget(bert, tc, est)
+        self.checked = self.check_key()
+        return est
+
+    def check_key(self) -> str:
+        """What ``check`` depends on, as JSON: a spec whose configs changed after its check is checked again."""
+        return json.dumps([self.model_config.to_dict(), self.train_config.to_dict(), self.known_vocab(),
+                           self.data is None, self.init_from is None], sort_keys=True, default=str)
 
     def known_vocab(self) -> int:
         """The vocabulary size known before training builds a tokenizer: a tokenizer object's, else the config's."""
@@ -195,8 +205,10 @@ def _tokenizer(spec: RunSpec, corpus):
     return default_tokenizer(corpus, kind, size)
 
 
-def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=None, callbacks=None) -> Trainer:
-    """A Trainer over the shards in ``data_dir`` (bertcore.data.shards); this process's slice when distributed."""
+def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=None, callbacks=None,
+                   checked: bool = False) -> Trainer:
+    """A Trainer over the shards in ``data_dir`` (bertcore.data.shards); this process's slice when distributed.
+    ``checked``: the two configs were checked together (``RunSpec.check``)."""
     rt = runtime if runtime is not None else Runtime()
     reader = ShardReader.open(data_dir)
     tok = reader.tokenizer()
@@ -209,18 +221,20 @@ def _shard_trainer(data_dir, bert: BertConfig, tc: TrainConfig, runtime, model=N
     check_budget(bert, tc)
     data = ShardData(reader, tok, tc.max_seq_len, MaskingRates.from_train_config(tc), tc.nsp_positive_prob,
                      tc.held_out_frac, tc.seed, tc.batch_size, rt.grad_accum, rt.rank, rt.world_size)
-    return Trainer(bert, tc, data=data, runtime=rt, model=model, callbacks=callbacks)
+    return Trainer(bert, tc, data=data, runtime=rt, model=model, callbacks=callbacks, checked=checked)
 
 
 def prepare(spec: RunSpec, callbacks: Callbacks | None = None, records: TrainingRecords | None = None):
     """Check ``spec`` (``RunSpec.check``) and build (trainer, corpus spec to record, corpus, records); the records
     (live probe, skills, attention snapshots: bertcore.analysis.records; ``records`` when the caller keeps them)
     listen on the main process only, ``callbacks`` to the trainer. Raises BertcoreError on bad input before
-    anything is loaded; the budget is checked again only when the vocabulary turns out other than checked."""
-    spec.check()
+    anything is loaded. Each check runs once per training: ``check()`` unless the spec was checked where it was
+    built, the budget again only for a vocabulary other than the one checked (a checkpoint's, one built here)."""
+    if spec.resume_from is None and spec.checked != spec.check_key():
+        spec.check()
     bert, tc = spec.model_config, spec.train_config
     if spec.data is not None:
-        trainer = _shard_trainer(spec.data, bert, tc, spec.runtime, callbacks=callbacks)
+        trainer = _shard_trainer(spec.data, bert, tc, spec.runtime, callbacks=callbacks, checked=True)
         return trainer, SHARDS_PREFIX + str(Path(spec.data).resolve()), None, _attach(trainer, records, None, None)
     corpus = load_run_corpus(spec.corpus) if isinstance(spec.corpus, str) else spec.corpus
     corpus_spec = spec.corpus if isinstance(spec.corpus, str) else spec.corpus_spec
@@ -239,7 +253,7 @@ def prepare(spec: RunSpec, callbacks: Callbacks | None = None, records: Training
     own = parse_skill_csv(spec.skill_csv[1], spec.skill_csv[0], tokenizer) if spec.skill_csv else None
     suite = SkillSuite.for_run(corpus, tokenizer, tc.max_seq_len, own, builtin=spec.skills)
     trainer = Trainer(bert, tc, corpus, tokenizer=tokenizer, model=model, callbacks=callbacks,
-                      runtime=spec.runtime)
+                      runtime=spec.runtime, checked=spec.init_from is None)  # a checkpoint's config: not checked
     return trainer, corpus_spec, corpus, _attach(trainer, records, spec.probe, suite)
 
 

@@ -70,12 +70,13 @@ class Trainer(Stoppable):
     ``callbacks``: who listens (``bertcore.training.callbacks.Callbacks``; the trainer keeps its own copy).
     ``prefetch``: steps whose batches ``run`` makes ahead on a background thread (default: PREFETCH_DEPTH on CUDA,
     0 on the CPU); ``defer_rows``: keep each step's numbers on the device and read them every GOOD_COPY_EVERY
-    steps (default: on CUDA). Neither changes the curve.
+    steps (default: on CUDA). Neither changes the curve. ``checked``: the caller checked the two configs together
+    (``RunSpec.check``, the training route), so they are not checked again.
     """
 
     def __init__(self, model_config: BertConfig, train_config: TrainConfig, corpus=None, tokenizer=None, model=None,
                  data=None, runtime=None, callbacks: Callbacks | None = None, prefetch: int | None = None,
-                 defer_rows: bool | None = None):
+                 defer_rows: bool | None = None, checked: bool = False):
         if data is not None:
             tokenizer = data.tokenizer
         elif tokenizer is None:
@@ -89,7 +90,8 @@ class Trainer(Stoppable):
                 f"the model has vocab_size={model_config.vocab_size} but the tokenizer has {tokenizer.vocab_size} "
                 "tokens; train with the tokenizer the model was built for"
             )
-        check_compatible(model_config, train_config)
+        if not checked:  # a caller that built the configs by hand; the training route checked them already
+            check_compatible(model_config, train_config)
         self.model_config, self.config, self.tokenizer, self.corpus = model_config, train_config, tokenizer, corpus
         tc = train_config
         rates = MaskingRates.from_train_config(tc)
