@@ -18,6 +18,7 @@ from bertcore.data.corpus import tutorial_corpus
 from bertcore.errors import BertcoreError
 from bertcore.launch.service import RunSpec
 from bertcore.training import runs
+from bertcore.training.job import BackgroundJob
 from explorer.i18n import tr
 from explorer.launch.training_run import TRAINED_LABEL, TrainingRun, find_live, register_live
 from explorer.launch.training_slots import ServerBusy, busy_message, training_runtime
@@ -67,28 +68,25 @@ def app_spec(model_config: BertConfig, train_config: TrainConfig, corpus, tokeni
     return spec
 
 
-def start_run(specs: list[RunSpec], key: str = _K_RUN) -> str | None:
-    """Start a background run of ``specs`` (``app_spec``) stored under ``key``; they write run directories into
-    this workspace. Returns an error message (busy server, workspace full, already running) or None."""
+def start_run(job, key: str = _K_RUN) -> str | None:
+    """Start ``job`` in the background and keep it under ``key`` (session and workspace, so a reloaded tab finds
+    it: ``get_run``). ``job`` is a list of specs (``app_spec``; one with ``resume_from`` continues that run),
+    trained as one ``TrainingRun`` into this workspace, or a job already built (a study's ``StudyRun``). Returns
+    the message that says why it did not start (read-only link, already running, workspace full, server busy) or
+    None."""
     if read_only():
         return tr(READ_ONLY)
     old = get_run(key)
     if old is not None and old.running:
         return tr("A training is already running in this workspace; stop it first.")
-    ws = workspace_id()
-    on_end = (lambda d: runs.write_workspace(ws, active=f"run:{Path(d).name}")) if key == _K_RUN else None
-    try:  # a full workspace, or a server setting (BERTCORE_*) that is not a number
-        runs.check_capacity(workspace_path(), new_runs=len(specs))
-        run = TrainingRun(specs, runs_dir=workspace_path(create=True), on_end=on_end)
-    except BertcoreError as e:
-        return error_text(e)
-    return launch(key, run)
-
-
-def launch(key: str, run) -> str | None:
-    """Start ``run`` (a TrainingRun or a study's StudyRun) and keep it under ``key`` (session and workspace, so a
-    reloaded tab finds it: ``get_run``); the server-busy message, another error's text, or None."""
-    try:
+    try:  # a full workspace, a busy server, or a server setting (BERTCORE_*) that is not a number
+        if isinstance(job, BackgroundJob):
+            run = job
+        else:
+            new = sum(spec.resume_from is None for spec in job)  # a resume adds no run
+            if new:
+                runs.check_capacity(workspace_path(), new_runs=new)
+            run = TrainingRun(job, runs_dir=workspace_path(create=True), on_end=_make_active(key))
         run.start()
     except ServerBusy as e:
         return busy_message(e)
@@ -97,6 +95,14 @@ def launch(key: str, run) -> str | None:
     st.session_state[key] = run
     register_live(workspace_id(), key, run)
     return None
+
+
+def _make_active(key: str):
+    """What the Train page's run does at its end: its last run becomes the workspace's active model."""
+    if key != _K_RUN:
+        return None
+    ws = workspace_id()
+    return lambda d: runs.write_workspace(ws, active=f"run:{Path(d).name}")
 
 
 def resume_run(run_id: str) -> str | None:
@@ -118,17 +124,7 @@ def resume_run(run_id: str) -> str | None:
         bc = BertConfig.from_dict({k: v for k, v in raw.items() if k in BertConfig.__dataclass_fields__})
     except (BertcoreError, OSError, ValueError, TypeError, AttributeError):
         bc = None  # resume itself reports a damaged config.json
-    old = get_run()
-    if old is not None and old.running:
-        return tr("A training is already running in this workspace; stop it first.")
-    ws = workspace_id()
-    try:
-        run = TrainingRun([RunSpec(bc, tc, name=info.name, resume_from=d, runtime=training_runtime())],
-                          runs_dir=workspace_path(create=True),
-                          on_end=lambda p: runs.write_workspace(ws, active=f"run:{Path(p).name}"))
-    except BertcoreError as e:  # a server setting (BERTCORE_*) that is not a number
-        return error_text(e)
-    return launch(_K_RUN, run)
+    return start_run([RunSpec(bc, tc, name=info.name, resume_from=d, runtime=training_runtime())])
 
 
 def forget_run(key: str = _K_RUN) -> None:

@@ -3,7 +3,7 @@
 A study folder is a direct child of the workspace (``<workspace>/<id>/``, run.json kind "study"), so it is one entry
 of the workspace's run list while its runs stay inside it (``runs/``); a fine-tune page keeps its own below
 ``<workspace>/finetunes/``. ``start`` launches a ``explorer.launch.study_run.StudyRun`` under a session-state key
-as a training is launched (``explorer.launch.launcher.launch``: kept with the workspace's live runs), so a reload
+as a training is launched (``explorer.launch.launcher.start_run``: kept with the workspace's live runs), so a reload
 or a deep link finds it still running and the sidebar's heartbeat keeps it alive while the user looks at another page.
 
 The Lab page's own steps: ``begin`` (a new folder, its plan, started), ``resume`` (Start again: only what is
@@ -64,7 +64,7 @@ def start(plan: S.Plan, slot: str = LAB_SLOT, lanes: int | None = None) -> str |
         run = StudyRun(plan, lanes_for(plan, lanes))
     except BertcoreError as e:
         return error_text(e)
-    return launcher.launch(slot, run)
+    return launcher.start_run(run, slot)
 
 
 def forget(slot: str = LAB_SLOT) -> None:
