@@ -1,6 +1,8 @@
 """Shared fixtures: the browser tests' app server, chromium launch settings and wait budgets (tests/test_browser.py),
 the clean-up of background training runs that any test started (append them to TRAINING_RUNS), and a
-per-test BERTCORE_RUNS_DIR in tmp so no test writes runs outside tmp.
+per-test BERTCORE_RUNS_DIR in tmp so no test writes runs outside tmp; the long tests (marks ``load`` and ``long``)
+are handed out first, so that under ``-n 2`` the short ones fill the other worker instead of one long test ending
+the run alone.
 """
 from __future__ import annotations
 
@@ -18,6 +20,12 @@ from browser_marks import SERVER_ENV
 # ``expect`` with no timeout of its own waits UPDATE, never Playwright's 5 s; every page's actions and navigations
 # wait LOAD (the ``context`` fixture below). tests/test_browser_budgets.py checks that no test sets its own.
 expect.set_options(timeout=UPDATE)
+
+
+def pytest_collection_modifyitems(items):
+    """The tests of a minute and more first, in their collected order (pytest-xdist hands tests out in this order),
+    then the rest as collected."""
+    items.sort(key=lambda item: item.get_closest_marker("load") is None and item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(scope="session")

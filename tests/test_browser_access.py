@@ -18,7 +18,7 @@ from playwright.sync_api import Page, expect
 from explorer.session import folder_access, share_links
 from tiny_runs import model_folder, workspace_run
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.long]  # a minute and more: started first (conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 OWNER = "owner-workspace-0001xyz"

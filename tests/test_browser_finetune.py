@@ -8,11 +8,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from browser_marks import BROWSER, LOAD, MAIN, SIDEBAR, TRAIN, until, wait_idle
 from playwright.sync_api import Page, expect
 from test_browser import assert_offline, assert_page_ok, offline_page, plot  # noqa: F401 (offline_page: a fixture)
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.long]  # a minute and more: started first (conftest.py)
 
 
 def _small_checkpoint_zip(tmp_path) -> Path:

@@ -13,7 +13,7 @@ from browser_marks import BROWSER, LOAD, MAIN, SERVER_ENV, SIDEBAR, TRAIN, until
 from playwright.sync_api import Page, expect
 from test_browser import assert_offline, assert_page_ok, offline_page, plot  # noqa: F401 (offline_page: a fixture)
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.long]  # a minute and more: started first (conftest.py)
 PROGRESS = f'{MAIN} [data-testid="stProgress"]'
 
 

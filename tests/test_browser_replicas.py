@@ -17,7 +17,7 @@ from browser_marks import BROWSER, LOAD, SERVER_ENV, TRAIN, UPDATE, apply_budget
 
 from bench.harness.nginx import NGINX, Nginx
 
-pytestmark = [*BROWSER, pytest.mark.skipif(NGINX is None, reason="needs nginx (scripts/install-test-tools.sh)")]
+pytestmark = [*BROWSER, pytest.mark.long, pytest.mark.skipif(NGINX is None, reason="needs nginx (scripts/install-test-tools.sh)")]
 
 from playwright.sync_api import Page, expect  # noqa: E402
 

@@ -16,7 +16,7 @@ import pytest
 from browser_marks import BROWSER, LOAD, MAIN, SERVER_ENV, SIDEBAR, TRAIN, apply_budgets, until, wait_idle
 from playwright.sync_api import Page, expect
 
-pytestmark = BROWSER
+pytestmark = [*BROWSER, pytest.mark.long]  # a minute and more: started first (conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 # long enough that a quiet machine does not finish before the test sees the first checkpoint (a 60-step run

@@ -170,6 +170,7 @@ def test_a_study_started_on_the_page_fills_its_table_and_is_found_again(monkeypa
     assert _active(cold) == "**Active model:** custom · mlm_probability=0.3 · seed 0"
 
 
+@pytest.mark.long  # three trainings, each in its own process, scored
 def test_a_study_stopped_part_way_starts_again_and_trains_only_what_is_missing(monkeypatch):
     monkeypatch.setenv("BERTCORE_MAX_TRAININGS", "1")  # one lane: the runs one after the other
     ws = runs.new_workspace_id()

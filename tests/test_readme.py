@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -33,6 +34,7 @@ def python_example() -> str:
     return blocks[0]
 
 
+@pytest.mark.long  # a fresh interpreter trains 300 steps
 def test_the_python_example_runs_as_written(tmp_path):
     code = python_example()
     assert len(code.strip().splitlines()) <= 14
@@ -60,9 +62,9 @@ def test_the_python_example_runs_as_written(tmp_path):
 
 
 # The README's test command (.ci/run runs exactly it): the tests without a browser in two xdist workers, then the
-# browser tests alone (they time what chromium draws on the same cores)
+# browser tests in two workers too (each worker has its own chromium and servers; no test asserts a speed)
 TEST_COMMAND = ('bash scripts/install-test-tools.sh && python -m pytest -n 2 -m "not browser" '
-                '&& python -m pytest -m browser')
+                '&& python -m pytest -n 2 -m browser')
 
 
 def test_short_with_the_essentials_on_the_first_screen():
