@@ -271,3 +271,31 @@ def test_each_check_runs_once_per_training_across_the_process_boundary(data, tmp
     calls.update(compatible=0, budget=0)
     service.train(RunSpec(cfg, _tc(steps=2), corpus=corpus, tokenizer=tok), tmp_path / "run3")
     assert calls == {"compatible": 1, "budget": 1}
+
+
+def test_the_child_steps_its_first_step_five_calls_from_its_start(data, tmp_path, monkeypatch):
+    """docs/CONTRACT.md's way in the training process: ``child → run_jobs → train → run_steps → Trainer.step``;
+    ``drive`` keeps the run directory as the context around the loop, off the way. The run still ends finished."""
+    import inspect
+
+    from bertcore.training import trainer as trainer_mod
+    from bertcore.training.drive import StopSignal
+
+    corpus, tok, cfg = data
+    ways, real_step = [], trainer_mod.Trainer.step
+    root = str(Path(service.__file__).resolve().parents[2])
+
+    def step(self):
+        if not ways:  # the project functions on the stack at the first step, outermost first
+            ways.append([f.function for f in reversed(inspect.stack()[1:]) if f.filename.startswith(root)
+                         and "/tests/" not in f.filename])
+        return real_step(self)
+
+    monkeypatch.setattr(trainer_mod.Trainer, "step", step)
+    events = []
+    worker.run_jobs([RunSpec(cfg, _tc(steps=3), corpus=corpus, tokenizer=tok, name="way")], tmp_path, events.append,
+                    StopSignal())
+    assert ways == [["run_jobs", "train", "run_steps"]]
+    end = [e for e in events if e["ev"] == "job_end"]
+    assert end and end[0]["status"] == "finished" and end[0]["steps"] == 3
+    assert runs.read_run(end[0]["run_dir"]).status == "finished"

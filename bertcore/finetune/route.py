@@ -37,6 +37,7 @@ from bertcore.io.checkpoint import atomic_save_safetensors, atomic_write
 from bertcore.message import Message
 from bertcore.training import runs
 from bertcore.training.drive import Route, RunResult, StopSignal, drive, open_run_dir
+from bertcore.training.loop import run_steps
 
 
 def _mode(cfg: FinetuneConfig) -> str:
@@ -96,7 +97,9 @@ def finetune(tuner: FineTuner, run_dir=None, *, parent=None, source: str = "", n
     listens registers on ``tuner.callbacks``."""
     meta = finetune_meta(tuner, source, name)
     d = open_run_dir(run_dir, parent, meta["name"])
-    return drive(tuner, d, meta, stop, FINETUNE)
+    with drive(tuner, d, meta, stop, FINETUNE) as result:
+        run_steps(tuner)
+    return result
 
 
 def save_finetune_run(directory, tuner: FineTuner, source: str, status: str = "finished", name: str = "") -> Path:

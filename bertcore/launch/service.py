@@ -40,6 +40,7 @@ from bertcore.training.callbacks import Callbacks
 from bertcore.training.device import Runtime
 from bertcore.training.drive import RunResult, StopSignal, drive, drive_quietly, open_run_dir
 from bertcore.training.history import History
+from bertcore.training.loop import run_steps
 from bertcore.training.resume import RESUME_FILE, load_trainer_state
 from bertcore.training.run_corpus import CORPUS_FILE, DOCUMENTS_FILE, SHARDS_PREFIX, load_run_corpus
 from bertcore.training.trainer import Trainer
@@ -280,8 +281,10 @@ def train(spec: RunSpec, run_dir: str | Path | None = None, *, parent: str | Pat
     d = open_run_dir(run_dir, parent, name)
     locks.hold(d)  # RunBusy, before anything is written, when another process trains this folder
     try:
-        return drive(trainer, d, _new_run_files(spec, d, trainer, corpus, corpus_spec, name), stop,
-                     records, held=True)
+        with drive(trainer, d, _new_run_files(spec, d, trainer, corpus, corpus_spec, name), stop, records,
+                   held=True) as result:
+            run_steps(trainer)
+        return result
     finally:
         locks.release(d)
 
@@ -360,7 +363,9 @@ def _resume(d: Path, stop, callbacks, runtime, records) -> RunResult:
     skills = run_skills(d, bundle.tokenizer, tc.max_seq_len) if trainer.corpus is not None else None
     records = _restored_records(trainer, bundle, d, step, skills, records)
     meta["runtime"] = trainer.runtime.label  # where it goes on now (docs/TRAINING.md, "Resume on another device")
-    return drive(trainer, d, meta, stop, records, held=True)
+    with drive(trainer, d, meta, stop, records, held=True) as result:
+        run_steps(trainer)
+    return result
 
 
 def _restored_records(trainer: Trainer, bundle: ModelBundle, run_dir: Path, step: int, skills,

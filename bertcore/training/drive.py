@@ -1,8 +1,8 @@
 """Driving a training to its end while its run directory stays current: the machinery every route shares.
 
-``drive`` runs anything Trainer-shaped (pretraining's ``Trainer``, fine-tuning's ``FineTuner``)
-to its end, a ``StopSignal``, a NaN stop or Ctrl-C; it keeps run.json's status lifecycle (running with this
-pid, then finished / stopped / failed with a reason), rewrites the run directory at every held-out evaluation
+``drive`` is the context in which the one step loop (``loop.run_steps``) steps anything Trainer-shaped
+(pretraining's ``Trainer``, fine-tuning's ``FineTuner``) to its end, a ``StopSignal``, a NaN stop or Ctrl-C; it
+keeps run.json's status lifecycle (running with this pid, then finished / stopped / failed with a reason), rewrites the run directory at every held-out evaluation
 and fires ``start``, ``checkpoint`` and ``end`` on the trainer's callbacks (``bertcore.training.callbacks``; the
 step loop fires ``step`` and ``eval``). A route says what one kind of training keeps in its folder
 (``save``, ``metrics``, ``bundle``: pretraining's is its ``bertcore.analysis.records.TrainingRecords``, fine-tuning's
@@ -91,20 +91,26 @@ def record_write_failure(run_dir: Path, meta: dict, step: int, err: OSError) -> 
         pass
 
 
-def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route, held: bool = False) -> RunResult:
-    """Run ``trainer`` to its end (or a stop / NaN / Ctrl-C), keeping ``run_dir`` current; the final status.
+@contextlib.contextmanager
+def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route, held: bool = False):
+    """Keep ``run_dir`` current while the caller's block steps ``trainer`` (``loop.run_steps``) to its end, a stop,
+    a NaN or Ctrl-C; yields the ``RunResult``, which holds the final status once the block is left::
 
-    Every route goes through here: run.json says running (with this pid) from step 0, then finished / stopped /
-    failed with a reason. ``trainer`` is anything Trainer-shaped that the step loop (``loop.run_steps``) steps,
-    with ``finalize``, ``error`` and ``model``; ``route`` has ``save``, ``metrics`` and ``bundle`` (a ``Route``, or
-    pretraining's ``TrainingRecords``). The run's lock is taken here unless the caller ``held`` it already
-    (``RunBusy`` when another process trains it) and is held until the end. A checkpoint that cannot be written
-    stops the training: the run is "failed" with the reason and resumes from its last complete checkpoint."""
+        with drive(trainer, run_dir, meta, stop, route) as result:
+            run_steps(trainer)
+
+    A context, not a caller of the loop, so that the way from Start to ``Trainer.step`` is one call shorter and the
+    loop stays the one every trainer shares. run.json says running (with this pid) from step 0, then finished /
+    stopped / failed with a reason. ``trainer`` is anything Trainer-shaped, with ``finalize``, ``error`` and
+    ``model``; ``route`` has ``save``, ``metrics`` and ``bundle`` (a ``Route``, or pretraining's
+    ``TrainingRecords``). The run's lock is taken here unless the caller ``held`` it already (``RunBusy`` when
+    another process trains it). A checkpoint that cannot be written stops the training: the run is "failed" with
+    the reason and resumes from its last complete checkpoint; Ctrl-C in the block ends it "stopped" (resumable)."""
     stop = stop if stop is not None else StopSignal()
     if not held:
         locks.hold(run_dir)
     runs.mark_active(run_dir, True)
-    interrupted = False
+    result = RunResult(run_dir, "running", None, trainer, None)
     failed_write: list[tuple[int, OSError]] = []  # (step, error) of a write that failed
 
     def save() -> bool:
@@ -115,37 +121,36 @@ def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route, he
             return False
         return True
 
+    def after_step(ev) -> None:  # registered after the caller's, so every listener has seen the row
+        if stop.is_set():
+            ev.trainer.stop()
+
+    def after_eval(ev) -> None:
+        if not stop.is_set() and not ev.trainer.done and not save():
+            ev.trainer.stop()  # nothing after this step could be kept
+
     try:
         meta.update(status="running", reason=None, failure=None, pid=os.getpid())
         if save():
             trainer.callbacks.fire("start", trainer, run_dir=run_dir)
-
-            def after_step(ev) -> None:  # registered after the caller's, so every listener has seen the row
-                if stop.is_set():
-                    ev.trainer.stop()
-
-            def after_eval(ev) -> None:
-                if not stop.is_set() and not ev.trainer.done and not save():
-                    ev.trainer.stop()  # nothing after this step could be kept
-
             trainer.callbacks.on("step", after_step).on("eval", after_eval)
+        if stop.is_set() or failed_write:
+            trainer.stop()  # the block's loop takes no step
+        try:
+            yield result
+        except KeyboardInterrupt:
+            result.interrupted = True
+            stop.request("interrupted (Ctrl-C)")
             try:
-                if stop.is_set():
-                    trainer.stop()
-                run_steps(trainer)
+                trainer.finalize()
             except KeyboardInterrupt:
-                interrupted = True
-                stop.request("interrupted (Ctrl-C)")
-                try:
-                    trainer.finalize()
-                except KeyboardInterrupt:
-                    pass
-            except Exception as e:  # noqa: BLE001 - recorded in run.json, then re-raised for the caller
-                meta.update(status="failed", reason=f"training failed: {type(e).__name__}: {e}")
-                if not save():  # at least run.json says why, if it can be written
-                    with contextlib.suppress(OSError):
-                        runs.write_run_json(run_dir, meta)
-                raise
+                pass
+        except Exception as e:  # noqa: BLE001 - recorded in run.json, then re-raised for the caller
+            meta.update(status="failed", reason=f"training failed: {type(e).__name__}: {e}")
+            if not save():  # at least run.json says why, if it can be written
+                with contextlib.suppress(OSError):
+                    runs.write_run_json(run_dir, meta)
+            raise
         if not failed_write:
             if trainer.error:
                 status, reason = "failed", trainer.error
@@ -165,7 +170,7 @@ def drive(trainer, run_dir: Path, meta: dict, stop: StopSignal | None, route, he
         if not held:
             locks.release(run_dir)
     trainer.callbacks.fire("end", trainer, run_dir=run_dir, meta=dict(meta))
-    return RunResult(run_dir, meta["status"], meta["reason"], trainer, route.bundle(trainer, meta), interrupted)
+    result.status, result.reason, result.bundle = meta["status"], meta["reason"], route.bundle(trainer, meta)
 
 
 def drive_quietly(trainer, stop: StopSignal | None) -> RunResult:
