@@ -2,15 +2,15 @@
 
 ``drive`` is the context in which the one step loop (``loop.run_steps``) steps anything Trainer-shaped
 (pretraining's ``Trainer``, fine-tuning's ``FineTuner``) to its end, a ``StopSignal``, a NaN stop or Ctrl-C; it
-keeps run.json's status lifecycle (running with this pid, then finished / stopped / failed with a reason), rewrites the run directory at every held-out evaluation
-and fires ``start``, ``checkpoint`` and ``end`` on the trainer's callbacks (``bertcore.training.callbacks``; the
-step loop fires ``step`` and ``eval``). A route says what one kind of training keeps in its folder
-(``save``, ``metrics``, ``bundle``: pretraining's is its ``bertcore.analysis.records.TrainingRecords``, fine-tuning's
-a ``Route``, ``bertcore.finetune.route.FINETUNE``);
+keeps run.json's status lifecycle (running with this pid, then finished / stopped / failed with a reason), rewrites
+the run directory at every held-out evaluation and fires ``start``, ``checkpoint`` and ``end`` on the trainer's
+callbacks (``bertcore.training.callbacks``; the step loop fires ``step`` and ``eval``). A route says what one kind
+of training keeps in its folder (``save``, ``metrics``, ``bundle``: pretraining's is its
+``bertcore.analysis.records.TrainingRecords``, fine-tuning's a ``Route``, ``bertcore.finetune.route.FINETUNE``);
 ``open_run_dir`` is the one place a run directory is created. Layout of the folder: ``bertcore.training.runs``.
-While it trains, ``drive`` holds the run's lock (``bertcore.training.locks``), so no other process or server
-replica trains the same folder. A checkpoint that cannot be written (a full disk) ends the training as "failed"
-with the reason; every file keeps its last complete version and the run resumes from there.
+While it trains, ``drive`` holds the run's lock (``bertcore.training.locks``), so no other process or server replica
+trains the same folder. A checkpoint that cannot be written (a full disk) ends the training as "failed" with the
+reason; every file keeps its last complete version and the run resumes from there.
 """
 from __future__ import annotations
 
